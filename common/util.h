@@ -1,0 +1,79 @@
+// common/util.h: error handling, checked allocation and I/O, timing, crc32 and atomic file
+// writes. Everything in attnlab includes this; it includes nothing of attnlab.
+#ifndef ATTNLAB_UTIL_H
+#define ATTNLAB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// ----------------------------------------------------------------------------
+// Exit codes shared by every tool.
+enum {
+    EXIT_USAGE = 2,     // bad config, CLI or input file: nothing was written
+    EXIT_NONFINITE = 3, // training produced a non-finite loss or gradient
+};
+
+// Always-on assertion for programming errors (never for validating input).
+#define ASSERT(x)                                                                                  \
+    do {                                                                                           \
+        if (!(x)) util_assert_fail(#x, __FILE__, __LINE__);                                        \
+    } while (0)
+_Noreturn void util_assert_fail(const char* expr, const char* file, int line);
+
+// Print "attnlab: <message>" to stderr and exit with `code`.
+_Noreturn void die(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Checked allocation: on failure print the size and the call site, exit 1.
+void* util_malloc(size_t n, const char* file, int line);
+void* util_calloc(size_t n, size_t sz, const char* file, int line);
+void* util_realloc(void* p, size_t n, const char* file, int line);
+#define mallocCheck(n)      util_malloc((n), __FILE__, __LINE__)
+#define callocCheck(n, sz)  util_calloc((n), (sz), __FILE__, __LINE__)
+#define reallocCheck(p, n)  util_realloc((p), (n), __FILE__, __LINE__)
+
+// 64-byte aligned, zeroed allocation for large float buffers; free with free().
+float* util_alloc_floats(size_t n, const char* file, int line);
+#define allocFloats(n) util_alloc_floats((n), __FILE__, __LINE__)
+
+// Copy at most cap-1 bytes and always terminate. Returns 1 if src was truncated.
+int util_strlcpy(char* dst, const char* src, size_t cap);
+
+// ----------------------------------------------------------------------------
+// Time
+double util_now(void); // monotonic seconds
+
+// Format seconds as "1h02m", "3m05s" or "12.3s" into buf.
+void util_format_duration(char* buf, size_t cap, double seconds);
+
+// ----------------------------------------------------------------------------
+// Checksums (zlib crc32; same polynomial as gzip/zip/PNG)
+uint32_t util_crc32(uint32_t crc, const void* data, size_t n);
+
+// ----------------------------------------------------------------------------
+// Atomic file writes: data goes to "<path>.tmp.<pid>", is fsync'd, renamed over <path>, and the
+// directory is fsync'd. On any error the temp file is removed, <path> is untouched, and a message
+// naming the file and the OS error is put into the writer's `err`.
+typedef struct {
+    FILE* f;
+    char path[1024];
+    char tmp[1100];
+    char err[1300];
+    int failed;
+    uint32_t crc; // crc32 of everything written so far
+} AtomicFile;
+
+int atomic_open(AtomicFile* af, const char* path);               // 0 ok, -1 error (af->err)
+int atomic_write(AtomicFile* af, const void* data, size_t n);    // 0 ok, -1 error
+int atomic_commit(AtomicFile* af);                                // 0 ok, -1 error (temp removed)
+void atomic_abort(AtomicFile* af);                                // drop the temp file
+
+// Read a whole file into a malloc'd buffer (NUL-terminated). Returns NULL and sets err on error.
+char* util_read_file(const char* path, size_t* len, char* err, size_t errcap);
+
+// mkdir -p. Returns 0 or -1 with err set.
+int util_mkdirs(const char* path, char* err, size_t errcap);
+
+int util_file_exists(const char* path);
+
+#endif

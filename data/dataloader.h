@@ -1,0 +1,53 @@
+// data/dataloader.h: batches of (inputs, targets) from a glob of llm.c shards.
+// Batch layout as in llm.c: a batch reads B*T+1 consecutive tokens; inputs are the first B*T,
+// targets the last B*T. Sequential order: batch i of a shard covers tokens [i*B*T, i*B*T+B*T+1);
+// a shard's tail that cannot fill a batch is skipped; after the last shard it wraps to the first
+// (epoch += 1). Shuffled order: every epoch permutes the shard order and, within each shard, the
+// order of its batch windows, from a seeded RNG. The position (shard, window, epoch, RNG) is
+// plain data: dataloader_get_state/set_state restore it exactly, for resume.
+#ifndef ATTNLAB_DATALOADER_H
+#define ATTNLAB_DATALOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rng.h"
+#include "data/shard.h"
+
+typedef struct {
+    uint64_t epoch;      // full passes completed
+    uint64_t shard_pos;  // index into the (possibly permuted) shard order
+    uint64_t window_pos; // index into the (possibly permuted) window order of that shard
+    Rng rng;             // RNG at the start of the current epoch (permutations are re-derived)
+} DataLoaderState;
+
+typedef struct {
+    int B, T;
+    int shuffle;
+    uint64_t seed;
+    int nfiles;
+    char** files;        // sorted glob matches
+    size_t* ntok;        // tokens per file
+    DataLoaderState st;
+    uint64_t* shard_order;  // nfiles
+    uint64_t* window_order; // windows of the current shard
+    uint64_t nwindows;      // windows in the current shard
+    int loaded;             // index of the shard currently in memory, -1 none
+    Shard shard;
+    uint64_t total_tokens;  // over all files
+} DataLoader;
+
+// Open every shard matching `glob` (validating each header), ready at the first batch.
+// Fails if nothing matches or no shard holds one batch of B*T+1 tokens. 0, or -1 with err.
+int dataloader_init(DataLoader* dl, const char* glob, int B, int T, int shuffle, uint64_t seed,
+                    char* err, size_t errcap);
+// Fill inputs[B*T] and targets[B*T] with the next batch and advance.
+void dataloader_next(DataLoader* dl, int* inputs, int* targets);
+// Back to the first batch of epoch 0 (validation calls this before every evaluation).
+void dataloader_reset(DataLoader* dl);
+void dataloader_get_state(const DataLoader* dl, DataLoaderState* st);
+// Restore a position saved by get_state (same glob, B, T, shuffle, seed). 0, or -1 with err.
+int dataloader_set_state(DataLoader* dl, const DataLoaderState* st, char* err, size_t errcap);
+void dataloader_free(DataLoader* dl);
+
+#endif

@@ -1,0 +1,47 @@
+// optim/optim.h: optimizers over one flat parameter buffer, split into ranges that each carry a
+// weight-decay flag (the model's parameter table supplies them; optim knows nothing of GPT-2).
+// An optimizer is one file exporting a `const OptimizerDef`, listed in optim/optim.c's table:
+// AdamW (default), SGD with momentum, SignSGD, Lion. State is `state_per_param` float arrays of
+// n floats each, laid out one after another (AdamW: m then v, as llm.c's checkpoints hold them).
+// Updates are elementwise and parallel over elements, so results do not depend on thread count.
+#ifndef ATTNLAB_OPTIM_H
+#define ATTNLAB_OPTIM_H
+
+#include <stddef.h>
+
+typedef struct {
+    float beta1, beta2, eps, weight_decay;
+} OptimHParams;
+
+typedef struct {
+    size_t offset, size; // a contiguous slice of the parameter buffer
+    int decay;           // 1: apply weight decay to this slice
+} OptimRange;
+
+typedef struct {
+    const char* name;
+    const char* formula;  // one line, for --help
+    int state_per_param;  // number of n-float state arrays
+    // Update p[0..n) in place from g[0..n); state[k*stride + i] is state array k of element i.
+    // t is the 1-based update count (for bias correction); wd is 0 for non-decayed ranges.
+    void (*update)(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
+                   float wd, const OptimHParams* h, long t);
+} OptimizerDef;
+
+const OptimizerDef* optim_lookup(const char* name); // NULL if unknown
+int optim_count(void);
+const OptimizerDef* optim_get(int i);
+
+typedef struct {
+    const OptimizerDef* def;
+    size_t n;     // parameters
+    float* state; // def->state_per_param * n floats, zero-initialised
+    long t;       // updates done
+} Optimizer;
+
+void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
+void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
+                int nranges, float lr, const OptimHParams* h);
+void optim_free(Optimizer* o);
+
+#endif

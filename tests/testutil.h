@@ -1,0 +1,49 @@
+// tests/testutil.h: shared helpers for the Check suites: a main() per suite binary,
+// finite-difference gradient checks (central 4-point stencil, loss in double), random fills.
+#ifndef ATTNLAB_TESTUTIL_H
+#define ATTNLAB_TESTUTIL_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rng.h"
+
+// Each tests/test_X.c ends with TEST_MAIN(x_suite): runs the suite, exit 1 on any failure.
+#define TEST_MAIN(suite_fn)                                                                        \
+    int main(void) {                                                                               \
+        SRunner* sr = srunner_create(suite_fn());                                                  \
+        srunner_run_all(sr, CK_NORMAL);                                                            \
+        int nf = srunner_ntests_failed(sr);                                                        \
+        srunner_free(sr);                                                                          \
+        return nf ? 1 : 0;                                                                         \
+    }
+
+// A scalar loss of the current contents of the buffer under test.
+typedef double (*ScalarFn)(void* ctx);
+
+typedef struct {
+    double max_err;  // max over checked coordinates of |num-ana| / (|num| + |ana| + atol)
+    size_t worst;    // coordinate of max_err
+    double num, ana; // values there
+    size_t checked;
+} GradCheck;
+
+// Compare analytic gradient g[0..n) of f with respect to x[0..n) against a 4-point central
+// difference (f(x-2h) - 8f(x-h) + 8f(x+h) - f(x+2h)) / 12h. x is restored afterwards.
+// At most max_checks coordinates are checked (evenly strided) when max_checks < n.
+// atol guards near-zero gradients: pass e.g. 1e-3 * max|g|.
+GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h,
+                    double atol, size_t max_checks);
+
+// Fill with uniform values in [lo, hi) or N(0, std).
+void fill_uniform(float* x, size_t n, float lo, float hi, Rng* r);
+void fill_normal(float* x, size_t n, float std, Rng* r);
+float max_abs(const float* x, size_t n);
+// max |a-b| / (max|b| + tiny)
+double rel_diff(const float* a, const float* b, size_t n);
+
+// A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); returns a static buffer.
+const char* test_tmpdir(void);
+
+#endif
