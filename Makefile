@@ -101,4 +101,5 @@ format-check:
 clean:
 	rm -rf build build-debug build-asan $(TOOLS)
 
+.SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

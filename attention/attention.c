@@ -1,0 +1,271 @@
+// attention/attention.c: the attention driver shared by every variant: scores through sgemm,
+// causal rows handed to the variant's row map, A·V, and the backward of all three. See
+// attention.h for shapes and the threading contract.
+//
+// Forward, per (b, h), with S, A of shape (T, T) and q, k, v, o of shape (T, hs):
+//   S   = scale * q k^T (+ ALiBi slope_h * (j - t)) ; S'_t = row_scale_t * S_t
+//   A_t = rowmap(S'_t[0..t])      (zeros for j > t: future keys never enter a row)
+//   o   = A v
+// Backward, given do = dL/do:
+//   dA   = do v^T                 (only j <= t is used)
+//   dS'_t = VJP_rowmap(dA_t)      (O(n) per row, supplied by the variant)
+//   drow_scale_t = <S_t, dS'_t> ; dS_t = row_scale_t * dS'_t
+//   dq  += scale * dS k ;  dk += scale * dS^T q ;  dv += A^T do
+// S is recomputed in backward (one sgemm) instead of being stored: it saves a (B,NH,T,T)
+// tensor per layer. All products go through cblas_sgemm on strided views of qkv.
+#include "attention/attention.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+struct AttnWorkspace {
+    int B, T, NH, nthreads, maxP;
+    size_t per_thread;  // floats per thread
+    float* buf;         // nthreads * per_thread
+    float* dp_slots;    // (B, NH, maxP) private parameter-gradient slots
+    float* slopes;      // (NH) ALiBi slopes
+};
+
+// per-thread layout: S (T*T) | dA (T*T) | dS (T*T) | srow (T) | key_sq (T) | dkey_sq (T) | row
+static size_t ws_fixed(int T) {
+    return 3 * (size_t)T * (size_t)T + 3 * (size_t)T;
+}
+
+AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row_scratch,
+                                  int max_params_per_head) {
+    AttnWorkspace* ws = callocCheck(1, sizeof(AttnWorkspace));
+    ws->B = B;
+    ws->T = T;
+    ws->NH = NH;
+    ws->nthreads = nthreads > 0 ? nthreads : 1;
+    ws->maxP = max_params_per_head;
+    ws->per_thread = (ws_fixed(T) + row_scratch + 15) & ~(size_t)15;
+    ws->buf = allocFloats(ws->per_thread * (size_t)ws->nthreads);
+    ws->dp_slots = allocFloats((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
+    ws->slopes = allocFloats((size_t)NH);
+    // ALiBi (Press et al.): geometric slopes 2^(-8(h+1)/NH), as negative distance penalties
+    for (int h = 0; h < NH; h++) ws->slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)NH);
+    return ws;
+}
+
+void attn_workspace_free(AttnWorkspace* ws) {
+    if (!ws) return;
+    free(ws->buf);
+    free(ws->dp_slots);
+    free(ws->slopes);
+    free(ws);
+}
+
+size_t attn_row_scratch(const AttnVariant* v, int T) {
+    return v && v->scratch_floats ? v->scratch_floats(T) : 0;
+}
+
+static float* thread_buf(AttnWorkspace* ws) {
+    int tid = omp_get_thread_num();
+    ASSERT(tid < ws->nthreads);
+    return ws->buf + (size_t)tid * ws->per_thread;
+}
+
+// S = scale * q k^T (+ ALiBi) for one (b, h): q, k point at row 0 of that head.
+static void scores(float* S, const float* q, size_t ldq, const float* k, size_t ldk, int T, int hs,
+                   float scale, float slope) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, (int)ldq, k,
+                (int)ldk, 0.0f, S, T);
+    if (slope != 0.0f) {
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++) S[(size_t)t * T + j] -= slope * (float)(t - j);
+    }
+}
+
+static void key_norms(float* key_sq, const float* k, size_t ldk, int T, int hs) {
+    for (int j = 0; j < T; j++) {
+        const float* kj = k + (size_t)j * ldk;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += kj[i] * kj[i];
+        key_sq[j] = s;
+    }
+}
+
+void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) {
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
+    const int P = c->row->params_per_head;
+    ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float* tb = thread_buf(ws);
+            float* S = tb;
+            float* key_sq = tb + 3 * (size_t)T * T + (size_t)T;
+            float* row_scratch = tb + ws_fixed(T);
+            const size_t bt = (size_t)b * T;
+            const float* q = c->q + bt * c->ldq + (size_t)h * hs;
+            const float* k = c->k + bt * c->ldk + (size_t)h * hs;
+            const float* v = c->v + bt * c->ldv + (size_t)h * hs;
+            float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
+            if (c->row->needs_key_sq) key_norms(key_sq, k, c->ldk, T, hs);
+            AttnRowCtx ctx = {.hp = c->hp,
+                              .p = P > 0 ? c->rowp + (size_t)h * P : NULL,
+                              .scratch = row_scratch,
+                              .key_sq = c->row->needs_key_sq ? key_sq : NULL,
+                              .T = T,
+                              .h = h,
+                              .step = c->step,
+                              .seed = c->seed};
+            float* A = c->att + ((size_t)b * NH + h) * T * T;
+            const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
+            for (int t = 0; t < T; t++) {
+                float* srow = S + (size_t)t * T;
+                if (rs)
+                    for (int j = 0; j <= t; j++) srow[j] *= rs[t];
+                ctx.t = t;
+                c->row->forward_row(A + (size_t)t * T, srow, t + 1, &ctx);
+                memset(A + (size_t)t * T + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+            }
+            float* o = c->out + bt * c->ldo + (size_t)h * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, v,
+                        (int)c->ldv, 0.0f, o, (int)c->ldo);
+        }
+    }
+}
+
+void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) {
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
+    const int P = c->row->params_per_head;
+    ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH && P <= ws->maxP);
+    if (P > 0) memset(ws->dp_slots, 0, sizeof(float) * (size_t)B * NH * P);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float* tb = thread_buf(ws);
+            float* S = tb;
+            float* dA = tb + (size_t)T * T;
+            float* dS = tb + 2 * (size_t)T * T;
+            float* srow = tb + 3 * (size_t)T * T;
+            float* key_sq = srow + T;
+            float* dkey_sq = key_sq + T;
+            float* row_scratch = tb + ws_fixed(T);
+            const size_t bt = (size_t)b * T;
+            const float* q = c->q + bt * c->ldq + (size_t)h * hs;
+            const float* k = c->k + bt * c->ldk + (size_t)h * hs;
+            const float* v = c->v + bt * c->ldv + (size_t)h * hs;
+            const float* dout = c->dout + bt * c->ldo + (size_t)h * hs;
+            const float* A = c->att + ((size_t)b * NH + h) * T * T;
+            float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
+            int need_ks = c->row->needs_key_sq;
+            if (need_ks) {
+                key_norms(key_sq, k, c->ldk, T, hs);
+                memset(dkey_sq, 0, sizeof(float) * (size_t)T);
+            }
+            // dA = do v^T
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout,
+                        (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
+            AttnRowCtx ctx = {.hp = c->hp,
+                              .p = P > 0 ? c->rowp + (size_t)h * P : NULL,
+                              .dp = P > 0 ? ws->dp_slots + ((size_t)b * NH + h) * P : NULL,
+                              .scratch = row_scratch,
+                              .key_sq = need_ks ? key_sq : NULL,
+                              .dkey_sq = need_ks ? dkey_sq : NULL,
+                              .T = T,
+                              .h = h,
+                              .step = c->step,
+                              .seed = c->seed};
+            const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
+            float* drs = c->drow_scale ? c->drow_scale + ((size_t)b * NH + h) * T : NULL;
+            for (int t = 0; t < T; t++) {
+                const float* s_raw = S + (size_t)t * T;
+                const float* s_in = s_raw;
+                if (rs) {
+                    for (int j = 0; j <= t; j++) srow[j] = rs[t] * s_raw[j];
+                    s_in = srow;
+                }
+                float* dsr = dS + (size_t)t * T;
+                memset(dsr, 0, sizeof(float) * (size_t)T);
+                ctx.t = t;
+                c->row->backward_row(dsr, dA + (size_t)t * T, s_in, A + (size_t)t * T, t + 1,
+                                     &ctx);
+                if (rs) {
+                    float g = 0.0f;
+                    for (int j = 0; j <= t; j++) g += s_raw[j] * dsr[j];
+                    if (drs) drs[t] += g;
+                    for (int j = 0; j <= t; j++) dsr[j] *= rs[t];
+                }
+            }
+            float* dq = c->dq + bt * c->ldq + (size_t)h * hs;
+            float* dk = c->dk + bt * c->ldk + (size_t)h * hs;
+            float* dv = c->dv + bt * c->ldv + (size_t)h * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, c->scale, dS, T, k,
+                        (int)c->ldk, 1.0f, dq, (int)c->ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, c->scale, dS, T, q,
+                        (int)c->ldq, 1.0f, dk, (int)c->ldk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, dout,
+                        (int)c->ldo, 1.0f, dv, (int)c->ldv);
+            if (need_ks) { // key_sq_j = |k_j|^2  =>  dk_j += 2 dkey_sq_j k_j
+                for (int j = 0; j < T; j++) {
+                    float g = 2.0f * dkey_sq[j];
+                    const float* kj = k + (size_t)j * c->ldk;
+                    float* dkj = dk + (size_t)j * c->ldk;
+                    for (int i = 0; i < hs; i++) dkj[i] += g * kj[i];
+                }
+            }
+        }
+    }
+    // reduce the per-(b,h) parameter gradients over b in a fixed order
+    if (P > 0 && c->drowp) {
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < NH * P; i++) c->drowp[i] += ws->dp_slots[(size_t)b * NH * P + i];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// default layer pipeline
+
+static AttnCore default_core(const AttnLayer* L) {
+    const size_t C = (size_t)L->d.C;
+    AttnCore c = {.q = L->qkv,
+                  .k = L->qkv + C,
+                  .v = L->qkv + 2 * C,
+                  .ldq = 3 * C,
+                  .ldk = 3 * C,
+                  .ldv = 3 * C,
+                  .out = L->out,
+                  .ldo = C,
+                  .att = L->att,
+                  .scale = 1.0f / sqrtf((float)L->d.hs),
+                  .score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL,
+                  .row = L->row,
+                  .hp = L->row_hp,
+                  .rowp = L->rowp,
+                  .step = L->step,
+                  .seed = L->seed,
+                  .dout = L->dout,
+                  .dq = L->dqkv,
+                  .dk = L->dqkv ? L->dqkv + C : NULL,
+                  .dv = L->dqkv ? L->dqkv + 2 * C : NULL,
+                  .drowp = L->drowp};
+    return c;
+}
+
+void attention_forward(AttnLayer* L) {
+    if (L->v->layer_forward) {
+        L->v->layer_forward(L);
+        return;
+    }
+    AttnCore c = default_core(L);
+    attn_core_forward(&c, &L->d, L->ws);
+}
+
+void attention_backward(AttnLayer* L) {
+    if (L->v->layer_backward) {
+        L->v->layer_backward(L);
+        return;
+    }
+    AttnCore c = default_core(L);
+    attn_core_backward(&c, &L->d, L->ws);
+}

@@ -1,0 +1,224 @@
+// attention/attention.h: the pluggable causal self-attention of attnlab.
+//
+// The driver (attention.c) owns what every variant shares: scores s = QK^T * scale per
+// (batch, head) through sgemm, the causal structure (a row t sees keys 0..t), the A·V product,
+// and their backward. A variant is one file exporting one `const AttnVariant`, listed once in
+// registry.c. Two kinds fit the same struct:
+//
+//  1. Row maps: forward_row maps one causal score row s[0..n) (n = t+1) to weights a[0..n);
+//     backward_row adds its vector-Jacobian product ds += J^T da in O(n) and accumulates the
+//     gradients of its per-head parameters. Rows need not sum to 1.
+//  2. Layer-level variants: layer_forward / layer_backward replace the default layer pipeline.
+//     They see the layer input x, q/k/v and the head outputs, own extra tensors (declared by
+//     layer_tensors, stored in the model's parameter table) and a per-layer activation cache,
+//     and build on the driver's core (attn_core_forward/backward) with an inner row map chosen
+//     by `attn.inner`.
+//
+// Shapes: B batch, T sequence, C channels, NH heads, hs = C/NH head size. qkv is (B,T,3C) with
+// q, k, v at channel offsets 0, C, 2C and head h at h*hs within each. att is (B,NH,T,T), row t
+// holds weights for keys 0..t and zeros after. out is (B,T,C), heads concatenated.
+//
+// Threading: forward and backward run `omp parallel for collapse(2)` over (b, h). Each pair
+// owns its slices of out, dq, dk, dv and its own slot for parameter gradients, which are
+// reduced over b in a fixed order: results are bit-identical for any thread count.
+#ifndef ATTNLAB_ATTENTION_H
+#define ATTNLAB_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATTN_MAX_HP      12 // hyperparameters per variant
+#define ATTN_MAX_PPH     16 // learnable floats per head of a row map
+#define ATTN_MAX_TENSORS 8  // extra per-layer tensors of a layer-level variant
+
+typedef struct AttnVariant AttnVariant;
+
+// ---------------------------------------------------------------------------------------------
+// Hyperparameters: config keys `attn.<name>`, declared by each variant with default and range.
+
+typedef struct {
+    const char* name;    // key after "attn."
+    float def;           // default (for a choice: the index of the default choice)
+    float min, max;      // inclusive range for numbers
+    const char* choices; // "a|b|c": the value is the index of the chosen word; NULL = number
+    const char* help;
+} AttnHParamSpec;
+
+typedef struct {
+    float v[ATTN_MAX_HP]; // values, in the order of the variant's hparams[]
+    int T_train;          // training sequence length (for constants such as -ln T)
+    int n_head, head_size, n_embd, n_layer;
+    const AttnVariant* inner; // row map used by a layer-level variant (attn.inner), else NULL
+} AttnHParams;
+
+// ---------------------------------------------------------------------------------------------
+// Row maps
+
+typedef struct {
+    const AttnHParams* hp;
+    const float* p;        // this head's learnable params (params_per_head floats) or NULL
+    float* dp;             // this (b,h)'s private gradient slot for p (+=), or NULL in forward
+    float* scratch;        // per-thread scratch of scratch_floats(T) floats
+    const float* key_sq;   // |k_j|^2 for j < n when needs_key_sq, else NULL
+    float* dkey_sq;        // gradient slot for key_sq (+=) in backward when needs_key_sq
+    int t;                 // query position; the row length is n = t + 1
+    int T;                 // sequence length of this call
+    int h;                 // head index
+    long step;             // training step (stochastic variants); -1 at evaluation
+    uint64_t seed;         // run seed (stochastic variants derive their draws from seed, step)
+} AttnRowCtx;
+
+// ---------------------------------------------------------------------------------------------
+// Layer-level variants: extra tensors and the layer object they receive
+
+typedef struct {
+    int B, T, C, NH, hs;
+} AttnDims;
+
+enum { ATTN_INIT_ZERO, ATTN_INIT_CONST, ATTN_INIT_NORMAL };
+
+typedef struct {
+    const char* name; // tensor name; the model stores it as "<variant>.<name>" stacked over layers
+    int ndim;
+    int shape[3];     // per-layer shape
+    int decay;        // 1: weight decay applies (matrices); 0: scalars, gates, biases
+    int init;         // ATTN_INIT_*
+    float init_value; // constant, or the std of the normal init
+} AttnTensorSpec;
+
+typedef struct AttnWorkspace AttnWorkspace;
+
+typedef struct {
+    const AttnVariant* v;    // this layer's variant
+    const AttnVariant* row;  // row map of the core: v for row maps, hp->inner for wrappers
+    const AttnHParams* hp;   // hyperparameters of v
+    const AttnHParams* row_hp; // hyperparameters of row
+    AttnDims d;
+    int layer;
+    long step;               // training step, -1 at evaluation
+    uint64_t seed;
+    int pos_encoding;        // ATTN_POS_*
+    int qk_norm;
+    // parameters (this layer's slices) and their gradients
+    const float* rowp;       // (NH, row->params_per_head) or NULL
+    float* drowp;
+    const float* tp[ATTN_MAX_TENSORS]; // v's layer tensors, in layer_tensors order
+    float* dtp[ATTN_MAX_TENSORS];
+    // activations
+    const float* x;          // (B,T,C) input of the attention block (ln_1 output)
+    const float* qkv;        // (B,T,3C)
+    float* out;              // (B,T,C) head outputs, input of the output projection
+    float* att;              // (B,NH,T,T) weights, kept for backward and diagnostics
+    float* cache;            // layer_cache_floats(d) floats owned by the variant
+    // backward (+= into all of these)
+    const float* dout;       // (B,T,C)
+    float* dx;               // (B,T,C)
+    float* dqkv;             // (B,T,3C)
+    AttnWorkspace* ws;
+} AttnLayer;
+
+enum { ATTN_POS_LEARNED, ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE };
+
+// ---------------------------------------------------------------------------------------------
+// The variant interface
+
+struct AttnVariant {
+    const char* name;     // config / CLI name
+    const char* formula;  // one line for --list-attention
+    const char* source;   // paper reference
+    int rows_sum_to_one;  // 1: every causal row sums to 1
+    int shift_invariant;  // 1: f(s + c) == f(s) for a per-row constant c; 0: it must not be
+    const AttnHParamSpec* hparams;
+    int n_hparams;
+    // ---- learnable per-head parameters of a row map (stored in the model tensor "attnp")
+    int params_per_head;
+    const char* const* param_names;                    // params_per_head names
+    void (*init_params)(float* p, const AttnHParams* hp); // one head; NULL = zeros
+    // ---- row map (required unless layer_forward is set)
+    int needs_key_sq;                 // driver supplies |k_j|^2 (and takes its gradient)
+    size_t (*scratch_floats)(int T);  // per-thread scratch for the row functions, NULL = 0
+    void (*forward_row)(float* a, const float* s, int n, const AttnRowCtx* ctx);
+    void (*backward_row)(float* ds, const float* da, const float* s, const float* a, int n,
+                         const AttnRowCtx* ctx); // ds += J^T da; ctx->dp += dL/dp
+    // Straight-through variants: the smooth map whose exact VJP backward_row computes
+    // (tests check backward_row against finite differences of this map). NULL = forward_row.
+    void (*surrogate_row)(float* a, const float* s, int n, const AttnRowCtx* ctx);
+    // Optional: extra statistic logged per head (e.g. credal uncertainty), mean over rows.
+    const char* row_stat_name;
+    float (*row_stat)(const float* a, const float* s, int n, const AttnRowCtx* ctx);
+    // ---- layer-level hooks (optional)
+    int (*layer_tensors)(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp);
+    size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
+    void (*layer_forward)(AttnLayer* L);
+    void (*layer_backward)(AttnLayer* L);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Registry (registry.c)
+
+int attn_count(void);
+const AttnVariant* attn_get(int i);
+const AttnVariant* attn_lookup(const char* name); // NULL if unknown
+// Closest registered name for "did you mean" messages (NULL if nothing is close).
+const char* attn_closest(const char* name);
+// Print every variant: name, formula, source, parameters, hyperparameters with defaults.
+void attn_print_list(void* file /* FILE* */);
+
+// ---------------------------------------------------------------------------------------------
+// Hyperparameters
+
+// Fill hp with the variant's defaults and the model sizes.
+void attn_hparams_default(AttnHParams* hp, const AttnVariant* v, int T_train, int n_head,
+                          int head_size, int n_embd, int n_layer);
+// Set one hyperparameter from text ("0.5" or a choice word). 0 ok; -1 with err (names key).
+int attn_hparams_set(AttnHParams* hp, const AttnVariant* v, const char* name, const char* value,
+                     char* err, size_t errcap);
+int attn_hparam_index(const AttnVariant* v, const char* name); // -1 if v has no such key
+// Write "attn.<name> = <value>" lines for every hyperparameter (resolved config).
+void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file /* FILE* */);
+
+// ---------------------------------------------------------------------------------------------
+// Driver
+
+// Per-thread scratch for sequences up to T. Sized for the row map's scratch and the largest
+// number of per-head params among the variants in use.
+AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row_scratch,
+                                  int max_params_per_head);
+void attn_workspace_free(AttnWorkspace* ws);
+size_t attn_row_scratch(const AttnVariant* v, int T);
+
+// Forward and backward of one attention layer (dispatches to the variant's layer hooks, or the
+// default pipeline: optional rope / qk_norm on q,k, scores, row map, A·V).
+void attention_forward(AttnLayer* L);
+void attention_backward(AttnLayer* L);
+
+// ---- the core, for layer-level variants: rows of A from given q, k and A·V from v.
+typedef struct {
+    const float* q;  // element (b,t,h,i) at q[(b*T + t)*ldq + h*hs + i]
+    const float* k;
+    const float* v;
+    size_t ldq, ldk, ldv;
+    float* out;      // (b,t,h,i) at out[(b*T + t)*ldo + h*hs + i]; overwritten in forward
+    size_t ldo;
+    float* att;      // (B,NH,T,T)
+    float scale;     // score scale, usually 1/sqrt(hs)
+    const float* row_scale; // (B,NH,T) per-row multiplier of s before the row map, or NULL
+    const float* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
+    const AttnVariant* row;
+    const AttnHParams* hp;
+    const float* rowp;  // (NH, P) or NULL
+    long step;
+    uint64_t seed;
+    // backward (+=): gradients of q, k, v (same layouts as q, k, v), row params, row scales
+    const float* dout;
+    float* dq;
+    float* dk;
+    float* dv;
+    float* drowp;       // (NH, P)
+    float* drow_scale;  // (B,NH,T), or NULL
+} AttnCore;
+
+void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);
+void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);
+
+#endif

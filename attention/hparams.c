@@ -1,0 +1,174 @@
+// attention/hparams.c: variant hyperparameters (config keys attn.<name>): defaults, parsing of
+// numbers and choice words with range checks, "did you mean" for names, and the listing
+// printed by `./train --list-attention`.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "common/util.h"
+
+void attn_hparams_default(AttnHParams* hp, const AttnVariant* v, int T_train, int n_head,
+                          int head_size, int n_embd, int n_layer) {
+    memset(hp, 0, sizeof(*hp));
+    ASSERT(v->n_hparams <= ATTN_MAX_HP);
+    for (int i = 0; i < v->n_hparams; i++) hp->v[i] = v->hparams[i].def;
+    hp->T_train = T_train;
+    hp->n_head = n_head;
+    hp->head_size = head_size;
+    hp->n_embd = n_embd;
+    hp->n_layer = n_layer;
+}
+
+int attn_hparam_index(const AttnVariant* v, const char* name) {
+    for (int i = 0; i < v->n_hparams; i++)
+        if (strcmp(v->hparams[i].name, name) == 0) return i;
+    return -1;
+}
+
+// index of `word` in "a|b|c", or -1
+static int choice_index(const char* choices, const char* word) {
+    int idx = 0;
+    const char* p = choices;
+    size_t wl = strlen(word);
+    while (*p) {
+        const char* bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == wl && strncmp(p, word, len) == 0) return idx;
+        idx++;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+static void choice_word(char* out, size_t cap, const char* choices, int idx) {
+    const char* p = choices;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    if (!p) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    const char* bar = strchr(p, '|');
+    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+    if (len >= cap) len = cap - 1;
+    memcpy(out, p, len);
+    out[len] = '\0';
+}
+
+int attn_hparams_set(AttnHParams* hp, const AttnVariant* v, const char* name, const char* value,
+                     char* err, size_t errcap) {
+    int i = attn_hparam_index(v, name);
+    if (i < 0) {
+        snprintf(err, errcap, "attention '%s' has no hyperparameter 'attn.%s'", v->name, name);
+        return -1;
+    }
+    const AttnHParamSpec* s = &v->hparams[i];
+    if (s->choices) {
+        int c = choice_index(s->choices, value);
+        if (c < 0) {
+            snprintf(err, errcap, "key 'attn.%s': '%s' is not one of %s", name, value, s->choices);
+            return -1;
+        }
+        hp->v[i] = (float)c;
+        return 0;
+    }
+    char* end;
+    errno = 0;
+    double x = strtod(value, &end);
+    while (*end == ' ' || *end == '\t') end++;
+    if (end == value || *end != '\0' || errno == ERANGE || !isfinite(x)) {
+        snprintf(err, errcap, "key 'attn.%s': '%s' is not a number", name, value);
+        return -1;
+    }
+    if (x < s->min || x > s->max) {
+        snprintf(err, errcap, "key 'attn.%s': %g is out of range [%g, %g]", name, x,
+                 (double)s->min, (double)s->max);
+        return -1;
+    }
+    hp->v[i] = (float)x;
+    return 0;
+}
+
+void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file) {
+    FILE* f = file;
+    for (int i = 0; i < v->n_hparams; i++) {
+        const AttnHParamSpec* s = &v->hparams[i];
+        if (s->choices) {
+            char w[64];
+            choice_word(w, sizeof(w), s->choices, (int)hp->v[i]);
+            fprintf(f, "attn.%s = %s\n", s->name, w);
+        } else {
+            fprintf(f, "attn.%s = %.9g\n", s->name, (double)hp->v[i]);
+        }
+    }
+}
+
+static int levenshtein(const char* a, const char* b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int prev[64], cur[64];
+    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int c = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < c) c = prev[j] + 1;
+            if (cur[j - 1] + 1 < c) c = cur[j - 1] + 1;
+            cur[j] = c;
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+    }
+    return prev[lb];
+}
+
+const char* attn_closest(const char* name) {
+    const char* best = NULL;
+    int bd = 1 << 30;
+    for (int i = 0; i < attn_count(); i++) {
+        int dd = levenshtein(name, attn_get(i)->name);
+        if (dd < bd) {
+            bd = dd;
+            best = attn_get(i)->name;
+        }
+    }
+    int lim = (int)strlen(name) / 3 + 1;
+    return bd <= lim ? best : NULL;
+}
+
+void attn_print_list(void* file) {
+    FILE* f = file;
+    fprintf(f, "attention variants (%d); choose with `attention = NAME`, set `attn.<key> = value`\n\n",
+            attn_count());
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        fprintf(f, "%-12s %s\n", v->name, v->formula);
+        fprintf(f, "%-12s rows sum to 1: %s; shift-invariant: %s%s\n", "",
+                v->rows_sum_to_one ? "yes" : "no", v->shift_invariant ? "yes" : "no",
+                v->layer_forward ? "; layer-level (wraps attn.inner)" : "");
+        if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
+        if (v->params_per_head > 0) {
+            fprintf(f, "%-12s learnable per head:", "");
+            for (int k = 0; k < v->params_per_head; k++) fprintf(f, " %s", v->param_names[k]);
+            fputc('\n', f);
+        }
+        for (int k = 0; k < v->n_hparams; k++) {
+            const AttnHParamSpec* s = &v->hparams[k];
+            if (s->choices) {
+                char w[64];
+                choice_word(w, sizeof(w), s->choices, (int)s->def);
+                fprintf(f, "%-12s attn.%-14s = %-8s (%s) %s\n", "", s->name, w, s->choices,
+                        s->help);
+            } else {
+                fprintf(f, "%-12s attn.%-14s = %-8g [%g, %g] %s\n", "", s->name, (double)s->def,
+                        (double)s->min, (double)s->max, s->help);
+            }
+        }
+        fputc('\n', f);
+    }
+}

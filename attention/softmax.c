@@ -1,0 +1,43 @@
+// attention/softmax.c: standard softmax attention (the GPT-2 baseline).
+//
+//   a_j = exp(s_j - m) / sum_{k<n} exp(s_k - m),   m = max_{k<n} s_k
+//
+// Backward (O(n) vector-Jacobian product): with J = diag(a) - a a^T,
+//   ds_j = a_j (da_j - <a, da>)
+// Numerics: subtracting the row max keeps every exponent <= 0, so the forward is finite for any
+// finite scores; sums are over the causal row only. Rows sum to 1; shift-invariant.
+#include <math.h>
+
+#include "attention/attention.h"
+
+static void softmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)ctx;
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(s[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void softmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                 const AttnRowCtx* ctx) {
+    (void)s;
+    (void)ctx;
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+}
+
+const AttnVariant attn_softmax = {
+    .name = "softmax",
+    .formula = "a = exp(s - max s) / sum exp(s - max s)",
+    .source = "Vaswani et al. 2017 (GPT-2 baseline)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .forward_row = softmax_forward_row,
+    .backward_row = softmax_backward_row,
+};

@@ -1,0 +1,624 @@
+// tests/test_attention.c: generic tests that loop over the attention registry, so every variant
+// (and every future one) is covered without editing this file. Each variant is tested at its
+// defaults and at every value of each of its choice hyperparameters:
+//   - row gradient check in double against finite differences, n in {1, 2, 7, 64}, including
+//     the per-head parameters and the key-norm input; coordinates at a kink (where the 4-point
+//     estimates at h and h/2 disagree) are skipped, and most coordinates must be checkable;
+//     straight-through variants are checked against their declared smooth surrogate;
+//   - a layer gradient check through the driver (B = 1, T = 5, C = 8, 2 heads) on q, k, v, the
+//     layer input x, the row parameters and any layer tensors;
+//   - causality: changing a future key/value never changes an earlier row or output;
+//   - rows sum to 1 exactly when the variant says so; shift invariance holds exactly for the
+//     variants that declare it and is absent for the others;
+//   - finite forward and backward for scores up to |s| = 100;
+//   - 1 thread and 2 threads give bit-identical outputs and gradients.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "common/util.h"
+#include "tests/testutil.h"
+
+// ---------------------------------------------------------------------------------------------
+// configurations: (variant, hyperparameters) pairs covering every choice value
+
+#define MAX_CFG 512
+typedef struct {
+    const AttnVariant* v;
+    AttnHParams hp;
+    char label[128];
+} VarCfg;
+
+static VarCfg CFGS[MAX_CFG];
+static int NCFG = 0;
+
+static void add_cfg(const AttnVariant* v, const AttnHParams* hp, const char* label) {
+    ASSERT(NCFG < MAX_CFG);
+    CFGS[NCFG].v = v;
+    CFGS[NCFG].hp = *hp;
+    snprintf(CFGS[NCFG].label, sizeof(CFGS[NCFG].label), "%s%s", v->name, label);
+    NCFG++;
+}
+
+static void build_cfgs(int T_train, int NH, int hs) {
+    NCFG = 0;
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        AttnHParams hp;
+        attn_hparams_default(&hp, v, T_train, NH, hs, NH * hs, 2);
+        if (v->layer_forward) hp.inner = attn_lookup("softmax");
+        add_cfg(v, &hp, "");
+        for (int k = 0; k < v->n_hparams; k++) {
+            const AttnHParamSpec* s = &v->hparams[k];
+            if (!s->choices) continue;
+            int nchoice = 1;
+            for (const char* p = s->choices; *p; p++) nchoice += *p == '|';
+            for (int c = 0; c < nchoice; c++) {
+                if (c == (int)s->def) continue;
+                AttnHParams h2 = hp;
+                h2.v[k] = (float)c;
+                char label[96];
+                snprintf(label, sizeof(label), "[%s=%d]", s->name, c);
+                add_cfg(v, &h2, label);
+            }
+        }
+    }
+}
+
+static void init_row_params(float* p, const VarCfg* c, int NH, Rng* r) {
+    const AttnVariant* v = c->v;
+    int P = v->params_per_head;
+    for (int h = 0; h < NH; h++) {
+        if (v->init_params) v->init_params(p + h * P, &c->hp);
+        else memset(p + h * P, 0, sizeof(float) * (size_t)P);
+        for (int k = 0; k < P; k++) p[h * P + k] += 0.02f * rng_normal(r); // off init symmetries
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// row-level gradient check
+
+typedef struct {
+    const VarCfg* c;
+    AttnRowCtx ctx;
+    float *s, *w, *a, *p, *key_sq;
+    int n;
+} RowProblem;
+
+static double row_loss(void* vp) {
+    RowProblem* rp = vp;
+    const AttnVariant* v = rp->c->v;
+    AttnRowCtx ctx = rp->ctx;
+    ctx.p = rp->p;
+    ctx.key_sq = rp->key_sq;
+    ctx.dp = NULL;
+    ctx.dkey_sq = NULL;
+    if (v->surrogate_row) v->surrogate_row(rp->a, rp->s, rp->n, &ctx);
+    else v->forward_row(rp->a, rp->s, rp->n, &ctx);
+    double L = 0;
+    for (int j = 0; j < rp->n; j++) L += (double)rp->w[j] * (double)rp->a[j];
+    return L;
+}
+
+// 4-point central difference with step h
+static double fd(void* prob, double (*f)(void*), float* x, double h) {
+    float x0 = *x;
+    double v[4];
+    const double off[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        *x = (float)((double)x0 + off[k] * h);
+        v[k] = f(prob);
+    }
+    *x = x0;
+    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
+}
+
+// Compare analytic g against FD for each of x[0..m); returns number checked, fails on error.
+static int check_coords(RowProblem* rp, double (*f)(void*), float* x, const float* g, int m,
+                        double atol, const char* what, const char* label, int* skipped) {
+    int checked = 0;
+    for (int i = 0; i < m; i++) {
+        const double h = 2e-2;
+        double d1 = fd(rp, f, &x[i], h);
+        double d2 = fd(rp, f, &x[i], h / 2);
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol) { // a kink within 2h
+            (*skipped)++;
+            continue;
+        }
+        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
+        ck_assert_msg(err < 1e-2, "%s: d%s[%d] analytic %.8g vs numeric %.8g (n=%d, rel err %.3g)",
+                      label, what, i, (double)g[i], d2, rp->n, err);
+        checked++;
+    }
+    return checked;
+}
+
+static void row_gradcheck_one(const VarCfg* c, int n, uint64_t seed) {
+    const AttnVariant* v = c->v;
+    const int NH = 2, P = v->params_per_head;
+    Rng r;
+    rng_seed(&r, seed);
+    size_t scratch = attn_row_scratch(v, 64);
+    RowProblem rp = {.c = c, .n = n};
+    rp.s = allocFloats((size_t)n);
+    rp.w = allocFloats((size_t)n);
+    rp.a = allocFloats((size_t)n);
+    rp.key_sq = allocFloats((size_t)n);
+    rp.p = allocFloats((size_t)(P * NH + 1));
+    float* ds = allocFloats((size_t)n);
+    float* dks = allocFloats((size_t)n);
+    float* dp = allocFloats((size_t)(P + 1));
+    float* scr = allocFloats(scratch + 1);
+    float* key_sq = rp.key_sq;
+    fill_normal(rp.s, (size_t)n, 1.5f, &r);
+    fill_normal(rp.w, (size_t)n, 1.0f, &r);
+    fill_uniform(rp.key_sq, (size_t)n, 0.2f, 3.0f, &r);
+    if (P) init_row_params(rp.p, c, NH, &r);
+    rp.ctx = (AttnRowCtx){.hp = &c->hp, .scratch = scr, .t = n - 1, .T = 64, .h = 1, .step = 3};
+    float* p_head = rp.p + P; // head 1
+    rp.p = P ? p_head : NULL;
+    // analytic
+    AttnRowCtx ctx = rp.ctx;
+    ctx.p = rp.p;
+    ctx.key_sq = v->needs_key_sq ? rp.key_sq : NULL;
+    ctx.dp = P ? dp : NULL;
+    ctx.dkey_sq = v->needs_key_sq ? dks : NULL;
+    v->forward_row(rp.a, rp.s, n, &ctx);
+    v->backward_row(ds, rp.w, rp.s, rp.a, n, &ctx);
+    if (!v->needs_key_sq) rp.key_sq = NULL;
+    float gmax = max_abs(ds, (size_t)n);
+    if (P) gmax = fmaxf(gmax, max_abs(dp, (size_t)P));
+    double atol = 2e-3 * (double)gmax + 1e-5;
+    int skipped = 0, checked = 0;
+    checked += check_coords(&rp, row_loss, rp.s, ds, n, atol, "s", c->label, &skipped);
+    if (P) checked += check_coords(&rp, row_loss, rp.p, dp, P, atol, "p", c->label, &skipped);
+    if (v->needs_key_sq)
+        checked += check_coords(&rp, row_loss, rp.key_sq, dks, n, atol, "key_sq", c->label,
+                                &skipped);
+    ck_assert_msg(checked >= skipped, "%s: n=%d: %d coordinates at kinks vs %d checked", c->label,
+                  n, skipped, checked);
+    free(rp.s);
+    free(rp.w);
+    free(rp.a);
+    free(key_sq);
+    free(p_head - P);
+    free(ds);
+    free(dks);
+    free(dp);
+    free(scr);
+}
+
+START_TEST(test_row_gradcheck) {
+    const VarCfg* c = &CFGS[_i];
+    if (!c->v->forward_row) return; // layer-level variants are checked through the layer test
+    const int ns[] = {1, 2, 7, 64};
+    for (int k = 0; k < 4; k++)
+        for (int trial = 0; trial < 3; trial++)
+            row_gradcheck_one(c, ns[k], 1000u * (uint64_t)_i + 10u * (uint64_t)k + (uint64_t)trial);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// row invariants
+
+static void run_row(const VarCfg* c, float* a, const float* s, int n, const float* p,
+                    const float* key_sq, float* scr) {
+    AttnRowCtx ctx = {.hp = &c->hp, .p = p, .scratch = scr, .key_sq = key_sq, .t = n - 1,
+                      .T = 64, .h = 1, .step = 3};
+    c->v->forward_row(a, s, n, &ctx);
+}
+
+START_TEST(test_row_invariants) {
+    const VarCfg* c = &CFGS[_i];
+    const AttnVariant* v = c->v;
+    if (!v->forward_row) return;
+    Rng r;
+    rng_seed(&r, 77 + (uint64_t)_i);
+    const int n = 33, P = v->params_per_head;
+    float s[33], s2[33], a[33], a2[33], ks[33], p[2 * ATTN_MAX_PPH + 1];
+    float* scr = allocFloats(attn_row_scratch(v, 64) + 1);
+    fill_uniform(ks, n, 0.2f, 3.0f, &r);
+    if (P) init_row_params(p, c, 2, &r);
+    const float* ph = P ? p + P : NULL;
+    const float* kp = v->needs_key_sq ? ks : NULL;
+    double max_shift_diff = 0;
+    for (int trial = 0; trial < 20; trial++) {
+        int nn = 1 + (trial * 7) % n;
+        fill_normal(s, (size_t)nn, 2.0f, &r);
+        run_row(c, a, s, nn, ph, kp, scr);
+        double sum = 0;
+        for (int j = 0; j < nn; j++) {
+            ck_assert_msg(isfinite(a[j]), "%s: non-finite weight", c->label);
+            sum += a[j];
+        }
+        if (v->rows_sum_to_one)
+            ck_assert_msg(fabs(sum - 1.0) < 1e-5, "%s: row of %d sums to %.9g, declared 1",
+                          c->label, nn, sum);
+        // shift by a per-row constant
+        float cst = 0.75f + (float)trial * 0.1f;
+        for (int j = 0; j < nn; j++) s2[j] = s[j] + cst;
+        run_row(c, a2, s2, nn, ph, kp, scr);
+        for (int j = 0; j < nn; j++) {
+            double dd = fabs((double)a[j] - (double)a2[j]);
+            if (dd > max_shift_diff) max_shift_diff = dd;
+            if (v->shift_invariant)
+                ck_assert_msg(dd < 2e-5 * (1 + fabs((double)a[j])),
+                              "%s: declared shift-invariant but a[%d] moved %.3g under s+%.2f",
+                              c->label, j, dd, (double)cst);
+        }
+    }
+    if (!v->shift_invariant)
+        ck_assert_msg(max_shift_diff > 1e-4,
+                      "%s: declared not shift-invariant, but shifting scores changed nothing "
+                      "(max change %.3g): a hidden max-normalisation?",
+                      c->label, max_shift_diff);
+    free(scr);
+}
+END_TEST
+
+START_TEST(test_row_extreme_logits) {
+    const VarCfg* c = &CFGS[_i];
+    const AttnVariant* v = c->v;
+    if (!v->forward_row) return;
+    Rng r;
+    rng_seed(&r, 5 + (uint64_t)_i);
+    const int n = 64, P = v->params_per_head;
+    float s[64], a[64], da[64], ds[64], ks[64], dks[64], p[2 * ATTN_MAX_PPH + 1],
+        dp[ATTN_MAX_PPH + 1];
+    float* scr = allocFloats(attn_row_scratch(v, 64) + 1);
+    fill_uniform(ks, n, 0.2f, 3.0f, &r);
+    if (P) init_row_params(p, c, 2, &r);
+    for (int mode = 0; mode < 4; mode++) {
+        for (int j = 0; j < n; j++) {
+            if (mode == 0) s[j] = -100.0f + 200.0f * rng_uniform(&r);
+            else if (mode == 1) s[j] = 100.0f;
+            else if (mode == 2) s[j] = -100.0f;
+            else s[j] = (j % 2) ? 100.0f : -100.0f;
+        }
+        fill_normal(da, n, 1.0f, &r);
+        memset(ds, 0, sizeof(ds));
+        memset(dp, 0, sizeof(dp));
+        memset(dks, 0, sizeof(dks));
+        for (int nn = 1; nn <= n; nn += 21) {
+            AttnRowCtx ctx = {.hp = &c->hp, .p = P ? p + P : NULL, .dp = P ? dp : NULL,
+                              .scratch = scr, .key_sq = v->needs_key_sq ? ks : NULL,
+                              .dkey_sq = v->needs_key_sq ? dks : NULL, .t = nn - 1, .T = 64,
+                              .h = 1, .step = 3};
+            v->forward_row(a, s, nn, &ctx);
+            v->backward_row(ds, da, s, a, nn, &ctx);
+            for (int j = 0; j < nn; j++) {
+                ck_assert_msg(isfinite(a[j]), "%s: a[%d] not finite at |s|=100 (mode %d, n=%d)",
+                              c->label, j, mode, nn);
+                ck_assert_msg(isfinite(ds[j]), "%s: ds[%d] not finite at |s|=100 (mode %d, n=%d)",
+                              c->label, j, mode, nn);
+            }
+            for (int k = 0; k < P; k++)
+                ck_assert_msg(isfinite(dp[k]), "%s: dp[%d] not finite at |s|=100", c->label, k);
+        }
+    }
+    free(scr);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// layer-level harness
+
+typedef struct {
+    const VarCfg* c;
+    const AttnVariant* row;
+    AttnDims d;
+    int ntens;
+    AttnTensorSpec specs[ATTN_MAX_TENSORS];
+    float* tp[ATTN_MAX_TENSORS];
+    float* dtp[ATTN_MAX_TENSORS];
+    size_t tsize[ATTN_MAX_TENSORS];
+    float *x, *qkv, *out, *att, *cache, *rowp, *w;
+    float *dx, *dqkv, *drowp;
+    AttnWorkspace* ws;
+    AttnLayer L;
+} LayerProblem;
+
+static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, int NH,
+                        int nthreads, uint64_t seed) {
+    memset(lp, 0, sizeof(*lp));
+    lp->c = c;
+    const AttnVariant* v = c->v;
+    lp->row = v->layer_forward ? (c->hp.inner ? c->hp.inner : attn_lookup("softmax")) : v;
+    lp->d = (AttnDims){.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH};
+    Rng r;
+    rng_seed(&r, seed);
+    lp->ntens = v->layer_tensors ? v->layer_tensors(lp->specs, &lp->d, &c->hp) : 0;
+    for (int k = 0; k < lp->ntens; k++) {
+        const AttnTensorSpec* s = &lp->specs[k];
+        size_t n = 1;
+        for (int q = 0; q < s->ndim; q++) n *= (size_t)s->shape[q];
+        lp->tsize[k] = n;
+        lp->tp[k] = allocFloats(n);
+        lp->dtp[k] = allocFloats(n);
+        for (size_t i = 0; i < n; i++) {
+            float base = s->init == ATTN_INIT_CONST ? s->init_value : 0.0f;
+            float sd = s->init == ATTN_INIT_NORMAL ? s->init_value : 0.0f;
+            lp->tp[k][i] = base + (sd > 0 ? sd : 0.05f) * rng_normal(&r);
+        }
+    }
+    size_t BTC = (size_t)B * T * C;
+    int P = lp->row->params_per_head;
+    lp->x = allocFloats(BTC);
+    lp->qkv = allocFloats(3 * BTC);
+    lp->out = allocFloats(BTC);
+    lp->w = allocFloats(BTC);
+    lp->att = allocFloats((size_t)B * NH * T * T);
+    size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&lp->d, &c->hp) : 0;
+    lp->cache = allocFloats(cf + 1);
+    lp->rowp = allocFloats((size_t)NH * P + 1);
+    lp->drowp = allocFloats((size_t)NH * P + 1);
+    lp->dx = allocFloats(BTC);
+    lp->dqkv = allocFloats(3 * BTC);
+    fill_normal(lp->x, BTC, 1.0f, &r);
+    fill_normal(lp->qkv, 3 * BTC, 1.0f, &r);
+    fill_normal(lp->w, BTC, 1.0f, &r);
+    if (P) {
+        VarCfg rc = *c;
+        rc.v = lp->row;
+        if (v->layer_forward) attn_hparams_default(&rc.hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
+        init_row_params(lp->rowp, &rc, NH, &r);
+    }
+    size_t rs = attn_row_scratch(lp->row, T);
+    lp->ws = attn_workspace_new(B, T, NH, nthreads, rs, P);
+    static AttnHParams row_hp_store[64];
+    static int row_hp_next = 0;
+    AttnHParams* row_hp = (AttnHParams*)&c->hp;
+    if (v->layer_forward) {
+        row_hp = &row_hp_store[row_hp_next++ % 64];
+        attn_hparams_default(row_hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
+    }
+    lp->L = (AttnLayer){.v = v,
+                        .row = lp->row,
+                        .hp = &c->hp,
+                        .row_hp = row_hp,
+                        .d = lp->d,
+                        .layer = 0,
+                        .step = 3,
+                        .seed = 11,
+                        .pos_encoding = ATTN_POS_LEARNED,
+                        .rowp = P ? lp->rowp : NULL,
+                        .drowp = P ? lp->drowp : NULL,
+                        .x = lp->x,
+                        .qkv = lp->qkv,
+                        .out = lp->out,
+                        .att = lp->att,
+                        .cache = lp->cache,
+                        .dout = lp->w,
+                        .dx = lp->dx,
+                        .dqkv = lp->dqkv,
+                        .ws = lp->ws};
+    for (int k = 0; k < lp->ntens; k++) {
+        lp->L.tp[k] = lp->tp[k];
+        lp->L.dtp[k] = lp->dtp[k];
+    }
+}
+
+static void layer_free(LayerProblem* lp) {
+    for (int k = 0; k < lp->ntens; k++) {
+        free(lp->tp[k]);
+        free(lp->dtp[k]);
+    }
+    free(lp->x);
+    free(lp->qkv);
+    free(lp->out);
+    free(lp->w);
+    free(lp->att);
+    free(lp->cache);
+    free(lp->rowp);
+    free(lp->drowp);
+    free(lp->dx);
+    free(lp->dqkv);
+    attn_workspace_free(lp->ws);
+}
+
+static void layer_zero_grads(LayerProblem* lp) {
+    size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
+    memset(lp->dx, 0, sizeof(float) * BTC);
+    memset(lp->dqkv, 0, sizeof(float) * 3 * BTC);
+    memset(lp->drowp, 0, sizeof(float) * ((size_t)lp->d.NH * lp->row->params_per_head + 1));
+    for (int k = 0; k < lp->ntens; k++) memset(lp->dtp[k], 0, sizeof(float) * lp->tsize[k]);
+}
+
+static double layer_loss(void* vp) {
+    LayerProblem* lp = vp;
+    attention_forward(&lp->L);
+    size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
+    double L = 0;
+    for (size_t i = 0; i < BTC; i++) L += (double)lp->w[i] * (double)lp->out[i];
+    return L;
+}
+
+static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, double atol,
+                        const char* what) {
+    int skipped = 0, checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d1 = fd(lp, layer_loss, &x[i], 2e-2);
+        double d2 = fd(lp, layer_loss, &x[i], 1e-2);
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol) {
+            skipped++;
+            continue;
+        }
+        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
+        ck_assert_msg(err < 1e-2, "%s: layer d%s[%zu] analytic %.8g vs numeric %.8g (err %.3g)",
+                      lp->c->label, what, i, (double)g[i], d2, err);
+        checked++;
+    }
+    ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", lp->c->label, what,
+                  skipped, checked);
+}
+
+START_TEST(test_layer_gradcheck) {
+    const VarCfg* c = &CFGS[_i];
+    LayerProblem lp;
+    layer_setup(&lp, c, 1, 5, 8, 2, 1, 4242 + (uint64_t)_i);
+    layer_zero_grads(&lp);
+    attention_forward(&lp.L);
+    attention_backward(&lp.L);
+    size_t BTC = 5 * 8;
+    float gmax = fmaxf(max_abs(lp.dqkv, 3 * BTC), max_abs(lp.dx, BTC));
+    double atol = 2e-3 * (double)gmax + 1e-5;
+    layer_check(&lp, lp.qkv, lp.dqkv, 3 * BTC, atol, "qkv");
+    layer_check(&lp, lp.x, lp.dx, BTC, atol, "x");
+    int P = lp.row->params_per_head;
+    if (P) layer_check(&lp, lp.rowp, lp.drowp, (size_t)2 * P, atol, "rowp");
+    for (int k = 0; k < lp.ntens; k++) layer_check(&lp, lp.tp[k], lp.dtp[k], lp.tsize[k], atol,
+                                                   lp.specs[k].name);
+    layer_free(&lp);
+}
+END_TEST
+
+START_TEST(test_layer_causality) {
+    const VarCfg* c = &CFGS[_i];
+    const int B = 1, T = 9, C = 8, NH = 2;
+    LayerProblem lp;
+    layer_setup(&lp, c, B, T, C, NH, 1, 99 + (uint64_t)_i);
+    attention_forward(&lp.L);
+    size_t BTC = (size_t)B * T * C;
+    float* out0 = allocFloats(BTC);
+    float* att0 = allocFloats((size_t)NH * T * T);
+    memcpy(out0, lp.out, sizeof(float) * BTC);
+    memcpy(att0, lp.att, sizeof(float) * (size_t)NH * T * T);
+    // perturb everything at the last position: its q, k, v and x
+    for (int i = 0; i < 3 * C; i++) lp.qkv[(size_t)(T - 1) * 3 * C + (size_t)i] += 0.7f;
+    for (int i = 0; i < C; i++) lp.x[(size_t)(T - 1) * C + (size_t)i] -= 0.5f;
+    attention_forward(&lp.L);
+    for (int t = 0; t < T - 1; t++) {
+        for (int i = 0; i < C; i++)
+            ck_assert_msg(out0[(size_t)t * C + i] == lp.out[(size_t)t * C + i],
+                          "%s: output at t=%d changed when a future position changed", c->label, t);
+        for (int h = 0; h < NH; h++)
+            for (int j = 0; j < T; j++)
+                ck_assert_msg(att0[((size_t)h * T + t) * T + j] == lp.att[((size_t)h * T + t) * T + j],
+                              "%s: att row %d changed when a future key changed", c->label, t);
+    }
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++)
+            for (int j = t + 1; j < T; j++)
+                ck_assert_msg(lp.att[((size_t)h * T + t) * T + j] == 0.0f,
+                              "%s: att[%d][%d] above the diagonal is not 0", c->label, t, j);
+    free(out0);
+    free(att0);
+    layer_free(&lp);
+}
+END_TEST
+
+START_TEST(test_layer_threads_identical) {
+    const VarCfg* c = &CFGS[_i];
+    const int B = 2, T = 24, C = 16, NH = 4;
+    LayerProblem a, b;
+    layer_setup(&a, c, B, T, C, NH, 1, 7 + (uint64_t)_i);
+    layer_setup(&b, c, B, T, C, NH, 2, 7 + (uint64_t)_i);
+    layer_zero_grads(&a);
+    layer_zero_grads(&b);
+    attention_forward(&a.L);
+    attention_backward(&a.L);
+    attention_forward(&b.L);
+    attention_backward(&b.L);
+    size_t BTC = (size_t)B * T * C;
+    ck_assert_msg(memcmp(a.out, b.out, sizeof(float) * BTC) == 0, "%s: out differs 1 vs 2 threads",
+                  c->label);
+    ck_assert_msg(memcmp(a.dqkv, b.dqkv, sizeof(float) * 3 * BTC) == 0,
+                  "%s: dqkv differs 1 vs 2 threads", c->label);
+    ck_assert_msg(memcmp(a.dx, b.dx, sizeof(float) * BTC) == 0, "%s: dx differs 1 vs 2 threads",
+                  c->label);
+    int P = a.row->params_per_head;
+    ck_assert_msg(memcmp(a.drowp, b.drowp, sizeof(float) * (size_t)NH * P) == 0,
+                  "%s: row param grads differ 1 vs 2 threads", c->label);
+    for (int k = 0; k < a.ntens; k++)
+        ck_assert_msg(memcmp(a.dtp[k], b.dtp[k], sizeof(float) * a.tsize[k]) == 0,
+                      "%s: grad of %s differs 1 vs 2 threads", c->label, a.specs[k].name);
+    layer_free(&a);
+    layer_free(&b);
+}
+END_TEST
+
+START_TEST(test_registry_well_formed) {
+    ck_assert_int_gt(attn_count(), 0);
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        ck_assert_msg(v->name && v->formula && *v->formula, "variant %d lacks name/formula", i);
+        ck_assert_msg(attn_lookup(v->name) == v, "%s: lookup mismatch (duplicate name?)", v->name);
+        ck_assert_msg(v->forward_row || v->layer_forward, "%s: neither row map nor layer hook",
+                      v->name);
+        ck_assert_msg(!v->forward_row || v->backward_row, "%s: row map without backward", v->name);
+        ck_assert_msg(!v->layer_forward || v->layer_backward, "%s: layer forward without backward",
+                      v->name);
+        ck_assert_msg(v->params_per_head <= ATTN_MAX_PPH, "%s: too many params", v->name);
+        ck_assert_msg(v->n_hparams <= ATTN_MAX_HP, "%s: too many hyperparameters", v->name);
+        for (int k = 0; k < v->params_per_head; k++)
+            ck_assert_msg(v->param_names && v->param_names[k], "%s: param %d unnamed", v->name, k);
+        for (int k = 0; k < v->n_hparams; k++) {
+            const AttnHParamSpec* s = &v->hparams[k];
+            ck_assert_msg(s->name && s->help, "%s: hparam %d lacks name/help", v->name, k);
+            if (!s->choices)
+                ck_assert_msg(s->min <= s->def && s->def <= s->max,
+                              "%s: attn.%s default %g outside [%g, %g]", v->name, s->name,
+                              (double)s->def, (double)s->min, (double)s->max);
+        }
+    }
+    ck_assert_ptr_null(attn_lookup("no-such-variant"));
+    ck_assert_str_eq(attn_closest("sofmax"), "softmax");
+}
+END_TEST
+
+START_TEST(test_hparams_parse) {
+    // every variant accepts its defaults written as text, and rejects junk and unknown keys
+    char err[256];
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        AttnHParams hp;
+        attn_hparams_default(&hp, v, 64, 2, 4, 8, 2);
+        ck_assert_int_eq(attn_hparams_set(&hp, v, "no_such_key", "1", err, sizeof(err)), -1);
+        ck_assert_msg(strstr(err, "attn.no_such_key") != NULL, "message lacks key: %s", err);
+        for (int k = 0; k < v->n_hparams; k++) {
+            const AttnHParamSpec* s = &v->hparams[k];
+            if (s->choices) {
+                ck_assert_int_eq(attn_hparams_set(&hp, v, s->name, "not-a-choice", err, sizeof(err)), -1);
+                ck_assert_msg(strstr(err, s->name) != NULL, "%s", err);
+            } else {
+                char buf[64];
+                snprintf(buf, sizeof(buf), "%.9g", (double)s->def);
+                ck_assert_int_eq(attn_hparams_set(&hp, v, s->name, buf, err, sizeof(err)), 0);
+                ck_assert_int_eq(attn_hparams_set(&hp, v, s->name, "1.5x", err, sizeof(err)), -1);
+                if (s->max < 1e30f) {
+                    snprintf(buf, sizeof(buf), "%.9g", (double)s->max * 2 + 1);
+                    ck_assert_int_eq(attn_hparams_set(&hp, v, s->name, buf, err, sizeof(err)), -1);
+                    ck_assert_msg(strstr(err, "out of range") != NULL, "%s", err);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+static Suite* attention_suite(void) {
+    build_cfgs(64, 2, 4);
+    Suite* s = suite_create("attention");
+    TCase* tc = tcase_create("registry");
+    tcase_add_test(tc, test_registry_well_formed);
+    tcase_add_test(tc, test_hparams_parse);
+    suite_add_tcase(s, tc);
+    TCase* rows = tcase_create("rows");
+    tcase_set_timeout(rows, 120);
+    tcase_add_loop_test(rows, test_row_gradcheck, 0, NCFG);
+    tcase_add_loop_test(rows, test_row_invariants, 0, NCFG);
+    tcase_add_loop_test(rows, test_row_extreme_logits, 0, NCFG);
+    suite_add_tcase(s, rows);
+    TCase* layer = tcase_create("layer");
+    tcase_set_timeout(layer, 120);
+    tcase_add_loop_test(layer, test_layer_gradcheck, 0, NCFG);
+    tcase_add_loop_test(layer, test_layer_causality, 0, NCFG);
+    tcase_add_loop_test(layer, test_layer_threads_identical, 0, NCFG);
+    suite_add_tcase(s, layer);
+    return s;
+}
+
+TEST_MAIN(attention_suite)
