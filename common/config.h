@@ -58,7 +58,7 @@ typedef struct {
     size_t offset;       // offsetof(Config, field)
     size_t size;         // for CF_STR: the char array's size
     const char* def;     // default, as text
-    double min, max;     // inclusive range for numbers
+    double min, max;     // inclusive range for numbers; for CF_STR min is the minimum length
     const char* choices; // for CF_STR: "a|b|c", or NULL for free text
     const char* group;   // "model", "attention", "data", "training", "optimizer", "output"
     const char* help;
@@ -91,5 +91,15 @@ void config_print_help(FILE* f);
 
 // Closest key among the table (Levenshtein) for "did you mean" hints; NULL if none is close.
 const char* config_closest_key(const char* key);
+
+// The table entry of `key` (not attn.*), or NULL.
+const ConfigField* config_field(const char* key);
+
+// The value of field `f` of `c` as config text (unquoted), e.g. "0.000600000028" or "softmax".
+void config_format_value(char* buf, size_t cap, const Config* c, const ConfigField* f);
+
+// Compare two configs key by key, attn.* keys included (their order and origin are ignored).
+// Returns the number of differing keys; `what` gets the first, e.g. "lr: '0.001' vs '0.002'".
+int config_diff(const Config* a, const Config* b, char* what, size_t cap);
 
 #endif
