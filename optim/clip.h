@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-double grad_sumsq(const float* g, size_t n);          // sum of squares, deterministic
-double grad_global_norm(const float* g, size_t n);    // sqrt(grad_sumsq)
+double grad_sumsq(const float* g, size_t n);       // sum of squares, deterministic
+double grad_global_norm(const float* g, size_t n); // sqrt(grad_sumsq)
 // Scale g so its norm is at most max_norm (no-op if max_norm <= 0 or norm <= max_norm).
 // Returns the scale applied (1 if none).
 float grad_clip(float* g, size_t n, double norm, float max_norm);

@@ -20,13 +20,23 @@ typedef struct {
 
 typedef struct {
     const char* name;
-    const char* formula;  // one line, for --help
-    int state_per_param;  // number of n-float state arrays
+    const char* formula; // one line, for --help
+    int state_per_param; // number of n-float state arrays
     // Update p[0..n) in place from g[0..n); state[k*stride + i] is state array k of element i.
     // t is the 1-based update count (for bias correction); wd is 0 for non-decayed ranges.
     void (*update)(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
                    float wd, const OptimHParams* h, long t);
 } OptimizerDef;
+
+// The registered optimizers (one file each); add a new one to the table in optim/optim.c.
+extern const OptimizerDef optim_adamw;   // "adamw" (default)
+extern const OptimizerDef optim_sgd;     // "sgd": heavy-ball momentum beta1
+extern const OptimizerDef optim_signsgd; // "signsgd"
+extern const OptimizerDef optim_lion;    // "lion"
+
+// Elementwise updates run in parallel only over slices at least this long (thread start-up
+// costs more than it saves on small tensors; the result is the same either way).
+#define OPTIM_PAR_MIN 32768
 
 const OptimizerDef* optim_lookup(const char* name); // NULL if unknown
 int optim_count(void);

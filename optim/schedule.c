@@ -1,0 +1,49 @@
+// optim/schedule.c: learning-rate schedules (linear warmup, then cosine / linear decay to min_lr
+// at max_steps, or constant), as llm.c and nanoGPT define them. The name is resolved once at
+// start-up; lr_schedule_get is a switch on the kind.
+#include "optim/schedule.h"
+
+#include <math.h>
+#include <string.h>
+
+static const struct {
+    const char* name;
+    LrKind kind;
+} SCHEDULES[] = {
+    {"cosine", LR_COSINE},
+    {"linear", LR_LINEAR},
+    {"constant", LR_CONSTANT},
+};
+#define NSCHED ((int)(sizeof(SCHEDULES) / sizeof(SCHEDULES[0])))
+
+int lr_schedule_init(LrSchedule* s, const char* name, float lr, float min_lr, int warmup,
+                     int max_steps) {
+    for (int i = 0; i < NSCHED; i++) {
+        if (name && strcmp(SCHEDULES[i].name, name) == 0) {
+            s->kind = SCHEDULES[i].kind;
+            s->lr = lr;
+            s->min_lr = min_lr;
+            s->warmup = warmup > 0 ? warmup : 0;
+            s->max_steps = max_steps;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char* lr_schedule_names(void) {
+    return "cosine, linear, constant";
+}
+
+float lr_schedule_get(const LrSchedule* s, int step) {
+    if (step < 0) step = 0;
+    if (step < s->warmup) return (float)((double)s->lr * (double)(step + 1) / (double)s->warmup);
+    if (s->kind == LR_CONSTANT) return s->lr;
+    // decay over [warmup, max_steps]; an empty decay interval means "already decayed"
+    int span = s->max_steps - s->warmup;
+    double ratio = span > 0 ? (double)(step - s->warmup) / (double)span : 1.0;
+    if (ratio < 0.0) ratio = 0.0;
+    if (ratio > 1.0) ratio = 1.0;
+    double coeff = s->kind == LR_COSINE ? 0.5 * (1.0 + cos(M_PI * ratio)) : 1.0 - ratio;
+    return (float)((double)s->min_lr + coeff * ((double)s->lr - (double)s->min_lr));
+}
