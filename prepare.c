@@ -1,0 +1,330 @@
+// prepare.c: text files -> llm.c token shards (PREFIX_val_NNNNNN.bin, PREFIX_train_NNNNNN.bin).
+// Every document starts with EOT. The token stream is the documents in input order; its first N
+// tokens are the validation split (as llm.c's tinyshakespeare), the rest the training split, each
+// cut into shards of --shard-tokens tokens.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"    // defines: die, util_read_file, util_mkdirs, util_now
+#include "data/shard.h"     // defines: shard_write
+#include "data/tokenizer.h" // defines: tokenizer_load, tokenizer_encode, tokenizer_split_point
+
+#define CHUNK_BYTES (1u << 20) // encode in pieces of about this size (progress, memory)
+
+static void usage(FILE* f) {
+    fprintf(f,
+            "usage: ./prepare [options] FILE...\n"
+            "Tokenize text files into llm.c shards PREFIX_val_000000.bin, PREFIX_train_000000.bin, ...\n"
+            "Every document starts with the EOT token; the first tokens of the stream are the\n"
+            "validation split, the rest the training split.\n"
+            "options:\n"
+            "  --out PREFIX         output path prefix (default data_cache/NAME/NAME, NAME = the\n"
+            "                       first file's name without extension)\n"
+            "  --split MODE         document boundaries: file (each file is one document, default),\n"
+            "                       paragraph (a new document after each run of blank lines; the\n"
+            "                       blank lines stay with the paragraph before them), or any other\n"
+            "                       string = a separator, removed from the text (\\n \\t \\r \\\\\n"
+            "                       escapes understood), e.g. --split '<|endoftext|>'\n"
+            "  --val-tokens N       the first N tokens are the validation split\n"
+            "  --val-fraction F     the first fraction F of the tokens (default 0.1)\n"
+            "  --shard-tokens N     tokens per shard (default 100000000, as llm.c)\n"
+            "  --tokenizer gpt2|byte  (default gpt2)\n"
+            "  --dir DIR            directory with vocab.bpe (default data_cache/gpt2)\n"
+            "  --allow-special      the literal <|endoftext|> in the text becomes EOT (default: text)\n"
+            "  --quiet              no progress output\n"
+            "  -h, --help           this text\n");
+}
+
+typedef struct {
+    const char* out;
+    const char* split; // "file", "paragraph" or a separator string (escapes decoded)
+    long long val_tokens; // -1: use val_fraction
+    double val_fraction;
+    long long shard_tokens;
+    int allow_special, quiet;
+} PrepareArgs;
+
+// ----------------------------------------------------------------------------
+// progress on stderr
+
+typedef struct {
+    size_t done, total;
+    double t0, last;
+    int show, tty;
+} Progress;
+
+static void progress_update(Progress* p, size_t add, int final) {
+    p->done += add;
+    if (!p->show) return;
+    double now = util_now();
+    if (!final && now - p->last < (p->tty ? 0.2 : 5.0)) return;
+    p->last = now;
+    double el = now - p->t0, frac = p->total ? (double)p->done / (double)p->total : 1.0;
+    double mbs = el > 0 ? (double)p->done / el / 1e6 : 0.0;
+    char eta[32];
+    util_format_duration(eta, sizeof eta, frac > 0 ? el * (1.0 - frac) / frac : 0.0);
+    int w = 30, fill = (int)(frac * w);
+    char bar[64];
+    for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+    bar[w] = 0;
+    fprintf(stderr, "%s[%s] %5.1f%%  %.0f/%.0f MB  %.1f MB/s  ETA %s%s", p->tty ? "\r" : "", bar,
+            100.0 * frac, (double)p->done / 1e6, (double)p->total / 1e6, mbs, eta,
+            p->tty && !final ? "" : "\n");
+}
+
+// ----------------------------------------------------------------------------
+// token stream
+
+typedef struct {
+    uint16_t* tok;
+    size_t n, cap;
+    size_t ndocs;
+} TokBuf;
+
+static void tokbuf_add(TokBuf* b, const int* ids, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = 2 * (b->n + n) + 4096;
+        b->tok = reallocCheck(b->tok, b->cap * sizeof(uint16_t));
+    }
+    for (size_t i = 0; i < n; i++) b->tok[b->n + i] = (uint16_t)ids[i];
+    b->n += n;
+}
+
+// Encode one document (EOT first) into the stream, in chunks at safe split points.
+static void encode_doc(TokBuf* b, Tokenizer* t, const char* s, size_t n, int allow_special,
+                       Progress* pr) {
+    int eot = tokenizer_eot(t);
+    tokbuf_add(b, &eot, 1);
+    b->ndocs++;
+    for (size_t pos = 0; pos < n;) {
+        size_t end = tokenizer_split_point(t, s, n, pos + CHUNK_BYTES);
+        int* ids;
+        size_t m = tokenizer_encode(t, s + pos, end - pos, allow_special, &ids);
+        tokbuf_add(b, ids, m);
+        free(ids);
+        progress_update(pr, end - pos, 0);
+        pos = end;
+    }
+}
+
+static int blank_line(const char* s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
+    return 1;
+}
+
+// Split one file's text into documents and encode them.
+static void encode_file(TokBuf* b, Tokenizer* t, const char* s, size_t n, const PrepareArgs* a,
+                        Progress* pr) {
+    if (!strcmp(a->split, "file")) {
+        if (n) encode_doc(b, t, s, n, a->allow_special, pr);
+        return;
+    }
+    if (!strcmp(a->split, "paragraph")) {
+        // a document = a run of non-blank lines plus the blank lines after it (the first one also
+        // takes any blank lines before it), so the documents joined give back the file exactly,
+        // as in llm.c's tinyshakespeare preparation
+        size_t i = 0, start = 0;
+        int seen_text = 0, after_blank = 0;
+        while (i < n) {
+            const char* nl = memchr(s + i, '\n', n - i);
+            size_t le = nl ? (size_t)(nl - s) : n;
+            if (blank_line(s + i, le - i)) {
+                after_blank = seen_text;
+            } else {
+                if (after_blank) {
+                    encode_doc(b, t, s + start, i - start, a->allow_special, pr);
+                    start = i;
+                    after_blank = 0;
+                }
+                seen_text = 1;
+            }
+            i = nl ? le + 1 : n;
+        }
+        if (seen_text) encode_doc(b, t, s + start, n - start, a->allow_special, pr);
+        return;
+    }
+    size_t sl = strlen(a->split);
+    for (size_t i = 0; i <= n;) {
+        const char* m = i < n ? memmem(s + i, n - i, a->split, sl) : NULL;
+        size_t e = m ? (size_t)(m - s) : n;
+        if (e > i) encode_doc(b, t, s + i, e - i, a->allow_special, pr);
+        i = e + (m ? sl : 1);
+    }
+}
+
+// Decode \n \t \r \\ in a separator given on the command line.
+static char* unescape(const char* s) {
+    char* out = mallocCheck(strlen(s) + 1);
+    size_t k = 0;
+    for (size_t i = 0; s[i]; i++) {
+        if (s[i] == '\\' && s[i + 1]) {
+            char c = s[++i];
+            out[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+        } else {
+            out[k++] = s[i];
+        }
+    }
+    out[k] = 0;
+    return out;
+}
+
+// ----------------------------------------------------------------------------
+// output
+
+static int write_split(const char* prefix, const char* split, const uint16_t* tok, size_t n,
+                       size_t shard_tokens, int quiet) {
+    int nshards = 0;
+    char path[1100], err[1400];
+    for (size_t off = 0; off < n; off += shard_tokens, nshards++) {
+        size_t m = n - off < shard_tokens ? n - off : shard_tokens;
+        snprintf(path, sizeof path, "%s_%s_%06d.bin", prefix, split, nshards);
+        if (shard_write(path, tok + off, m, err, sizeof err)) die(1, "%s", err);
+        if (!quiet) fprintf(stderr, "prepare: wrote %s (%zu tokens)\n", path, m);
+    }
+    // drop stale shards of an earlier, larger run with the same prefix
+    for (int i = nshards;; i++) {
+        snprintf(path, sizeof path, "%s_%s_%06d.bin", prefix, split, i);
+        if (!util_file_exists(path)) break;
+        if (unlink(path)) die(1, "%s: cannot remove stale shard: %s", path, strerror(errno));
+        if (!quiet) fprintf(stderr, "prepare: removed stale %s\n", path);
+    }
+    return nshards;
+}
+
+static long long parse_count(const char* opt, const char* v) {
+    char* end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < 0)
+        die(EXIT_USAGE, "%s: expected a non-negative integer, got '%s'", opt, v);
+    return x;
+}
+
+int main(int argc, char** argv) {
+    PrepareArgs a = {NULL, "file", -1, 0.1, 100000000LL, 0, 0};
+    const char* kind = "gpt2";
+    const char* dir = "data_cache/gpt2";
+    const char** files = mallocCheck((size_t)argc * sizeof(char*));
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char* o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(o, "--allow-special")) {
+            a.allow_special = 1;
+        } else if (!strcmp(o, "--quiet")) {
+            a.quiet = 1;
+        } else if (!strcmp(o, "--out") || !strcmp(o, "--split") || !strcmp(o, "--val-tokens") ||
+                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") ||
+                   !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
+            if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", o);
+            const char* v = argv[++i];
+            if (!strcmp(o, "--out")) a.out = v;
+            else if (!strcmp(o, "--split")) a.split = v;
+            else if (!strcmp(o, "--val-tokens")) a.val_tokens = parse_count(o, v);
+            else if (!strcmp(o, "--shard-tokens")) a.shard_tokens = parse_count(o, v);
+            else if (!strcmp(o, "--tokenizer")) kind = v;
+            else if (!strcmp(o, "--dir")) dir = v;
+            else {
+                char* end;
+                a.val_fraction = strtod(v, &end);
+                if (*end || end == v || !(a.val_fraction >= 0.0 && a.val_fraction < 1.0))
+                    die(EXIT_USAGE, "--val-fraction: expected a number in [0, 1), got '%s'", v);
+                a.val_tokens = -1;
+            }
+        } else if (o[0] == '-' && o[1]) {
+            die(EXIT_USAGE, "unknown option '%s' (see --help)", o);
+        } else {
+            files[nfiles++] = o;
+        }
+    }
+    if (nfiles == 0) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (a.shard_tokens < 1) die(EXIT_USAGE, "--shard-tokens must be at least 1");
+    if (!a.split[0]) die(EXIT_USAGE, "--split: empty separator");
+    char* sep = NULL;
+    if (strcmp(a.split, "file") && strcmp(a.split, "paragraph")) a.split = sep = unescape(a.split);
+
+    char err[1400];
+    Tokenizer* t = tokenizer_load(kind, dir, err, sizeof err);
+    if (!t) die(EXIT_USAGE, "%s", err);
+    if (tokenizer_vocab_size(t) > 65536)
+        die(EXIT_USAGE, "tokenizer %s has %d tokens; shards hold uint16 ids", kind,
+            tokenizer_vocab_size(t));
+
+    // default prefix: data_cache/NAME/NAME from the first file
+    char prefix[900];
+    if (a.out) {
+        if (util_strlcpy(prefix, a.out, sizeof prefix)) die(EXIT_USAGE, "--out: path too long");
+    } else {
+        const char* base = strrchr(files[0], '/');
+        base = base ? base + 1 : files[0];
+        char name[256];
+        util_strlcpy(name, base, sizeof name);
+        char* dot = strrchr(name, '.');
+        if (dot && dot != name) *dot = 0;
+        snprintf(prefix, sizeof prefix, "data_cache/%s/%s", name, name);
+    }
+    char pdir[900];
+    util_strlcpy(pdir, prefix, sizeof pdir);
+    char* slash = strrchr(pdir, '/');
+    if (slash && slash != pdir) {
+        *slash = 0;
+        if (util_mkdirs(pdir, err, sizeof err)) die(1, "%s", err);
+    }
+
+    // read and encode
+    Progress pr = {0, 0, util_now(), 0.0, 0, isatty(2)};
+    pr.last = pr.t0;
+    for (int f = 0; f < nfiles; f++) {
+        FILE* fp = fopen(files[f], "rb");
+        if (!fp) die(EXIT_USAGE, "%s: cannot open: %s", files[f], strerror(errno));
+        fseek(fp, 0, SEEK_END);
+        long sz = ftell(fp);
+        fclose(fp);
+        if (sz > 0) pr.total += (size_t)sz;
+    }
+    pr.show = !a.quiet && pr.total > (4u << 20);
+    TokBuf b = {NULL, 0, 0, 0};
+    size_t empty_files = 0;
+    for (int f = 0; f < nfiles; f++) {
+        size_t n;
+        char* text = util_read_file(files[f], &n, err, sizeof err);
+        if (!text) die(EXIT_USAGE, "%s", err);
+        size_t before = b.ndocs, base = pr.done;
+        encode_file(&b, t, text, n, &a, &pr);
+        pr.done = base + n; // separators and blank lines count as done too
+        if (b.ndocs == before) empty_files++;
+        free(text);
+    }
+    progress_update(&pr, 0, 1);
+    if (b.n == 0) die(EXIT_USAGE, "no text in the input files: nothing to write");
+
+    size_t nval = a.val_tokens >= 0 ? (size_t)a.val_tokens
+                                     : (size_t)(a.val_fraction * (double)b.n + 0.5);
+    if (nval >= b.n)
+        die(EXIT_USAGE, "the validation split (%zu tokens) leaves nothing for training (%zu tokens "
+                        "in total)", nval, b.n);
+    int nv = write_split(prefix, "val", b.tok, nval, (size_t)a.shard_tokens, a.quiet);
+    int nt = write_split(prefix, "train", b.tok + nval, b.n - nval, (size_t)a.shard_tokens,
+                         a.quiet);
+    if (!a.quiet) {
+        fprintf(stderr, "prepare: %zu documents, %zu tokens (%s): val %zu tokens in %d shard%s, "
+                        "train %zu tokens in %d shard%s\n",
+                b.ndocs, b.n, tokenizer_kind(t), nval, nv, nv == 1 ? "" : "s", b.n - nval, nt,
+                nt == 1 ? "" : "s");
+        if (empty_files) fprintf(stderr, "prepare: %zu input file(s) held no text\n", empty_files);
+    }
+    free(b.tok);
+    free(sep);
+    free(files);
+    tokenizer_free(t);
+    return 0;
+}
