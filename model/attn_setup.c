@@ -1,0 +1,189 @@
+// model/attn_setup.c: turns the config's `attention` spec and `attn.*` keys into the per-layer
+// attention of a GPT2 (variant, row map, resolved hyperparameters), with errors that name the
+// place a bad key was set and the closest valid key.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "model/gpt2.h"
+
+int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
+    memset(g, 0, sizeof(*g));
+    g->n_layer = c->n_layer;
+    g->n_head = c->n_head;
+    g->n_embd = c->n_embd;
+    g->block_size = c->block_size;
+    g->vocab_size = c->vocab_size;
+    g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
+    g->qk_norm = c->qk_norm;
+    if (strcmp(c->pos_encoding, "learned") == 0) g->pos_encoding = ATTN_POS_LEARNED;
+    else if (strcmp(c->pos_encoding, "alibi") == 0) g->pos_encoding = ATTN_POS_ALIBI;
+    else if (strcmp(c->pos_encoding, "none") == 0) g->pos_encoding = ATTN_POS_NONE;
+    else {
+        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use learned, alibi or none)",
+                 c->pos_encoding);
+        return -1;
+    }
+    if (g->n_layer > GPT2_MAX_LAYERS) {
+        snprintf(err, errcap, "key 'n_layer': %d exceeds the maximum %d", g->n_layer, GPT2_MAX_LAYERS);
+        return -1;
+    }
+    if (g->qk_norm) {
+        snprintf(err, errcap, "key 'qk_norm': not supported by this build (use 0)");
+        return -1;
+    }
+    return 0;
+}
+
+static int unknown_variant(const char* name, char* err, size_t errcap) {
+    const char* near = attn_closest(name);
+    if (near)
+        snprintf(err, errcap, "key 'attention': unknown variant '%s' (did you mean '%s'?); "
+                 "`./train --list-attention` lists them", name, near);
+    else
+        snprintf(err, errcap, "key 'attention': unknown variant '%s'; `./train --list-attention` "
+                 "lists them", name);
+    return -1;
+}
+
+// Parse "softmax" or "0-3:softmax,4-11:ssmax" into per-layer variants.
+static int parse_spec(const AttnVariant** out, int L, const char* spec, char* err, size_t errcap) {
+    for (int l = 0; l < L; l++) out[l] = NULL;
+    if (!strchr(spec, ':')) {
+        const AttnVariant* v = attn_lookup(spec);
+        if (!v) return unknown_variant(spec, err, errcap);
+        for (int l = 0; l < L; l++) out[l] = v;
+        return 0;
+    }
+    char buf[CONFIG_STR];
+    util_strlcpy(buf, spec, sizeof(buf));
+    char* save = NULL;
+    for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        char* colon = strchr(tok, ':');
+        if (!colon) {
+            snprintf(err, errcap, "key 'attention': '%s' is not of the form FIRST-LAST:NAME", tok);
+            return -1;
+        }
+        *colon = '\0';
+        char* name = colon + 1;
+        while (*name == ' ') name++;
+        char* end = name + strlen(name);
+        while (end > name && end[-1] == ' ') *--end = '\0';
+        int a, b;
+        char extra;
+        if (sscanf(tok, "%d-%d%c", &a, &b, &extra) == 2) {
+        } else if (sscanf(tok, "%d%c", &a, &extra) == 1) {
+            b = a;
+        } else {
+            snprintf(err, errcap, "key 'attention': bad layer range '%s'", tok);
+            return -1;
+        }
+        if (a < 0 || b >= L || a > b) {
+            snprintf(err, errcap, "key 'attention': layer range %d-%d outside 0-%d", a, b, L - 1);
+            return -1;
+        }
+        const AttnVariant* v = attn_lookup(name);
+        if (!v) return unknown_variant(name, err, errcap);
+        for (int l = a; l <= b; l++) {
+            if (out[l]) {
+                snprintf(err, errcap, "key 'attention': layer %d is given twice", l);
+                return -1;
+            }
+            out[l] = v;
+        }
+    }
+    for (int l = 0; l < L; l++) {
+        if (!out[l]) {
+            snprintf(err, errcap, "key 'attention': layer %d has no variant", l);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
+    const int L = c->n_layer, NH = c->n_head, hs = c->n_embd / c->n_head;
+    const AttnVariant* vs[GPT2_MAX_LAYERS];
+    if (L > GPT2_MAX_LAYERS) {
+        snprintf(err, errcap, "key 'n_layer': at most %d layers", GPT2_MAX_LAYERS);
+        return -1;
+    }
+    if (parse_spec(vs, L, c->attention, err, errcap)) return -1;
+    util_strlcpy(m->attention, c->attention, sizeof(m->attention));
+    // the inner row map of layer-level variants
+    const AttnVariant* inner = attn_lookup("softmax");
+    const char* origin = NULL;
+    const char* iv = config_attn_get(c, "inner", &origin);
+    if (iv) {
+        inner = attn_lookup(iv);
+        if (!inner || !inner->forward_row) {
+            snprintf(err, errcap, "%s: key 'attn.inner': '%s' is not a row-map variant", origin, iv);
+            return -1;
+        }
+    }
+    m->maxP = 0;
+    for (int l = 0; l < L; l++) {
+        LayerAttn* la = &m->la[l];
+        memset(la, 0, sizeof(*la));
+        la->v = vs[l];
+        la->row = vs[l]->layer_forward ? inner : vs[l];
+        attn_hparams_default(&la->hp, la->v, c->seq_len, NH, hs, c->n_embd, L);
+        la->hp.inner = vs[l]->layer_forward ? inner : NULL;
+        attn_hparams_default(&la->row_hp, la->row, c->seq_len, NH, hs, c->n_embd, L);
+        if (la->row->params_per_head > m->maxP) m->maxP = la->row->params_per_head;
+    }
+    // apply attn.* keys to every variant in use that has them
+    for (int k = 0; k < c->n_attn; k++) {
+        const char* name = c->attn[k].key + 5; // skip "attn."
+        if (strcmp(name, "inner") == 0) continue;
+        int used = 0;
+        for (int l = 0; l < L; l++) {
+            LayerAttn* la = &m->la[l];
+            const AttnVariant* targets[2] = {la->v, la->row != la->v ? la->row : NULL};
+            AttnHParams* hps[2] = {&la->hp, &la->row_hp};
+            for (int q = 0; q < 2; q++) {
+                if (!targets[q] || attn_hparam_index(targets[q], name) < 0) continue;
+                char e2[300];
+                if (attn_hparams_set(hps[q], targets[q], name, c->attn[k].value, e2, sizeof(e2))) {
+                    snprintf(err, errcap, "%s: %s", c->attn[k].origin, e2);
+                    return -1;
+                }
+                used = 1;
+            }
+        }
+        if (!used) {
+            // suggest the closest hyperparameter among the variants in use
+            const char* best = NULL;
+            size_t bestd = (size_t)-1;
+            for (int l = 0; l < L; l++) {
+                const AttnVariant* cand[2] = {m->la[l].v, m->la[l].row};
+                for (int q = 0; q < 2; q++) {
+                    for (int i = 0; i < cand[q]->n_hparams; i++) {
+                        const char* hn = cand[q]->hparams[i].name;
+                        // cheap closeness: shared prefix length and length difference
+                        size_t pre = 0;
+                        while (hn[pre] && name[pre] && hn[pre] == name[pre]) pre++;
+                        size_t dl = strlen(hn) > strlen(name) ? strlen(hn) - strlen(name)
+                                                              : strlen(name) - strlen(hn);
+                        size_t dist = strlen(hn) - pre + dl;
+                        if (pre > 0 && dist < bestd) {
+                            bestd = dist;
+                            best = hn;
+                        }
+                    }
+                }
+            }
+            if (best)
+                snprintf(err, errcap, "%s: unknown key 'attn.%s' for attention '%s' (did you mean "
+                         "'attn.%s'?)", c->attn[k].origin, name, c->attention, best);
+            else
+                snprintf(err, errcap, "%s: unknown key 'attn.%s': attention '%s' has no such "
+                         "hyperparameter (see ./train --list-attention)",
+                         c->attn[k].origin, name, c->attention);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,72 @@
+// model/checkpoint.h: model files and run state.
+//
+// attnlab model file (model_%08d.bin): int32[256] header (magic 20261130, version 1, sizes,
+// step), the attention spec, the parameter table (name + size per tensor), the resolved config
+// text, all parameters (fp32), and a trailer {crc32 of everything before it, end magic}.
+// Run state (state_%08d.bin): header, optimizer name and state, step, RNG, dataloader position,
+// same trailer. Both are written atomically (temp file, fsync, rename, directory fsync); resume
+// takes the newest step whose model and state both verify, so a crash at any moment leaves the
+// previous complete checkpoint usable.
+//
+// llm.c model file (magic 20240326, version 3): int32[256] header {magic, 3, maxT, V, L, NH, C,
+// Vp}, then llm.c's 16 tensors in order, fp32, padded vocabulary. Read and written both ways.
+#ifndef ATTNLAB_CHECKPOINT_H
+#define ATTNLAB_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rng.h"
+#include "data/dataloader.h"
+#include "model/gpt2.h"
+#include "optim/optim.h"
+
+#define CKPT_MAGIC     20261130
+#define CKPT_VERSION   1
+#define STATE_MAGIC    20261131
+#define CKPT_END_MAGIC 0x4b4e4c41u // "ALNK"
+#define LLMC_MAGIC     20240326
+#define LLMC_VERSION   3
+
+// Save the model (params) with its config text. 0, or -1 with err; never damages `path` on error.
+int ckpt_save_model(const GPT2* m, const char* path, long step, const char* config_text,
+                    char* err, size_t errcap);
+
+// Load parameters into a built model. strict=1 (resume): the attention spec and every tensor
+// must match. strict=0 (init_from): tensors are matched by name and shape; those missing from
+// the file keep their initial values and are listed in `note`. *step gets the saved step.
+int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* note, size_t notecap,
+                    char* err, size_t errcap);
+
+// Read just the header of an attnlab model file (for tools that build the model from it):
+// fills `cfg` sizes, `attention` spec, the saved config text (malloc'd, caller frees) and step.
+int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t attcap,
+                   char** config_text, long* step, char* err, size_t errcap);
+
+typedef struct {
+    long step;                  // completed optimizer steps
+    Rng rng;                    // trainer RNG (sampling)
+    DataLoaderState train_data; // position of the training loader
+    float best_val;             // best validation loss so far (or -1)
+    int skips;                  // consecutive skipped (non-finite) updates
+} RunState;
+
+int ckpt_save_state(const Optimizer* o, const RunState* rs, const char* path, char* err,
+                    size_t errcap);
+// The optimizer must already be initialised with the same algorithm and size.
+int ckpt_load_state(Optimizer* o, RunState* rs, const char* path, char* err, size_t errcap);
+
+// llm.c model files
+int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);
+// Read the llm.c header: sizes (maxT, V, L, NH, C, Vp).
+int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap);
+// Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init).
+int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
+
+// Newest step in dir with both model_%08d.bin and state_%08d.bin verifying; -1 if none.
+// Damaged newer checkpoints are reported on stderr and skipped.
+long ckpt_find_latest(const char* dir);
+// Delete all but the newest `keep` checkpoint pairs in dir (keep <= 0: keep all).
+void ckpt_prune(const char* dir, int keep);
+
+#endif

@@ -1,0 +1,50 @@
+// model/layers.h: GPT-2 layers as forward/backward pairs over flat float arrays.
+// Conventions: outputs first, then inputs, then cached forward values, weights, dimensions.
+// Backward functions accumulate (+=) into gradients the caller has zeroed. N = B*T rows.
+// Every layer is parallel over rows or over fixed channel blocks, never with atomics or
+// thread-count-dependent reductions, so results are identical for any number of threads.
+#ifndef ATTNLAB_LAYERS_H
+#define ATTNLAB_LAYERS_H
+
+#include <stddef.h>
+
+// out (B,T,C) = wte[inp] + wpe[t] ; wpe may be NULL (no learned positions)
+void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T,
+                     int C);
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* inp, int B, int T,
+                      int C);
+
+// out (N,C) = (inp - mean) * rstd * weight + bias, per row; caches mean (N), rstd (N)
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int N, int C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int N, int C);
+
+// out (N,OC) = inp (N,C) @ weight^T (weight is (OC,C)) + bias (OC, may be NULL); via sgemm
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                    int C, int OC);
+// dinp (N,C) += dout @ weight ; dweight (OC,C) += dout^T @ inp ; dbias += column sums
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int N, int C, int OC);
+// Naive triple loop (double accumulation), the reference for tests.
+void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias,
+                        int N, int C, int OC);
+
+// GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void gelu_forward(float* out, const float* inp, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_backward(float* da, float* db, const float* dout, size_t n);
+
+// Cross-entropy over the first V of Vp logits per row (padded logits never count).
+// losses (N) = lse - logits[target]; lse (N) cached for backward.
+void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets,
+                          int N, int V, int Vp);
+// dlogits (N,Vp) = (softmax(logits) - onehot(target)) * dloss, padded entries 0.
+// dlogits may alias logits (the fused, in-place form).
+void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
+                           const int* targets, float dloss, int N, int V, int Vp);
+
+#endif

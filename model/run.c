@@ -1,0 +1,449 @@
+// model/run.c: a training run (see run.h): setup with full validation before anything is
+// written, the step loop (gradient accumulation, clipping, schedule, non-finite guard),
+// evaluation, sampling, JSONL/llm.c-style logs, checkpoints and exact resume.
+#include "model/run.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/util.h"
+#include "model/sample.h"
+#include "optim/clip.h"
+
+// ---------------------------------------------------------------------------------------------
+// setup
+
+double run_measure_sgemm_peak(int nthreads) {
+    const int n = 512;
+    float* a = allocFloats((size_t)nthreads * n * n);
+    float* b = allocFloats((size_t)nthreads * n * n);
+    float* c = allocFloats((size_t)nthreads * n * n);
+    for (size_t i = 0; i < (size_t)nthreads * n * n; i++) {
+        a[i] = (float)(i % 7) * 0.1f;
+        b[i] = (float)(i % 5) * 0.1f;
+    }
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = util_now();
+#pragma omp parallel num_threads(nthreads)
+        {
+            size_t o = (size_t)omp_get_thread_num() * n * n;
+            for (int k = 0; k < 2; k++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a + o, n,
+                            b + o, n, 0.0f, c + o, n);
+        }
+        double dt = util_now() - t0;
+        double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
+        if (f > best) best = f;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+static int init_weights(Run* r, char* err, size_t errcap) {
+    GPT2* m = &r->model;
+    const char* src = r->cfg.init_from;
+    gpt2_init(m, (uint64_t)r->cfg.seed);
+    if (strcmp(src, "scratch") == 0 || src[0] == '\0') return 0;
+    if (strncmp(src, "llmc:", 5) == 0) return llmc_load(m, src + 5, err, errcap);
+    if (strncmp(src, "hf:", 3) == 0) {
+        snprintf(err, errcap, "key 'init_from': Hugging Face import (hf:DIR) is not available in "
+                 "this build; convert with an llm.c export and use llmc:PATH");
+        return -1;
+    }
+    char note[1024];
+    long step;
+    if (ckpt_load_model(m, src, 0, &step, note, sizeof(note), err, errcap)) return -1;
+    if (note[0])
+        fprintf(stderr, "attnlab: init_from %s: tensors not in the file keep their initial "
+                "values: %s\n", src, note);
+    return 0;
+}
+
+static char* resolved_config_text(const Run* r) {
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (!f) die(1, "cannot allocate the resolved config");
+    fprintf(f, "# attnlab resolved config: every key with its value for this run\n");
+    config_write(&r->cfg, f);
+    const AttnVariant* seen[2 * GPT2_MAX_LAYERS];
+    int nseen = 0;
+    fprintf(f, "# attention hyperparameters in effect (defaults included):\n");
+    for (int l = 0; l < r->model.cfg.n_layer; l++) {
+        const LayerAttn* la = &r->model.la[l];
+        const AttnVariant* vs[2] = {la->v, la->row};
+        const AttnHParams* hs[2] = {&la->hp, &la->row_hp};
+        for (int q = 0; q < 2; q++) {
+            int dup = 0;
+            for (int i = 0; i < nseen; i++) dup |= seen[i] == vs[q];
+            if (dup || vs[q]->n_hparams == 0) continue;
+            seen[nseen++] = vs[q];
+            char* hb = NULL;
+            size_t hl = 0;
+            FILE* hf = open_memstream(&hb, &hl);
+            attn_hparams_write(hs[q], vs[q], hf);
+            fclose(hf);
+            for (char* line = strtok(hb, "\n"); line; line = strtok(NULL, "\n"))
+                fprintf(f, "#   %s   (%s)\n", line, vs[q]->name);
+            free(hb);
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap) {
+    memset(r, 0, sizeof(*r));
+    r->cfg = *cfg;
+    r->nthreads = nthreads;
+    const Config* c = &r->cfg;
+    GPT2* m = &r->model;
+    if (gpt2_setup_attention(m, c, err, errcap)) return -1;
+    GPT2Config gc;
+    if (gpt2_config_from(&gc, c, err, errcap)) return -1;
+    if (strncmp(c->init_from, "llmc:", 5) == 0) { // the file's sizes must match the config
+        GPT2Config fc;
+        if (llmc_read_config(c->init_from + 5, &fc, err, errcap)) return -1;
+        if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
+            fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
+            snprintf(err, errcap, "%s: llm.c model has n_layer=%d n_head=%d n_embd=%d "
+                     "vocab_size=%d block_size=%d; set these keys to match", c->init_from + 5,
+                     fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size, fc.block_size);
+            return -1;
+        }
+    }
+    const OptimizerDef* od = optim_lookup(c->optimizer);
+    if (!od) {
+        snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
+        return -1;
+    }
+    if (lr_schedule_init(&r->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
+                         c->max_steps)) {
+        snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
+        return -1;
+    }
+    const int B = c->batch_size, T = c->seq_len;
+    r->eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
+    if (c->max_steps > 0) {
+        if (!c->train_data[0]) {
+            snprintf(err, errcap, "key 'train_data' is empty: give a glob of llm.c shards "
+                     "(scripts/setup corpus mobydick makes some)");
+            return -1;
+        }
+        if (dataloader_init(&r->train, c->train_data, B, T, c->shuffle, (uint64_t)c->seed, err,
+                            errcap))
+            return -1;
+    }
+    if (c->val_data[0]) {
+        if (dataloader_init(&r->val, c->val_data, B, r->eval_T, 0, 0, err, errcap)) return -1;
+        r->have_val = 1;
+    } else if (c->max_steps == 0) {
+        snprintf(err, errcap, "max_steps = 0 evaluates only, but 'val_data' is empty");
+        return -1;
+    }
+    gpt2_build(m, &gc);
+    if (init_weights(r, err, errcap)) return -1;
+    m->seed = (uint64_t)c->seed;
+    int Tmax = T > r->eval_T ? T : r->eval_T;
+    gpt2_alloc_acts(m, B, Tmax, nthreads);
+    optim_init(&r->opt, od, m->num_params);
+    r->oh = (OptimHParams){.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
+                           .weight_decay = c->weight_decay};
+    r->nranges = m->nspecs;
+    for (int i = 0; i < m->nspecs; i++)
+        r->ranges[i] = (OptimRange){m->specs[i].offset, m->specs[i].size, m->specs[i].decay};
+    r->inputs = mallocCheck(sizeof(int) * (size_t)B * Tmax);
+    r->targets = mallocCheck(sizeof(int) * (size_t)B * Tmax);
+    char terr[512];
+    r->tok = tokenizer_load(c->tokenizer, c->tokenizer_dir, terr, sizeof(terr));
+    if (!r->tok && c->sample_every > 0)
+        fprintf(stderr, "attnlab: samples will print token ids: %s\n", terr);
+    rng_seed(&r->rs.rng, (uint64_t)c->seed ^ 0x5eedULL);
+    r->rs.best_val = -1.0f;
+    r->config_text = resolved_config_text(r);
+    r->peak_flops = run_measure_sgemm_peak(nthreads);
+    return 0;
+}
+
+void run_free(Run* r) {
+    gpt2_free(&r->model);
+    if (r->cfg.max_steps > 0) dataloader_free(&r->train);
+    if (r->have_val) dataloader_free(&r->val);
+    optim_free(&r->opt);
+    if (r->tok) tokenizer_free(r->tok);
+    free(r->inputs);
+    free(r->targets);
+    free(r->config_text);
+    if (r->jsonl) fclose(r->jsonl);
+    if (r->log) fclose(r->log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pieces of the loop
+
+static void check_tokens(const Run* r, const int* ids, size_t n, const char* which) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= r->cfg.vocab_size)
+            die(EXIT_USAGE, "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)",
+                which, ids[i], r->cfg.vocab_size);
+}
+
+float run_evaluate(Run* r) {
+    const int B = r->cfg.batch_size, T = r->eval_T;
+    GPT2* m = &r->model;
+    long saved = m->step;
+    m->step = -1;
+    dataloader_reset(&r->val);
+    double sum = 0;
+    for (int i = 0; i < r->cfg.eval_steps; i++) {
+        dataloader_next(&r->val, r->inputs, r->targets);
+        check_tokens(r, r->inputs, (size_t)B * T + 0, "val_data");
+        check_tokens(r, r->targets, (size_t)B * T, "val_data");
+        gpt2_forward(m, r->inputs, r->targets, B, T);
+        sum += m->mean_loss;
+    }
+    m->step = saved;
+    return (float)(sum / r->cfg.eval_steps);
+}
+
+static void write_sample(Run* r, long step) {
+    const int n = r->cfg.sample_tokens;
+    int* ids = mallocCheck(sizeof(int) * (size_t)(n + 1));
+    int eot = r->tok ? tokenizer_eot(r->tok) : (r->cfg.vocab_size == 257 ? 256 : 50256);
+    ids[0] = eot < r->cfg.vocab_size ? eot : 0;
+    int len = gpt2_generate(&r->model, ids, 1, n, 1.0f, 40, -1, &r->rs.rng);
+    printf("---- sample at step %ld ----\n", step);
+    if (r->tok) {
+        size_t bl;
+        char* text = tokenizer_decode(r->tok, ids + 1, (size_t)(len - 1), &bl);
+        fwrite(text, 1, bl, stdout);
+        free(text);
+    } else {
+        for (int i = 1; i < len; i++) printf("%d ", ids[i]);
+    }
+    printf("\n--------------------------------\n");
+    fflush(stdout);
+    free(ids);
+}
+
+static int save_checkpoint(Run* r, long step) {
+    char mp[1100], sp[1100], err[2048];
+    snprintf(mp, sizeof(mp), "%s/model_%08ld.bin", r->cfg.out_dir, step);
+    snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", r->cfg.out_dir, step);
+    r->rs.step = step;
+    if (r->cfg.max_steps > 0) dataloader_get_state(&r->train, &r->rs.train_data);
+    // model first, state second: a checkpoint counts only when both exist and verify
+    if (ckpt_save_model(&r->model, mp, step, r->config_text, err, sizeof(err)) ||
+        ckpt_save_state(&r->opt, &r->rs, sp, err, sizeof(err))) {
+        fprintf(stderr, "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
+                "intact)\n", step, err);
+        return -1;
+    }
+    ckpt_prune(r->cfg.out_dir, r->cfg.keep_last);
+    return 0;
+}
+
+// Locate the first non-finite gradient: "tensor NAME (layer L)".
+static void describe_nonfinite(const GPT2* m, char* out, size_t cap) {
+    for (int i = 0; i < m->nspecs; i++) {
+        const ParamSpec* s = &m->specs[i];
+        size_t k = grad_first_nonfinite(m->grads + s->offset, s->size);
+        if (k < s->size) {
+            if (s->stacked)
+                snprintf(out, cap, "gradient of tensor %s (layer %zu)", s->name,
+                         k / (s->size / s->shape[0]));
+            else
+                snprintf(out, cap, "gradient of tensor %s", s->name);
+            return;
+        }
+    }
+    snprintf(out, cap, "the loss (all gradients finite)");
+}
+
+// Keep only records with step <= last in metrics.jsonl (after resuming from `last`).
+static void truncate_jsonl(const char* path, long last) {
+    char err[512];
+    size_t len;
+    char* text = util_read_file(path, &len, err, sizeof(err));
+    if (!text) return;
+    AtomicFile af;
+    if (atomic_open(&af, path) == 0) {
+        for (char* line = text; *line;) {
+            char* nl = strchr(line, '\n');
+            size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
+            const char* sp = strstr(line, "\"step\":");
+            long s = sp && (!nl || sp < nl) ? strtol(sp + 7, NULL, 10) : 0;
+            if (s <= last) atomic_write(&af, line, ll);
+            line += ll;
+        }
+        atomic_commit(&af);
+    }
+    free(text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the loop
+
+int run_train(Run* r, volatile sig_atomic_t* stop) {
+    const Config* c = &r->cfg;
+    GPT2* m = &r->model;
+    char err[2048];
+    if (util_mkdirs(c->out_dir, err, sizeof(err))) die(1, "%s", err);
+    long start = 0;
+    int resumed = 0;
+    if (c->resume) {
+        long latest = ckpt_find_latest(c->out_dir);
+        if (latest >= 0) {
+            char mp[1100], sp[1100];
+            snprintf(mp, sizeof(mp), "%s/model_%08ld.bin", c->out_dir, latest);
+            snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", c->out_dir, latest);
+            long s;
+            if (ckpt_load_model(m, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
+                ckpt_load_state(&r->opt, &r->rs, sp, err, sizeof(err)))
+                die(EXIT_USAGE, "cannot resume: %s", err);
+            if (c->max_steps > 0 &&
+                dataloader_set_state(&r->train, &r->rs.train_data, err, sizeof(err)))
+                die(EXIT_USAGE, "cannot resume: %s", err);
+            start = r->rs.step;
+            resumed = 1;
+            printf("resuming from step %ld (%s)\n", start, mp);
+        } else {
+            printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n",
+                   c->out_dir);
+        }
+    }
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
+    AtomicFile af;
+    if (atomic_open(&af, path) || atomic_write(&af, r->config_text, strlen(r->config_text)) ||
+        atomic_commit(&af))
+        die(1, "%s", af.err);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
+    if (resumed) truncate_jsonl(path, start);
+    r->jsonl = fopen(path, resumed ? "a" : "w");
+    snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
+    r->log = fopen(path, resumed ? "a" : "w");
+    if (!r->jsonl || !r->log) die(1, "%s: cannot open log files", c->out_dir);
+
+    const int B = c->batch_size, T = c->seq_len;
+    const size_t BT = (size_t)B * T;
+    printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
+           "B=%d T=%d accum=%d | %d threads | sgemm peak %.1f GFLOP/s\n",
+           m->attention, m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.block_size,
+           (double)m->num_params / 1e6, B, T, c->grad_accum, r->nthreads, r->peak_flops / 1e9);
+    fflush(stdout);
+    JsonBuf j;
+    json_init(&j);
+    double t_sum = 0;
+    int t_n = 0, rc = 0;
+    long step = start;
+    float last_loss = NAN;
+    for (;; step++) {
+        int last = step >= c->max_steps;
+        if (r->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
+            float vl = run_evaluate(r);
+            if (r->rs.best_val < 0 || vl < r->rs.best_val) r->rs.best_val = vl;
+            json_begin(&j);
+            json_int(&j, "step", step);
+            json_num(&j, "val_loss", vl);
+            json_end(&j);
+            json_write_line(&j, r->jsonl);
+            fprintf(r->log, "s:%ld tel:%f\n", step, (double)vl);
+            fflush(r->log);
+            printf("step %ld | val loss %.4f\n", step, (double)vl);
+            fflush(stdout);
+        }
+        if (c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
+            write_sample(r, step);
+        if (last || *stop) break;
+
+        // ---- one optimizer step
+        double t0 = util_now();
+        m->step = step;
+        gpt2_zero_grad(m);
+        double loss = 0;
+        for (int k = 0; k < c->grad_accum; k++) {
+            dataloader_next(&r->train, r->inputs, r->targets);
+            check_tokens(r, r->inputs, BT, "train_data");
+            check_tokens(r, r->targets, BT, "train_data");
+            gpt2_forward(m, r->inputs, r->targets, B, T);
+            gpt2_backward(m, 1.0f / (float)c->grad_accum);
+            loss += m->mean_loss;
+        }
+        loss /= c->grad_accum;
+        double norm = grad_global_norm(m->grads, m->num_params);
+        float lr = lr_schedule_get(&r->sched, (int)step);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            char where[256];
+            describe_nonfinite(m, where, sizeof(where));
+            if (strcmp(c->nan_policy, "skip") == 0 && ++r->rs.skips <= c->max_skips) {
+                fprintf(stderr, "attnlab: non-finite loss or gradient at step %ld (first in %s): "
+                        "update skipped (%d consecutive)\n", step, where, r->rs.skips);
+                json_begin(&j);
+                json_int(&j, "step", step + 1);
+                json_str(&j, "event", "skipped_nonfinite");
+                json_str(&j, "where", where);
+                json_end(&j);
+                json_write_line(&j, r->jsonl);
+                continue;
+            }
+            fprintf(stderr, "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; "
+                    "first non-finite value in %s. Stopping without a checkpoint of this state; "
+                    "the last checkpoint in %s is intact.\n", loss, norm, step, where, c->out_dir);
+            rc = EXIT_NONFINITE;
+            break;
+        }
+        r->rs.skips = 0;
+        grad_clip(m->grads, m->num_params, norm, c->grad_clip);
+        optim_step(&r->opt, m->params, m->grads, r->ranges, r->nranges, lr, &r->oh);
+        double dt = util_now() - t0;
+        if (step > start) { // the first step warms caches up; keep it out of the ETA
+            t_sum += dt;
+            t_n++;
+        }
+        double tok_s = (double)BT * c->grad_accum / dt;
+        double mfu = gpt2_flops_per_token(m, T) * tok_s / r->peak_flops;
+        last_loss = (float)loss;
+        json_begin(&j);
+        json_int(&j, "step", step + 1);
+        json_num(&j, "train_loss", loss);
+        json_num(&j, "lr", lr);
+        json_num(&j, "grad_norm", norm);
+        json_num(&j, "step_ms", dt * 1e3);
+        json_num(&j, "tok_per_s", tok_s);
+        json_num(&j, "mfu", mfu);
+        json_end(&j);
+        json_write_line(&j, r->jsonl);
+        fprintf(r->log, "s:%ld trl:%f\n", step + 1, loss);
+        if (c->log_every > 0 && ((step + 1) % c->log_every == 0 || step + 1 == c->max_steps)) {
+            char eta[32];
+            double avg = t_n ? t_sum / t_n : dt;
+            util_format_duration(eta, sizeof(eta), avg * (double)(c->max_steps - step - 1));
+            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %6.3f | %7.1f ms | %8.0f tok/s | "
+                   "mfu %4.1f%% | ETA %s\n",
+                   step + 1, c->max_steps, loss, (double)lr, norm, dt * 1e3, tok_s, 100 * mfu,
+                   eta);
+            fflush(stdout);
+        }
+        if (c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0 &&
+            step + 1 < c->max_steps) {
+            if (save_checkpoint(r, step + 1)) rc = 1;
+        }
+    }
+    json_free(&j);
+    if (rc != EXIT_NONFINITE) {
+        if (save_checkpoint(r, step)) rc = 1;
+        else printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
+        if (*stop) printf("stopped by signal at step %ld; resume with resume=1\n", step);
+    }
+    (void)last_loss;
+    return rc;
+}

@@ -1,0 +1,80 @@
+// model/sample.c: autoregressive sampling. Each new token re-runs the forward over the window
+// of the last T tokens (no KV cache: models here are small and the attention variants differ
+// in what they could cache).
+#include "model/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+static int sample_row(const float* logits, int V, float temperature, int top_k, Rng* rng,
+                      float* probs) {
+    if (temperature <= 0.0f) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (logits[v] > logits[best]) best = v;
+        return best;
+    }
+    float thresh = -INFINITY;
+    if (top_k > 0 && top_k < V) { // k-th largest logit by partial selection on a copy
+        memcpy(probs, logits, sizeof(float) * (size_t)V);
+        int lo = 0, hi = V - 1, k = top_k - 1;
+        while (lo < hi) {
+            float pivot = probs[(lo + hi) / 2];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (probs[i] > pivot) i++;
+                while (probs[j] < pivot) j--;
+                if (i <= j) {
+                    float t = probs[i];
+                    probs[i] = probs[j];
+                    probs[j] = t;
+                    i++;
+                    j--;
+                }
+            }
+            if (k <= j) hi = j;
+            else if (k >= i) lo = i;
+            else break;
+        }
+        thresh = probs[k];
+    }
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = fmaxf(mx, logits[v]);
+    double sum = 0;
+    for (int v = 0; v < V; v++) {
+        float p = logits[v] >= thresh ? expf((logits[v] - mx) / temperature) : 0.0f;
+        probs[v] = p;
+        sum += p;
+    }
+    double u = rng_uniform_d(rng) * sum, acc = 0;
+    for (int v = 0; v < V; v++) {
+        acc += probs[v];
+        if (u < acc) return v;
+    }
+    for (int v = V - 1; v >= 0; v--)
+        if (probs[v] > 0) return v;
+    return 0;
+}
+
+int gpt2_generate(GPT2* m, int* ids, int n_prompt, int max_new, float temperature, int top_k,
+                  int stop_id, Rng* rng) {
+    const int V = m->cfg.vocab_size;
+    float* probs = mallocCheck(sizeof(float) * (size_t)V);
+    int n = n_prompt;
+    long saved_step = m->step;
+    m->step = -1;
+    for (int k = 0; k < max_new; k++) {
+        int start = n > m->T ? n - m->T : 0;
+        int len = n - start;
+        gpt2_forward(m, ids + start, NULL, 1, len);
+        int next = sample_row(gpt2_logits(m, 0, len - 1), V, temperature, top_k, rng, probs);
+        ids[n++] = next;
+        if (next == stop_id) break;
+    }
+    m->step = saved_step;
+    free(probs);
+    return n;
+}

@@ -1,0 +1,76 @@
+// train.c: the attnlab trainer. config -> model -> loop (train, evaluate, sample, checkpoint,
+// log) -> free. Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help;
+// ./train --list-attention.
+//
+// defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); checkpoints
+// (model/checkpoint.h); sampling (model/sample.h); the run loop helpers (model/run.h)
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/util.h"
+#include "model/run.h"
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE* f) {
+    fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
+               "       ./train --help             every config key with type, default, meaning\n"
+               "       ./train --list-attention   every attention variant and its keys\n\n"
+               "Trains GPT-2 from a config file (key = value lines, `include = base.conf`).\n"
+               "Writes OUT/metrics.jsonl, OUT/main.log, OUT/config.conf and checkpoints\n"
+               "OUT/model_NNNNNNNN.bin + OUT/state_NNNNNNNN.bin. Exit codes: 0 done, 1 I/O,\n"
+               "2 bad config or input (nothing written), 3 non-finite loss or gradient.\n");
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            printf("\n");
+            config_print_help(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list-attention")) {
+            attn_print_list(stdout);
+            return 0;
+        }
+    }
+    Config cfg;
+    config_defaults(&cfg);
+    char err[2048];
+    int first = 1;
+    if (!strchr(argv[1], '=') && strncmp(argv[1], "--", 2) != 0) {
+        if (config_load(&cfg, argv[1], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        first = 2;
+    }
+    for (int i = first; i < argc; i++)
+        if (config_apply_arg(&cfg, argv[i], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (config_validate(&cfg, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+
+    // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
+    openblas_set_num_threads(1);
+    int nthreads = cfg.threads > 0 ? cfg.threads : omp_get_num_procs();
+    omp_set_num_threads(nthreads);
+
+    Run run;
+    if (run_setup(&run, &cfg, nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    int rc = run_train(&run, &g_stop);
+    run_free(&run);
+    return rc;
+}
