@@ -94,6 +94,7 @@ static void key_norms(float* key_sq, const float* k, size_t ldk, int T, int hs) 
 void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
     const int P = c->row->params_per_head;
+    const int stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
     for (int b = 0; b < B; b++) {
@@ -110,7 +111,7 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
             scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
             if (c->row->needs_key_sq) key_norms(key_sq, k, c->ldk, T, hs);
             AttnRowCtx ctx = {.hp = c->hp,
-                              .p = P > 0 ? c->rowp + (size_t)h * P : NULL,
+                              .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
                               .scratch = row_scratch,
                               .key_sq = c->row->needs_key_sq ? key_sq : NULL,
                               .T = T,
@@ -137,6 +138,7 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
 void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
     const int P = c->row->params_per_head;
+    const int stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH && P <= ws->maxP);
     if (P > 0) memset(ws->dp_slots, 0, sizeof(float) * (size_t)B * NH * P);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
@@ -167,7 +169,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout,
                         (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
             AttnRowCtx ctx = {.hp = c->hp,
-                              .p = P > 0 ? c->rowp + (size_t)h * P : NULL,
+                              .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
                               .dp = P > 0 ? ws->dp_slots + ((size_t)b * NH + h) * P : NULL,
                               .scratch = row_scratch,
                               .key_sq = need_ks ? key_sq : NULL,
@@ -219,7 +221,9 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
     // reduce the per-(b,h) parameter gradients over b in a fixed order
     if (P > 0 && c->drowp) {
         for (int b = 0; b < B; b++)
-            for (int i = 0; i < NH * P; i++) c->drowp[i] += ws->dp_slots[(size_t)b * NH * P + i];
+            for (int h = 0; h < NH; h++)
+                for (int k = 0; k < P; k++)
+                    c->drowp[(size_t)h * stride + k] += ws->dp_slots[((size_t)b * NH + h) * P + k];
     }
 }
 
@@ -242,6 +246,7 @@ static AttnCore default_core(const AttnLayer* L) {
                   .row = L->row,
                   .hp = L->row_hp,
                   .rowp = L->rowp,
+                  .rowp_stride = L->rowp_stride,
                   .step = L->step,
                   .seed = L->seed,
                   .dout = L->dout,

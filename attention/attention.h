@@ -100,8 +100,9 @@ typedef struct {
     int pos_encoding;        // ATTN_POS_*
     int qk_norm;
     // parameters (this layer's slices) and their gradients
-    const float* rowp;       // (NH, row->params_per_head) or NULL
+    const float* rowp;       // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
     float* drowp;
+    int rowp_stride;         // floats between heads in rowp (0 = row->params_per_head)
     const float* tp[ATTN_MAX_TENSORS]; // v's layer tensors, in layer_tensors order
     float* dtp[ATTN_MAX_TENSORS];
     // activations
@@ -206,7 +207,8 @@ typedef struct {
     const float* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
     const AttnVariant* row;
     const AttnHParams* hp;
-    const float* rowp;  // (NH, P) or NULL
+    const float* rowp;  // (NH, rowp_stride) or NULL
+    int rowp_stride;    // 0 = P
     long step;
     uint64_t seed;
     // backward (+=): gradients of q, k, v (same layouts as q, k, v), row params, row scales
@@ -214,7 +216,7 @@ typedef struct {
     float* dq;
     float* dk;
     float* dv;
-    float* drowp;       // (NH, P)
+    float* drowp;       // (NH, rowp_stride)
     float* drow_scale;  // (B,NH,T), or NULL
 } AttnCore;
 

@@ -47,7 +47,7 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("block_size", block_size, "1024", 1, 65536, "model",
           "maximum context length (size of the learned position table)"),
     F_INT("vocab_size", vocab_size, "50257", 1, 65536, "model",
-          "vocabulary size: 50257 for gpt2, at least 256 for byte (tokens are uint16)"),
+          "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are uint16)"),
     F_STR("pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none", "model",
           "positions: learned table, rotary, ALiBi biases, or none (causal mask only)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
@@ -731,8 +731,8 @@ int config_validate(const Config* c, char* err, size_t errcap) {
                  c->vocab_size);
         return -1;
     }
-    if (strcmp(c->tokenizer, "byte") == 0 && c->vocab_size < 256) {
-        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = byte (needs 256)",
+    if (strcmp(c->tokenizer, "byte") == 0 && c->vocab_size < 257) {
+        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = byte (needs 257: 256 bytes + EOT)",
                  c->vocab_size);
         return -1;
     }
