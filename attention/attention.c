@@ -29,6 +29,13 @@ struct AttnWorkspace {
     float* buf;         // nthreads * per_thread
     float* dp_slots;    // (B, NH, maxP) private parameter-gradient slots
     float* slopes;      // (NH) ALiBi slopes
+    // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
+    float *rope_cos, *rope_sin;
+    int rope_hs;
+    float* posgrad;     // (B,T,2C) rotated-space gradient of q, k under rope
+    size_t posgrad_n;
+    float* extra;       // nthreads * extra_n: scratch reserved by layer-level variants
+    size_t extra_n;
 };
 
 // per-thread layout: S (T*T) | dA (T*T) | dS (T*T) | srow (T) | key_sq (T) | dkey_sq (T) | row
@@ -58,6 +65,10 @@ void attn_workspace_free(AttnWorkspace* ws) {
     free(ws->buf);
     free(ws->dp_slots);
     free(ws->slopes);
+    free(ws->rope_cos);
+    free(ws->rope_sin);
+    free(ws->posgrad);
+    free(ws->extra);
     free(ws);
 }
 
@@ -117,7 +128,8 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
                               .T = T,
                               .h = h,
                               .step = c->step,
-                              .seed = c->seed};
+                              .seed = c->seed,
+                              .layer = c->layer};
             float* A = c->att + ((size_t)b * NH + h) * T * T;
             const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
             for (int t = 0; t < T; t++) {
@@ -177,7 +189,8 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                               .T = T,
                               .h = h,
                               .step = c->step,
-                              .seed = c->seed};
+                              .seed = c->seed,
+                              .layer = c->layer};
             const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
             float* drs = c->drow_scale ? c->drow_scale + ((size_t)b * NH + h) * T : NULL;
             for (int t = 0; t < T; t++) {
@@ -228,9 +241,130 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 }
 
 // ---------------------------------------------------------------------------------------------
+// position encodings
+
+const float* attn_alibi_slopes(const AttnWorkspace* ws) {
+    return ws->slopes;
+}
+
+static void rope_table(AttnWorkspace* ws, int hs) {
+    if (ws->rope_cos && ws->rope_hs == hs) return;
+    free(ws->rope_cos);
+    free(ws->rope_sin);
+    const int half = hs / 2;
+    ws->rope_cos = allocFloats((size_t)ws->T * (size_t)half);
+    ws->rope_sin = allocFloats((size_t)ws->T * (size_t)half);
+    ws->rope_hs = hs;
+    for (int i = 0; i < half; i++) {
+        double theta = pow(10000.0, -2.0 * (double)i / (double)hs);
+        for (int t = 0; t < ws->T; t++) {
+            double a = (double)t * theta;
+            ws->rope_cos[(size_t)t * half + i] = (float)cos(a);
+            ws->rope_sin[(size_t)t * half + i] = (float)sin(a);
+        }
+    }
+}
+
+void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDims* d,
+               AttnWorkspace* ws, int inverse, int accumulate) {
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2;
+    if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
+    ASSERT(T <= ws->T);
+    rope_table(ws, hs);
+    const float sgn = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static) num_threads(ws->nthreads)
+    for (int bt = 0; bt < B * T; bt++) {
+        const int t = bt % T;
+        const float* cs = ws->rope_cos + (size_t)t * half;
+        const float* sn = ws->rope_sin + (size_t)t * half;
+        const float* x = in + (size_t)bt * ldi;
+        float* y = out + (size_t)bt * ldo;
+        for (int h = 0; h < NH; h++) {
+            for (int i = 0; i < half; i++) {
+                const size_t o = (size_t)h * hs + 2 * (size_t)i;
+                const float x0 = x[o], x1 = x[o + 1];
+                const float c = cs[i], s = sgn * sn[i];
+                const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+                if (accumulate) {
+                    y[o] += y0;
+                    y[o + 1] += y1;
+                } else {
+                    y[o] = y0;
+                    y[o + 1] = y1;
+                }
+            }
+        }
+    }
+}
+
+void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk) {
+    c->score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL;
+    if (L->pos_encoding != ATTN_POS_ROPE) return;
+    if (!qk) die(EXIT_USAGE, "attention layer %d: pos_encoding = rope but no buffer for the "
+                 "rotated q, k", L->layer);
+    const size_t C = (size_t)L->d.C;
+    attn_rope(qk, 2 * C, c->q, c->ldq, &L->d, L->ws, 0, 0);
+    attn_rope(qk + C, 2 * C, c->k, c->ldk, &L->d, L->ws, 0, 0);
+    c->q = qk;
+    c->k = qk + C;
+    c->ldq = c->ldk = 2 * C;
+}
+
+void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, float* qk) {
+    memset(save, 0, sizeof(*save));
+    save->dq = c->dq;
+    save->dk = c->dk;
+    save->ldq = c->ldq;
+    save->ldk = c->ldk;
+    attn_pos_forward(c, L, qk);
+    if (L->pos_encoding != ATTN_POS_ROPE) return;
+    AttnWorkspace* ws = L->ws;
+    const size_t C = (size_t)L->d.C, n = (size_t)L->d.B * (size_t)L->d.T * 2 * C;
+    if (ws->posgrad_n < n) {
+        free(ws->posgrad);
+        ws->posgrad = allocFloats(n);
+        ws->posgrad_n = n;
+    }
+    memset(ws->posgrad, 0, sizeof(float) * n);
+    save->active = 1;
+    c->dq = ws->posgrad;
+    c->dk = ws->posgrad + C;
+}
+
+void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L) {
+    (void)c;
+    if (!save->active) return;
+    const size_t C = (size_t)L->d.C;
+    const float* g = L->ws->posgrad;
+    if (save->dq) attn_rope(save->dq, save->ldq, g, 2 * C, &L->d, L->ws, 1, 1);
+    if (save->dk) attn_rope(save->dk, save->ldk, g + C, 2 * C, &L->d, L->ws, 1, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// extra scratch for layer-level variants
+
+void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread) {
+    size_t n = (floats_per_thread + 15) & ~(size_t)15;
+    if (n <= ws->extra_n) return;
+    free(ws->extra);
+    ws->extra = allocFloats(n * (size_t)ws->nthreads);
+    ws->extra_n = n;
+}
+
+float* attn_thread_scratch(AttnWorkspace* ws) {
+    int tid = omp_get_thread_num();
+    ASSERT(tid < ws->nthreads && ws->extra);
+    return ws->extra + (size_t)tid * ws->extra_n;
+}
+
+int attn_workspace_threads(const AttnWorkspace* ws) {
+    return ws->nthreads;
+}
+
+// ---------------------------------------------------------------------------------------------
 // default layer pipeline
 
-static AttnCore default_core(const AttnLayer* L) {
+AttnCore attn_layer_core(const AttnLayer* L) {
     const size_t C = (size_t)L->d.C;
     AttnCore c = {.q = L->qkv,
                   .k = L->qkv + C,
@@ -242,13 +376,13 @@ static AttnCore default_core(const AttnLayer* L) {
                   .ldo = C,
                   .att = L->att,
                   .scale = 1.0f / sqrtf((float)L->d.hs),
-                  .score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL,
                   .row = L->row,
                   .hp = L->row_hp,
                   .rowp = L->rowp,
                   .rowp_stride = L->rowp_stride,
                   .step = L->step,
                   .seed = L->seed,
+                  .layer = L->layer,
                   .dout = L->dout,
                   .dq = L->dqkv,
                   .dk = L->dqkv ? L->dqkv + C : NULL,
@@ -262,7 +396,8 @@ void attention_forward(AttnLayer* L) {
         L->v->layer_forward(L);
         return;
     }
-    AttnCore c = default_core(L);
+    AttnCore c = attn_layer_core(L);
+    attn_pos_forward(&c, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);
 }
 
@@ -271,6 +406,9 @@ void attention_backward(AttnLayer* L) {
         L->v->layer_backward(L);
         return;
     }
-    AttnCore c = default_core(L);
+    AttnCore c = attn_layer_core(L);
+    AttnPosSave save;
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos); // recomputes the rotation (cheap)
     attn_core_backward(&c, &L->d, L->ws);
+    attn_pos_backward_end(&c, &save, L);
 }

@@ -66,6 +66,7 @@ typedef struct {
     int h;                 // head index
     long step;             // training step (stochastic variants); -1 at evaluation
     uint64_t seed;         // run seed (stochastic variants derive their draws from seed, step)
+    int layer;             // layer index (stochastic variants may draw per layer)
 } AttnRowCtx;
 
 // ---------------------------------------------------------------------------------------------
@@ -99,6 +100,8 @@ typedef struct {
     uint64_t seed;
     int pos_encoding;        // ATTN_POS_*
     int qk_norm;
+    float* qk_pos;           // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
+                             // owned by the caller (the model allocates one per layer)
     // parameters (this layer's slices) and their gradients
     const float* rowp;       // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
     float* drowp;
@@ -189,7 +192,7 @@ void attn_workspace_free(AttnWorkspace* ws);
 size_t attn_row_scratch(const AttnVariant* v, int T);
 
 // Forward and backward of one attention layer (dispatches to the variant's layer hooks, or the
-// default pipeline: optional rope / qk_norm on q,k, scores, row map, A·V).
+// default pipeline: position encoding of q,k (rope rotation or ALiBi bias), scores, row map, A·V).
 void attention_forward(AttnLayer* L);
 void attention_backward(AttnLayer* L);
 
@@ -211,6 +214,7 @@ typedef struct {
     int rowp_stride;    // 0 = P
     long step;
     uint64_t seed;
+    int layer;
     // backward (+=): gradients of q, k, v (same layouts as q, k, v), row params, row scales
     const float* dout;
     float* dq;
@@ -222,5 +226,47 @@ typedef struct {
 
 void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);
 void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);
+
+// ---- position encodings, for the default pipeline and for layer-level variants
+//
+// RoPE (Su et al., RoFormer): within every head, channel pair (2i, 2i+1) of q and k at position
+// t is rotated by the angle t * 10000^(-2i/hs) (interleaved pairs, as in the RoFormer paper and
+// Meta's LLaMA code; GPT-NeoX pairs i with i + hs/2 instead). Scores then depend on q and k only
+// through their relative position. ALiBi: s_tj += slope_h * (j - t), slope_h = 2^(-8(h+1)/NH).
+//
+// attn_rope: out (row stride ldo) = R x (inverse: R^T x) for the (B,T,C) view `in` (row stride
+// ldi); accumulate = 1 adds into out. out may equal in when accumulate = 0.
+void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDims* d,
+               AttnWorkspace* ws, int inverse, int accumulate);
+
+// The core of the default pipeline for a layer, before position encoding: q, k, v views of
+// L->qkv, scale 1/sqrt(hs), the row map with its params, step, seed, layer; out into L->out,
+// att into L->att, dout from L->dout, dq/dk/dv into L->dqkv. Apply the position encoding with
+// attn_pos_forward(&c, L, L->qk_pos) (forward) or attn_pos_backward_begin/_end (backward) so
+// that the row map sees rotated q, k under rope and the ALiBi bias under alibi.
+AttnCore attn_layer_core(const AttnLayer* L);
+
+// Position encoding of any (q, k) pair of a core (e.g. a variant's own projections). Forward:
+// under rope rotates c->q, c->k into qk (B,T,2C) and repoints c->q, c->k; under alibi sets the
+// slopes; else nothing. Backward: call attn_pos_backward_begin before attn_core_backward (it
+// also does the forward part) and attn_pos_backward_end after it: under rope the core then
+// accumulates into a zeroed workspace buffer and _end adds R^T of it into the original dq, dk.
+typedef struct {
+    float *dq, *dk;
+    size_t ldq, ldk;
+    int active;
+} AttnPosSave;
+void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk);
+void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, float* qk);
+void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L);
+
+// ---- extra per-thread scratch for layer-level variants
+// Reserve n floats per thread (call outside parallel regions; grows, never shrinks), then, in a
+// region run with attn_workspace_threads(ws) threads, attn_thread_scratch returns the calling
+// thread's n floats.
+void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread);
+float* attn_thread_scratch(AttnWorkspace* ws);
+int attn_workspace_threads(const AttnWorkspace* ws);
+const float* attn_alibi_slopes(const AttnWorkspace* ws); // (NH)
 
 #endif

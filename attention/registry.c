@@ -6,9 +6,61 @@
 #include "attention/attention.h"
 
 extern const AttnVariant attn_softmax;
+extern const AttnVariant attn_gated;
+extern const AttnVariant attn_cog;
+extern const AttnVariant attn_entmax;
+extern const AttnVariant attn_sparsemax;
+extern const AttnVariant attn_quantized;
+extern const AttnVariant attn_pot;
+extern const AttnVariant attn_hccs;
+extern const AttnVariant attn_multimax;
+extern const AttnVariant attn_softplus;
+extern const AttnVariant attn_swat;
+extern const AttnVariant attn_slowgrow;
+extern const AttnVariant attn_normalized;
+extern const AttnVariant attn_relu_ln;
+extern const AttnVariant attn_linear_scale;
+extern const AttnVariant attn_shaped;
+extern const AttnVariant attn_keynorm;
+extern const AttnVariant attn_credal;
+extern const AttnVariant attn_ssmax;
+extern const AttnVariant attn_logn;
+extern const AttnVariant attn_softmax1;
+extern const AttnVariant attn_sigmoid;
+extern const AttnVariant attn_softpick;
+extern const AttnVariant attn_clipped;
+extern const AttnVariant attn_relu;
+extern const AttnVariant attn_polynomial;
+extern const AttnVariant attn_sa_softmax;
 
 static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_softmax,
+    &attn_gated,
+    &attn_cog,
+    &attn_entmax,
+    &attn_sparsemax,
+    &attn_quantized,
+    &attn_pot,
+    &attn_hccs,
+    &attn_multimax,
+    &attn_softplus,
+    &attn_swat,
+    &attn_slowgrow,
+    &attn_normalized,
+    &attn_relu_ln,
+    &attn_linear_scale,
+    &attn_shaped,
+    &attn_keynorm,
+    &attn_credal,
+    &attn_ssmax,
+    &attn_logn,
+    &attn_softmax1,
+    &attn_sigmoid,
+    &attn_softpick,
+    &attn_clipped,
+    &attn_relu,
+    &attn_polynomial,
+    &attn_sa_softmax,
 };
 
 #define N_VARIANTS ((int)(sizeof(ATTN_VARIANTS) / sizeof(ATTN_VARIANTS[0])))

@@ -116,24 +116,49 @@ static double fd(void* prob, double (*f)(void*), float* x, double h) {
     return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
 }
 
-// Compare analytic g against FD for each of x[0..m); returns number checked, fails on error.
-static int check_coords(RowProblem* rp, double (*f)(void*), float* x, const float* g, int m,
-                        double atol, const char* what, const char* label, int* skipped) {
+// Float forward maps make the loss noisy at the level of float rounding of its terms: the
+// 4-point estimate with step h carries about 8e-7 * sum|terms| / h of noise. Each coordinate is
+// estimated at h = 0.02, 0.01 and 0.005; if the three disagree beyond noise, a kink lies within
+// reach and the coordinate is skipped; otherwise the h = 0.01 estimate is compared.
+static double fd_noise(double lmag, double h) {
+    return 8e-7 * lmag / h;
+}
+
+static int check_coords(void* prob, double (*f)(void*), float* x, const float* g, int m,
+                        double atol, double lmag, const char* what, const char* label, int n,
+                        int* skipped) {
     int checked = 0;
     for (int i = 0; i < m; i++) {
-        const double h = 2e-2;
-        double d1 = fd(rp, f, &x[i], h);
-        double d2 = fd(rp, f, &x[i], h / 2);
-        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol) { // a kink within 2h
-            (*skipped)++;
+        double d1 = fd(prob, f, &x[i], 2e-2);
+        double d2 = fd(prob, f, &x[i], 1e-2);
+        double d3 = fd(prob, f, &x[i], 5e-3);
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol + fd_noise(lmag, 1e-2) ||
+            fabs(d2 - d3) > 2e-3 * (fabs(d2) + fabs(d3)) + atol + fd_noise(lmag, 5e-3)) {
+            (*skipped)++; // a kink within 2h
             continue;
         }
-        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
-        ck_assert_msg(err < 1e-2, "%s: d%s[%d] analytic %.8g vs numeric %.8g (n=%d, rel err %.3g)",
-                      label, what, i, (double)g[i], d2, rp->n, err);
+        // 1% relative, plus an absolute floor: 1% of atol and the estimate's rounding noise
+        double diff = fabs(d2 - (double)g[i]);
+        double allowed = 1e-2 * (fabs(d2) + fabs((double)g[i]) + atol) + fd_noise(lmag, 1e-2);
+        ck_assert_msg(diff <= allowed,
+                      "%s: d%s[%d] analytic %.8g vs numeric %.8g (n=%d, |diff| %.3g > %.3g)",
+                      label, what, i, (double)g[i], d2, n, diff, allowed);
         checked++;
     }
     return checked;
+}
+
+static double row_lmag(const RowProblem* rp) {
+    double s = 0;
+    for (int j = 0; j < rp->n; j++) s += fabs((double)rp->w[j] * (double)rp->a[j]);
+    return s;
+}
+
+// seeds derived from the configuration's label, so adding variants changes no other's draws
+static uint64_t label_seed(const char* label) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char* p = label; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
 }
 
 static void row_gradcheck_one(const VarCfg* c, int n, uint64_t seed) {
@@ -173,11 +198,13 @@ static void row_gradcheck_one(const VarCfg* c, int n, uint64_t seed) {
     if (P) gmax = fmaxf(gmax, max_abs(dp, (size_t)P));
     double atol = 2e-3 * (double)gmax + 1e-5;
     int skipped = 0, checked = 0;
-    checked += check_coords(&rp, row_loss, rp.s, ds, n, atol, "s", c->label, &skipped);
-    if (P) checked += check_coords(&rp, row_loss, rp.p, dp, P, atol, "p", c->label, &skipped);
+    double lmag = row_lmag(&rp);
+    checked += check_coords(&rp, row_loss, rp.s, ds, n, atol, lmag, "s", c->label, n, &skipped);
+    if (P)
+        checked += check_coords(&rp, row_loss, rp.p, dp, P, atol, lmag, "p", c->label, n, &skipped);
     if (v->needs_key_sq)
-        checked += check_coords(&rp, row_loss, rp.key_sq, dks, n, atol, "key_sq", c->label,
-                                &skipped);
+        checked += check_coords(&rp, row_loss, rp.key_sq, dks, n, atol, lmag, "key_sq", c->label,
+                                n, &skipped);
     ck_assert_msg(checked >= skipped, "%s: n=%d: %d coordinates at kinks vs %d checked", c->label,
                   n, skipped, checked);
     free(rp.s);
@@ -197,7 +224,7 @@ START_TEST(test_row_gradcheck) {
     const int ns[] = {1, 2, 7, 64};
     for (int k = 0; k < 4; k++)
         for (int trial = 0; trial < 3; trial++)
-            row_gradcheck_one(c, ns[k], 1000u * (uint64_t)_i + 10u * (uint64_t)k + (uint64_t)trial);
+            row_gradcheck_one(c, ns[k], label_seed(c->label) + 10u * (uint64_t)k + (uint64_t)trial);
 }
 END_TEST
 
@@ -216,7 +243,7 @@ START_TEST(test_row_invariants) {
     const AttnVariant* v = c->v;
     if (!v->forward_row) return;
     Rng r;
-    rng_seed(&r, 77 + (uint64_t)_i);
+    rng_seed(&r, label_seed(c->label) + 77);
     const int n = 33, P = v->params_per_head;
     float s[33], s2[33], a[33], a2[33], ks[33], p[2 * ATTN_MAX_PPH + 1];
     float* scr = allocFloats(attn_row_scratch(v, 64) + 1);
@@ -264,7 +291,7 @@ START_TEST(test_row_extreme_logits) {
     const AttnVariant* v = c->v;
     if (!v->forward_row) return;
     Rng r;
-    rng_seed(&r, 5 + (uint64_t)_i);
+    rng_seed(&r, label_seed(c->label) + 5);
     const int n = 64, P = v->params_per_head;
     float s[64], a[64], da[64], ds[64], ks[64], dks[64], p[2 * ATTN_MAX_PPH + 1],
         dp[ATTN_MAX_PPH + 1];
@@ -438,27 +465,33 @@ static double layer_loss(void* vp) {
 
 static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, double atol,
                         const char* what) {
-    int skipped = 0, checked = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d1 = fd(lp, layer_loss, &x[i], 2e-2);
-        double d2 = fd(lp, layer_loss, &x[i], 1e-2);
-        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol) {
-            skipped++;
-            continue;
-        }
-        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
-        ck_assert_msg(err < 1e-2, "%s: layer d%s[%zu] analytic %.8g vs numeric %.8g (err %.3g)",
-                      lp->c->label, what, i, (double)g[i], d2, err);
-        checked++;
-    }
-    ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", lp->c->label, what,
-                  skipped, checked);
+    int skipped = 0;
+    size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
+    layer_loss(lp);
+    double lmag = 0;
+    for (size_t i = 0; i < BTC; i++) lmag += fabs((double)lp->w[i] * (double)lp->out[i]);
+    char label[200];
+    snprintf(label, sizeof(label), "%s (layer)", lp->c->label);
+    int checked = check_coords(lp, layer_loss, x, g, (int)n, atol, lmag, what, label,
+                               lp->d.T, &skipped);
+    // a handful of parameters, each touching every row, can all sit near some kink
+    if (n > 8)
+        ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", lp->c->label,
+                      what, skipped, checked);
 }
 
 START_TEST(test_layer_gradcheck) {
     const VarCfg* c = &CFGS[_i];
     LayerProblem lp;
-    layer_setup(&lp, c, 1, 5, 8, 2, 1, 4242 + (uint64_t)_i);
+    layer_setup(&lp, c, 1, 5, 8, 2, 1, label_seed(c->label));
+    // straight-through row maps: check the backward against their smooth surrogate
+    AttnVariant surrogate;
+    if (lp.row->surrogate_row) {
+        surrogate = *lp.row;
+        surrogate.forward_row = lp.row->surrogate_row;
+        lp.L.row = &surrogate;
+        if (!c->v->layer_forward) lp.L.v = &surrogate;
+    }
     layer_zero_grads(&lp);
     attention_forward(&lp.L);
     attention_backward(&lp.L);
@@ -479,7 +512,7 @@ START_TEST(test_layer_causality) {
     const VarCfg* c = &CFGS[_i];
     const int B = 1, T = 9, C = 8, NH = 2;
     LayerProblem lp;
-    layer_setup(&lp, c, B, T, C, NH, 1, 99 + (uint64_t)_i);
+    layer_setup(&lp, c, B, T, C, NH, 1, label_seed(c->label) + 99);
     attention_forward(&lp.L);
     size_t BTC = (size_t)B * T * C;
     float* out0 = allocFloats(BTC);

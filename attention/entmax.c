@@ -1,0 +1,255 @@
+// attention/entmax.c: alpha-entmax attention (sparse simplex mapping), exact at alpha = 1.5 and
+// alpha = 2, Newton-solved for any other alpha, with an optional learnable alpha per head.
+//
+//   a_j = [(alpha-1) z_j - tau]_+ ^ (1/(alpha-1)),   tau such that sum_j a_j = 1
+//
+// Peters, Niculae, Martins 2019 (arXiv 1905.05702); Correia, Niculae, Martins, Adaptively Sparse
+// Transformers, EMNLP 2019 (arXiv 1909.00015) for the learnable alpha. alpha -> 1 is softmax,
+// alpha = 2 is sparsemax. Rows sum to 1 with exact zeros; shift-invariant (tau absorbs a shift).
+//
+// Hyperparameters: attn.alpha = 1.5 in [1.01, 2]; attn.learn_alpha = off|on.
+// Learnable per-head parameter "alpha" (used only with learn_alpha = on): a raw value r with
+// alpha = 1 + sigmoid(r), so alpha stays in (1, 2); init r = logit(attn.alpha - 1), attn.alpha
+// clamped to [1.01, 1.99] for the init.
+//
+// Forward. z = s - max s (so the largest z is 0); x = (alpha-1) z. tau lies in [-1, -n^(1-alpha)].
+//  - alpha = 1.5 (fixed): p = (x - tau)_+^2 with x = z/2. No sort: Newton steps on the convex,
+//    decreasing f(tau) = sum (x - tau)_+^2 - 1 start at tau = -1 <= tau* and stay <= tau*. At each
+//    step the candidate set S = {x > tau} contains the support, and the root u of the quadratic
+//    sum_S (x - u)^2 = 1 restricted to S is exact as soon as min_S x >= u (then no element of S is
+//    clipped and none outside can enter). This is the sort-based closed form of Peters et al.
+//    evaluated on the one support that satisfies it, found in a few O(n) passes; a sort of S
+//    remains as fallback if Newton stalls at rounding level.
+//  - alpha = 2 (fixed): the same scheme with q = 1, p = (x - tau)_+, u = (sum_S x - 1)/|S|; the
+//    Newton step is Michelot's projection step and terminates exactly.
+//  - any other alpha, or learnable alpha: safeguarded Newton on f(tau) = sum (x - tau)_+^b - 1,
+//    b = 1/(alpha-1), from tau = -1 (monotone, quadratic near the root), then p /= sum p.
+// Numerics: z <= 0 and x - tau <= 1 on the support, so every power stays in [0, 1] for any finite
+// score; sums are accumulated in double.
+//
+// Backward (all alpha). On the support S, with g_j = p_j^(2-alpha) (sqrt(p) at 1.5, 1 at 2):
+//   ds_j = g_j da_j - g_j <g, da> / sum g.
+// Learnable alpha: differentiating sum_S y_j^b = 1, y_j = (alpha-1) z_j - tau(alpha), gives
+//   dp_j/dalpha = h_j - g'_j sum h / sum g',   g'_j = b p_j / y_j = b p_j^(2-alpha),
+//   h_j = p_j (-b^2 ln y_j + b z_j / y_j) = b (g_j z_j - p_j ln p_j),
+// so dL/dalpha = <da, h> - <da, g'> sum h / sum g' and dL/dr = dL/dalpha (alpha-1)(2-alpha).
+// Everything is O(n) per row (plus the sort fallback, O(|S| log |S|), practically never taken).
+#include <math.h>
+#include <stdlib.h>
+
+#include "attention/attention.h"
+
+enum { HP_ALPHA, HP_LEARN, N_HP };
+
+static const AttnHParamSpec ENTMAX_HP[N_HP] = {
+    [HP_ALPHA] = {"alpha", 1.5f, 1.01f, 2.0f, NULL,
+                  "entmax alpha (1.5 and 2 use exact closed forms; others Newton)"},
+    [HP_LEARN] = {"learn_alpha", 0, 0, 0, "off|on",
+                  "learn alpha per head as 1 + sigmoid(param), initialised at attn.alpha"},
+};
+
+static const char* const ENTMAX_PARAMS[] = {"alpha"};
+
+static void entmax_init_params(float* p, const AttnHParams* hp) {
+    float a = fminf(fmaxf(hp->v[HP_ALPHA], 1.01f), 1.99f);
+    p[0] = logf((a - 1.0f) / (2.0f - a));
+}
+
+static size_t entmax_scratch(int T) {
+    return (size_t)T;
+}
+
+// alpha for this head; *learned set when it comes from the parameter
+static float entmax_alpha(const AttnRowCtx* ctx, int* learned) {
+    *learned = ctx->hp->v[HP_LEARN] >= 0.5f && ctx->p != NULL;
+    if (*learned) return 1.0f + 1.0f / (1.0f + expf(-ctx->p[0]));
+    return ctx->hp->v[HP_ALPHA];
+}
+
+static int cmp_desc(const void* pa, const void* pb) {
+    float a = *(const float*)pa, b = *(const float*)pb;
+    return (a < b) - (a > b);
+}
+
+// Root u of sum_S (x - u)^q = 1 on a candidate set with k elements, sums s1 = sum x,
+// s2 = sum x^2 (q = 1: sparsemax, q = 2: 1.5-entmax; the smaller root). 0 if none.
+static int piece_root(double* u, int k, double s1, double s2, int q) {
+    if (q == 1) {
+        *u = (s1 - 1.0) / k;
+        return 1;
+    }
+    double mu = s1 / k;
+    double ss = s2 - s1 * mu;
+    double disc = (1.0 - ss) / k;
+    if (disc < 0) return 0;
+    *u = mu - sqrt(disc);
+    return 1;
+}
+
+// Exact threshold tau with sum_j (x_j - tau)_+^q = 1 for q in {1, 2}; max_j x_j = 0.
+static double entmax_threshold(const float* x, int n, int q, float* scratch) {
+    double lo = -1.0; // tau* >= max x - 1
+    for (int it = 0; it < 100; it++) {
+        int k = 0;
+        double s1 = 0, s2 = 0;
+        float xmin = INFINITY;
+        for (int j = 0; j < n; j++) {
+            float v = x[j];
+            if ((double)v > lo) {
+                k++;
+                s1 += v;
+                s2 += (double)v * v;
+                xmin = fminf(xmin, v);
+            }
+        }
+        double u;
+        if (k > 0 && piece_root(&u, k, s1, s2, q) && u <= (double)xmin && u >= lo) return u;
+        if (k == 0) break; // rounding pushed lo past the max: sort from the start
+        // Newton step from lo (f convex decreasing, so the step stays at or below tau*)
+        double f = q == 1 ? s1 - k * lo - 1.0 : s2 - 2.0 * lo * s1 + k * lo * lo - 1.0;
+        double fp = q == 1 ? (double)k : 2.0 * (s1 - k * lo);
+        double nlo = lo + f / fp;
+        if (!(nlo > lo)) break;
+        lo = nlo;
+    }
+    // fallback: sort the candidates x > lo (a superset of the support) and scan (Peters et al.)
+    int m = 0;
+    for (int j = 0; j < n; j++)
+        if ((double)x[j] > lo) scratch[m++] = x[j];
+    if (m == 0) { // only when lo overshot by rounding: take the whole row
+        lo = -INFINITY;
+        for (int j = 0; j < n; j++) scratch[m++] = x[j];
+    }
+    qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
+    double s1 = 0, s2 = 0, tau = (double)scratch[0] - 1.0;
+    for (int k = 1; k <= m; k++) {
+        double v = scratch[k - 1];
+        s1 += v;
+        s2 += v * v;
+        double u;
+        if (!piece_root(&u, k, s1, s2, q)) break;
+        if (u > v) break; // the k-th largest would get a negative weight: support is k-1
+        tau = u;
+    }
+    return tau;
+}
+
+// General alpha: Newton on f(tau) = sum (x - tau)_+^b - 1 from tau = -1, in double so the
+// result is smooth in s to float precision; writes p (normalised).
+static void entmax_general(float* a, const float* s, int n, float alpha) {
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    const double am1 = (double)alpha - 1.0, b = 1.0 / am1;
+    double tau = -1.0;
+    for (int it = 0; it < 100; it++) {
+        double f = -1.0, fp = 0.0;
+        for (int j = 0; j < n; j++) {
+            double y = am1 * (double)(s[j] - m) - tau;
+            if (y > 0.0) {
+                double p = pow(y, b);
+                f += p;
+                fp += p / y;
+            }
+        }
+        if (f <= 0.0 || fp <= 0.0) break;
+        double step = f / (b * fp);
+        tau += step;
+        if (step <= 1e-13) break;
+    }
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        double y = am1 * (double)(s[j] - m) - tau;
+        double p = y > 0.0 ? pow(y, b) : 0.0;
+        a[j] = (float)p;
+        sum += p;
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    int learned;
+    float alpha = entmax_alpha(ctx, &learned);
+    int q = learned ? 0 : alpha == 1.5f ? 2 : alpha == 2.0f ? 1 : 0;
+    if (!q) {
+        entmax_general(a, s, n, alpha);
+        return;
+    }
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    const float c = q == 2 ? 0.5f : 1.0f;
+    for (int j = 0; j < n; j++) a[j] = c * (s[j] - m); // x, in place
+    float tau = (float)entmax_threshold(a, n, q, ctx->scratch);
+    if (q == 2) {
+        for (int j = 0; j < n; j++) {
+            float y = fmaxf(a[j] - tau, 0.0f);
+            a[j] = y * y;
+        }
+    } else {
+        for (int j = 0; j < n; j++) a[j] = fmaxf(a[j] - tau, 0.0f);
+    }
+}
+
+static void entmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                const AttnRowCtx* ctx) {
+    int learned;
+    float alpha = entmax_alpha(ctx, &learned);
+    int q = learned ? 0 : alpha == 1.5f ? 2 : alpha == 2.0f ? 1 : 0;
+    float* g = ctx->scratch;
+    float sg = 0.0f, sgd = 0.0f;
+    if (q == 2) {
+        for (int j = 0; j < n; j++) g[j] = sqrtf(a[j]);
+    } else if (q == 1) {
+        for (int j = 0; j < n; j++) g[j] = a[j] > 0.0f ? 1.0f : 0.0f;
+    } else {
+        for (int j = 0; j < n; j++) g[j] = a[j] > 0.0f ? powf(a[j], 2.0f - alpha) : 0.0f;
+    }
+    for (int j = 0; j < n; j++) {
+        sg += g[j];
+        sgd += g[j] * da[j];
+    }
+    float mean = sgd / sg;
+    for (int j = 0; j < n; j++) ds[j] += g[j] * (da[j] - mean);
+    if (learned && ctx->dp) {
+        // h_j / b = g_j z_j - p_j ln p_j on the support, z = s - max s
+        float m = -INFINITY;
+        for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+        double sh = 0, shd = 0;
+        for (int j = 0; j < n; j++) {
+            if (a[j] <= 0.0f) continue;
+            double h = (double)g[j] * (double)(s[j] - m) - (double)a[j] * log((double)a[j]);
+            sh += h;
+            shd += h * da[j];
+        }
+        double b = 1.0 / (alpha - 1.0);
+        double dalpha = b * (shd - (double)sgd * sh / (double)sg);
+        ctx->dp[0] += (float)(dalpha * (alpha - 1.0) * (2.0 - alpha));
+    }
+}
+
+// fraction of keys with nonzero weight
+static float entmax_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)s;
+    (void)ctx;
+    int k = 0;
+    for (int j = 0; j < n; j++) k += a[j] > 0.0f;
+    return (float)k / (float)n;
+}
+
+const AttnVariant attn_entmax = {
+    .name = "entmax",
+    .formula = "a = [(alpha-1) s - tau]_+^(1/(alpha-1)), sum a = 1 (alpha = 1.5)",
+    .source = "Peters et al. 2019 (1905.05702); Correia et al. 2019 (1909.00015)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .hparams = ENTMAX_HP,
+    .n_hparams = N_HP,
+    .params_per_head = 1,
+    .param_names = ENTMAX_PARAMS,
+    .init_params = entmax_init_params,
+    .scratch_floats = entmax_scratch,
+    .forward_row = entmax_forward_row,
+    .backward_row = entmax_backward_row,
+    .row_stat_name = "support",
+    .row_stat = entmax_support,
+};

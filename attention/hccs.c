@@ -1,0 +1,141 @@
+// attention/hccs.c: HCCS, head-calibrated clipped-linear softmax: a bounded, monotone,
+// exponential-free surrogate of softmax on the max-centred scores, with a per-head offset and slope.
+//
+//   e_j = clip(alpha_h + beta_h (s_j - max s), 0, 1),   a = e / sum e
+//
+// Danopoulos, Lupi, Kagan, Pierini, Taming the Exponential: A Fast Softmax Surrogate for
+// Integer-Native Edge Inference, arXiv 2604.02292. The exact parameterisation of the paper was
+// not reachable; this follows VARIANTS.md A16.
+// Learnable per-head parameters: "alpha" (offset at the row max, init attn.alpha_init = 1) and
+// "log_beta" (beta = exp(log_beta) > 0, init ln(attn.beta_init), attn.beta_init = 1: with
+// alpha = 1 the ramp 1 + (s - max) is the tangent of exp(s - max) at the max, i.e. it matches exp
+// to first order on [-1/beta, 0], and reaches 0 at s = max - 1).
+// attn.learn = on|off: off is a fixed calibration: the map uses attn.alpha_init and
+// attn.beta_init directly and the per-head parameters are unused (no gradient).
+// Rows sum to 1; shift-invariant (max-centred).
+//
+// All-zero row: when alpha <= 0 every e_j is 0 (the max gets clip(alpha) = 0 and the rest is
+// lower). The row is then uniform over the keys that attain the max, which is the limit of the
+// map as alpha -> 0+ with everything else clipped; it is locally constant, so its backward is 0
+// for the scores and for both parameters. Numerics: no exponential; e is in [0, 1] and the sum
+// is >= clip(alpha, 0, 1) for the max, so the only division-by-zero case is the one above.
+//
+// Backward. With Z = sum e, lin_j = [0 < alpha + beta (s_j - m) < 1], j* = first argmax:
+//   de_j  = (da_j - <a, da>) / Z
+//   ds_k  = beta lin_k de_k - [k = j*] beta sum_j lin_j de_j      (m = s_j* moves with s_j*)
+//   dalpha = sum_j lin_j de_j,   dbeta = sum_j lin_j de_j (s_j - m),   dlog_beta = beta dbeta
+// All O(n), two passes, no transcendental.
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_ALPHA0, HP_BETA0, HP_LEARN, N_HP };
+
+static const AttnHParamSpec HCCS_HP[N_HP] = {
+    [HP_ALPHA0] = {"alpha_init", 1.0f, 0.0f, 1.0f, NULL, "initial offset alpha_h at the row max"},
+    [HP_BETA0] = {"beta_init", 1.0f, 1e-3f, 100.0f, NULL,
+                  "initial slope beta_h (the ramp reaches 0 at s = max - alpha/beta)"},
+    [HP_LEARN] = {"learn", 1, 0, 0, "off|on", "learn alpha_h and beta_h (off: fixed at init)"},
+};
+
+static const char* const HCCS_PARAMS[] = {"alpha", "log_beta"};
+
+static void hccs_init_params(float* p, const AttnHParams* hp) {
+    p[0] = hp->v[HP_ALPHA0];
+    p[1] = logf(hp->v[HP_BETA0]);
+}
+
+static float clip01(float x) {
+    return fminf(fmaxf(x, 0.0f), 1.0f);
+}
+
+// e into a, returns Z; *jstar = first argmax, *m = max
+static float hccs_ramp(float* a, const float* s, int n, float alpha, float beta, int* jstar,
+                       float* m) {
+    int js = 0;
+    for (int j = 1; j < n; j++)
+        if (s[j] > s[js]) js = j;
+    float mx = s[js], z = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = clip01(alpha + beta * (s[j] - mx));
+        z += a[j];
+    }
+    *jstar = js;
+    *m = mx;
+    return z;
+}
+
+// (alpha, beta): the per-head parameters, or the fixed calibration when attn.learn = off
+static void hccs_params(float* alpha, float* beta, const AttnRowCtx* ctx) {
+    if (ctx->hp->v[HP_LEARN] >= 0.5f && ctx->p) {
+        *alpha = ctx->p[0];
+        *beta = expf(ctx->p[1]);
+    } else {
+        *alpha = ctx->hp->v[HP_ALPHA0];
+        *beta = ctx->hp->v[HP_BETA0];
+    }
+}
+
+static void hccs_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    float alpha, beta;
+    hccs_params(&alpha, &beta, ctx);
+    int js;
+    float m;
+    float z = hccs_ramp(a, s, n, alpha, beta, &js, &m);
+    if (z > 0.0f) {
+        double inv = 1.0 / (double)z;
+        for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
+        return;
+    }
+    int ties = 0;
+    for (int j = 0; j < n; j++) ties += s[j] == m;
+    float u = 1.0f / (float)ties;
+    for (int j = 0; j < n; j++) a[j] = s[j] == m ? u : 0.0f;
+}
+
+static void hccs_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                              const AttnRowCtx* ctx) {
+    float alpha, beta;
+    hccs_params(&alpha, &beta, ctx);
+    // Z from the max entry: e_j* = clip(alpha) and a_j* = e_j* / Z
+    int js = 0;
+    for (int j = 1; j < n; j++)
+        if (s[j] > s[js]) js = j;
+    const float m = s[js], ejs = clip01(alpha);
+    if (ejs <= 0.0f) return; // all-zero row: locally constant fallback
+    float z = 0.0f; // the forward's sum, same order
+    for (int j = 0; j < n; j++) z += clip01(alpha + beta * (s[j] - m));
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    const float invz = 1.0f / z;
+    float sl = 0.0f, slx = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float d = s[j] - m, u = alpha + beta * d;
+        if (u > 0.0f && u < 1.0f) {
+            float de = (da[j] - dot) * invz;
+            ds[j] += beta * de;
+            sl += de;
+            slx += de * d;
+        }
+    }
+    ds[js] -= beta * sl;
+    if (ctx->dp && ctx->hp->v[HP_LEARN] >= 0.5f) {
+        ctx->dp[0] += sl;
+        ctx->dp[1] += beta * slx;
+    }
+}
+
+const AttnVariant attn_hccs = {
+    .name = "hccs",
+    .formula = "a = clip(alpha_h + beta_h (s - max s), 0, 1) / sum(.)",
+    .source = "Danopoulos et al. 2026 (2604.02292)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .hparams = HCCS_HP,
+    .n_hparams = N_HP,
+    .params_per_head = 2,
+    .param_names = HCCS_PARAMS,
+    .init_params = hccs_init_params,
+    .forward_row = hccs_forward_row,
+    .backward_row = hccs_backward_row,
+};

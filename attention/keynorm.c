@@ -1,0 +1,89 @@
+// attention/keynorm.c: Gaussian-kernel attention, written as key-norm-penalised softmax.
+//
+// Sources: the Gaussian attention kernel of the gradient-descent analysis "Softmax vs Gaussian
+// attention kernels" and the Boltzmann-aggregation reading of softmax that notes the omitted
+// -|k|^2 term (VARIANTS.md A25). The Gaussian kernel exp(-|q_t - k_j|^2 / (2 sqrt d)) expands to
+// exp(q.k/sqrt d) * exp(-|q|^2/(2 sqrt d)) * exp(-|k_j|^2/(2 sqrt d)); the |q_t|^2 factor is the
+// same for the whole row and cancels in the normalisation, so with s = q.k/sqrt d:
+//
+//   z_j = s_j - c |k_j|^2,   c = coef / (2 sqrt d),   a = softmax(z)
+//
+// d = head size; |k_j|^2 is the raw key norm supplied by the driver (needs_key_sq). `attn.coef`
+// (default 1, the Gaussian kernel) scales the penalty; coef = 0 is plain softmax. No learnable
+// parameters. Rows sum to 1; shift-invariant in s (a per-row constant cancels).
+//
+// Numerics: the row max of z is subtracted before exp, so every exponent is <= 0 and the forward
+// is finite for any finite scores and key norms.
+//
+// Backward: with g_j = a_j (da_j - <a, da>) (the softmax VJP with respect to z),
+//   ds_j += g_j,   d|k_j|^2 += -c g_j                                                  O(n)
+// (the driver turns d|k_j|^2 into dk_j += 2 d|k_j|^2 k_j).
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attention.h"
+
+static const AttnHParamSpec keynorm_hparams[] = {
+    {"coef", 1.0f, 0.0f, 100.0f, NULL,
+     "multiplier of the key-norm penalty |k|^2/(2 sqrt d); 1 = Gaussian kernel, 0 = softmax"},
+};
+
+static float keynorm_c(const AttnRowCtx* ctx) {
+    return ctx->hp->v[0] / (2.0f * sqrtf((float)ctx->hp->head_size));
+}
+
+// The logits and exponentials are kept in double in the scratch (each weight is rounded to float
+// once, so it is a smooth function of s and |k|^2 to float precision).
+static size_t keynorm_scratch_floats(int T) {
+    return 2 * (size_t)T + 2;
+}
+
+static void keynorm_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const double c = keynorm_c(ctx);
+    const float* ks = ctx->key_sq;
+    double* z = (double*)(((uintptr_t)ctx->scratch + 7) & ~(uintptr_t)7);
+    double m = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
+        m = fmax(m, z[j]);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        z[j] = exp(z[j] - m);
+        sum += z[j];
+    }
+    double inv = 1.0 / sum;
+    for (int j = 0; j < n; j++) a[j] = (float)(z[j] * inv);
+}
+
+static void keynorm_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                 const AttnRowCtx* ctx) {
+    (void)s;
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    float* dks = ctx->dkey_sq;
+    if (dks) {
+        const float c = keynorm_c(ctx);
+        for (int j = 0; j < n; j++) {
+            float g = a[j] * (da[j] - dot);
+            ds[j] += g;
+            dks[j] -= c * g;
+        }
+    } else {
+        for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    }
+}
+
+const AttnVariant attn_keynorm = {
+    .name = "keynorm",
+    .formula = "a = softmax(s - coef |k_j|^2 / (2 sqrt d))  (Gaussian kernel)",
+    .source = "Gaussian-kernel attention / softmax without the -|k|^2 term (VARIANTS.md A25)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .hparams = keynorm_hparams,
+    .n_hparams = 1,
+    .needs_key_sq = 1,
+    .scratch_floats = keynorm_scratch_floats,
+    .forward_row = keynorm_forward_row,
+    .backward_row = keynorm_backward_row,
+};

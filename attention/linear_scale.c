@@ -1,0 +1,50 @@
+// attention/linear_scale.c: linear "scaling-factor" attention (no nonlinearity).
+//
+// Sources: the non-local block's scaling-factor variant of softmax and the Galerkin Transformer's
+// "softmax is sufficient but not necessary" (VARIANTS.md A28). A baseline for the question of
+// whether any normalising nonlinearity is needed:
+//
+//   a_j = s_j / N,   N = n (the causal row length, `attn.length = row`)
+//                    N = T_train (the training sequence length, `attn.length = train`)
+//
+// No learnable parameters. Rows do not sum to 1; not shift-invariant.
+// Numerics: a linear map, finite for any finite scores.
+// Backward: J = I / N, so ds_j += da_j / N                                                O(n)
+#include "attention/attention.h"
+
+enum { LEN_ROW, LEN_TRAIN };
+
+static const AttnHParamSpec linear_scale_hparams[] = {
+    {"length", LEN_ROW, 0, 0, "row|train",
+     "divisor N: row = causal row length n = t + 1; train = training sequence length"},
+};
+
+static float linear_scale_inv(int n, const AttnRowCtx* ctx) {
+    int N = (int)ctx->hp->v[0] == LEN_TRAIN ? ctx->hp->T_train : n;
+    return 1.0f / (float)(N > 0 ? N : 1);
+}
+
+static void linear_scale_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float inv = linear_scale_inv(n, ctx);
+    for (int j = 0; j < n; j++) a[j] = s[j] * inv;
+}
+
+static void linear_scale_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                      int n, const AttnRowCtx* ctx) {
+    (void)s;
+    (void)a;
+    const float inv = linear_scale_inv(n, ctx);
+    for (int j = 0; j < n; j++) ds[j] += da[j] * inv;
+}
+
+const AttnVariant attn_linear_scale = {
+    .name = "linear_scale",
+    .formula = "a = s / n  (or s / T_train; no nonlinearity)",
+    .source = "Non-local block scaling factor; Cao 2021 Galerkin Transformer (VARIANTS.md A28)",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = linear_scale_hparams,
+    .n_hparams = 1,
+    .forward_row = linear_scale_forward_row,
+    .backward_row = linear_scale_backward_row,
+};

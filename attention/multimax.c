@@ -1,0 +1,109 @@
+// attention/multimax.c: MultiMax, softmax of a learned piecewise-quadratic modulation of the
+// scores (sparser for low scores, sharper or flatter for high ones).
+//
+//   z_j = s_j + t0 relu(r0 - s_j) + t1 relu(s_j - r1) + t2 relu(r2 - s_j)^2 + t3 relu(s_j - r3)^2
+//   a   = softmax(z)
+//
+// Zhou, Fritz, Keuper, MultiMax: Sparse and Multi-Modal Attention Learning, ICML 2024 (code
+// ZhouYuxuanYX/MultiMax). The paper shares t, r across the heads of a module; here each head has
+// its own. Learnable per-head parameters "t0".."t3", "r0".."r3" (8 floats), initialised at
+// attn.t_init = 0 and attn.r_init = 0 (the paper draws both from N(0, 0.02^2), i.e. about 0),
+// so the map starts as the softmax. Rows sum to 1; not shift-invariant (the thresholds r are
+// absolute, once any t is nonzero).
+//
+// Numerics: the max of z is subtracted before exp (the quadratic terms can make z large), so
+// every exponent is <= 0; z is finite for finite s and parameters.
+//
+// Backward. dz = a (da - <a, da>) (softmax VJP), then with the masks of the four hinges:
+//   ds  = dz (1 - t0 [s<r0] + t1 [s>r1] - 2 t2 relu(r2-s) + 2 t3 relu(s-r3))
+//   dt0 = sum dz relu(r0-s),  dt1 = sum dz relu(s-r1),  dt2 = sum dz relu(r2-s)^2,
+//   dt3 = sum dz relu(s-r3)^2
+//   dr0 = sum dz t0 [s<r0],   dr1 = -sum dz t1 [s>r1],  dr2 = sum dz 2 t2 relu(r2-s),
+//   dr3 = -sum dz 2 t3 relu(s-r3)
+// One exp per entry in forward, none in backward; O(n).
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_T0, HP_R0, N_HP };
+
+static const AttnHParamSpec MULTIMAX_HP[N_HP] = {
+    [HP_T0] = {"t_init", 0.0f, -10.0f, 10.0f, NULL, "initial t0..t3 (0: starts as softmax)"},
+    [HP_R0] = {"r_init", 0.0f, -100.0f, 100.0f, NULL, "initial thresholds r0..r3"},
+};
+
+static const char* const MULTIMAX_PARAMS[] = {"t0", "t1", "t2", "t3", "r0", "r1", "r2", "r3"};
+
+static void multimax_init_params(float* p, const AttnHParams* hp) {
+    for (int k = 0; k < 4; k++) {
+        p[k] = hp->v[HP_T0];
+        p[4 + k] = hp->v[HP_R0];
+    }
+}
+
+static void multimax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float* t = ctx->p;
+    const float* r = ctx->p + 4;
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        float x = s[j];
+        float l0 = fmaxf(r[0] - x, 0.0f), h1 = fmaxf(x - r[1], 0.0f);
+        float l2 = fmaxf(r[2] - x, 0.0f), h3 = fmaxf(x - r[3], 0.0f);
+        float z = x + t[0] * l0 + t[1] * h1 + t[2] * l2 * l2 + t[3] * h3 * h3;
+        a[j] = z;
+        m = fmaxf(m, z);
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(a[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void multimax_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                  int n, const AttnRowCtx* ctx) {
+    const float* t = ctx->p;
+    const float* r = ctx->p + 4;
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    float g[8] = {0};
+    for (int j = 0; j < n; j++) {
+        float x = s[j], dz = a[j] * (da[j] - dot);
+        float l0 = fmaxf(r[0] - x, 0.0f), h1 = fmaxf(x - r[1], 0.0f);
+        float l2 = fmaxf(r[2] - x, 0.0f), h3 = fmaxf(x - r[3], 0.0f);
+        float i0 = x < r[0] ? 1.0f : 0.0f, i1 = x > r[1] ? 1.0f : 0.0f;
+        ds[j] += dz * (1.0f - t[0] * i0 + t[1] * i1 - 2.0f * t[2] * l2 + 2.0f * t[3] * h3);
+        g[0] += dz * l0;
+        g[1] += dz * h1;
+        g[2] += dz * l2 * l2;
+        g[3] += dz * h3 * h3;
+        g[4] += dz * i0;
+        g[5] += dz * i1;
+        g[6] += dz * l2;
+        g[7] += dz * h3;
+    }
+    if (!ctx->dp) return;
+    float* dp = ctx->dp;
+    for (int k = 0; k < 4; k++) dp[k] += g[k];
+    dp[4] += t[0] * g[4];
+    dp[5] -= t[1] * g[5];
+    dp[6] += 2.0f * t[2] * g[6];
+    dp[7] -= 2.0f * t[3] * g[7];
+}
+
+const AttnVariant attn_multimax = {
+    .name = "multimax",
+    .formula = "a = softmax(s + t0 relu(r0-s) + t1 relu(s-r1) + t2 relu(r2-s)^2 + t3 relu(s-r3)^2)",
+    .source = "Zhou, Fritz, Keuper, ICML 2024",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 0,
+    .hparams = MULTIMAX_HP,
+    .n_hparams = N_HP,
+    .params_per_head = 8,
+    .param_names = MULTIMAX_PARAMS,
+    .init_params = multimax_init_params,
+    .forward_row = multimax_forward_row,
+    .backward_row = multimax_backward_row,
+};

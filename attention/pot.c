@@ -1,0 +1,92 @@
+// attention/pot.c: power-of-two softmax ("Rowmax-PoT") with a straight-through backward.
+//
+//   t_j = log2(e) (s_j - max s) <= 0,   w_j = 2^(Q(t_j)),   a = w / sum w
+//   Q(t) = round(t 2^r) / 2^r   (r = 0: pure powers of two, exponent only)
+//
+// Source: the seed abstract 002#9 (coarse log2-domain weights anchored at the row max, inside
+// FlashAttention-4; inference only); the paper was not located, so the grid follows VARIANTS.md
+// A15. Using it during training is an extension.
+// Hyperparameters (no learnable parameters):
+//   attn.frac_bits = 0 in [0, 10]   r: fractional bits of the exponent (grid step 2^-r)
+//   attn.round     = nearest|floor  rounding of t 2^r to an integer
+// Rows sum to 1 (normalised after quantisation); shift-invariant (t is max-anchored).
+//
+// Numerics: t <= 0, so every w is in (0, 1] (or 0 after underflow below 2^-149) and the max has
+// w = 1, so the sum is >= 1 and finite for any finite scores. With r = 0 a weight is an exact
+// power of two built with ldexpf, no transcendental; with r > 0 one exp2f per entry.
+//
+// Backward (straight-through): Q is treated as the identity, which turns the map into the
+// softmax. backward_row is the exact softmax VJP at the unquantised p = softmax(s), recomputed
+// from s:
+//   ds_j = p_j (da_j - <p, da>)
+// and surrogate_row is that softmax.
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_FRAC, HP_ROUND, N_HP };
+
+static const AttnHParamSpec POT_HP[N_HP] = {
+    [HP_FRAC] = {"frac_bits", 0, 0, 10, NULL,
+                 "fractional bits r of the log2 weight (grid step 2^-r; 0 = powers of two)"},
+    [HP_ROUND] = {"round", 0, 0, 0, "nearest|floor", "rounding of the scaled exponent"},
+};
+
+static size_t pot_scratch(int T) {
+    return (size_t)T;
+}
+
+static void pot_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)ctx;
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(s[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const int r = (int)ctx->hp->v[HP_FRAC];
+    const int use_floor = ctx->hp->v[HP_ROUND] >= 0.5f;
+    const float R = ldexpf(1.0f, r), invR = 1.0f / R;
+    const float c = 1.4426950408889634f * R; // log2(e) 2^r
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float x = c * (s[j] - m);
+        x = fmaxf(use_floor ? floorf(x) : rintf(x), -200.0f * R); // 2^-200 underflows to 0
+        a[j] = r == 0 ? ldexpf(1.0f, (int)x) : exp2f(x * invR);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void pot_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                             const AttnRowCtx* ctx) {
+    (void)a;
+    float* p = ctx->scratch;
+    pot_softmax(p, s, n, ctx);
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += p[j] * da[j];
+    for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] - dot);
+}
+
+const AttnVariant attn_pot = {
+    .name = "pot",
+    .formula = "a = 2^round(log2(e)(s - max s)) / sum(.), straight-through softmax backward",
+    .source = "Rowmax-PoT (VARIANTS.md A15; paper not located)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .hparams = POT_HP,
+    .n_hparams = N_HP,
+    .scratch_floats = pot_scratch,
+    .forward_row = pot_forward_row,
+    .backward_row = pot_backward_row,
+    .surrogate_row = pot_softmax,
+};

@@ -1,0 +1,144 @@
+// attention/quantized.c: K-level quantized softmax attention with a straight-through backward
+// ("K-interval attention approximation", fixed-window calibration, post-normalisation STE).
+//
+//   p = softmax(s),   a = Q_K(p),   Q_K(x) = round(x (K-1)) / (K-1)   on the fixed window [0, 1]
+//
+// Source: the seed abstract 000#3 = 002#6 (124M model, +0.004 nats at K = 16); the paper itself
+// was not located, so the grid and rounding follow the design in VARIANTS.md A14.
+// Hyperparameters (no learnable parameters):
+//   attn.levels   = 16 in [2, 65536]  number of quantisation levels K
+//   attn.grid     = levels|intervals  levels: K points 0, 1/(K-1), .., 1 (round(x(K-1))/(K-1));
+//                                     intervals: round(x K)/K
+//   attn.rounding = nearest|stochastic  stochastic: floor(x L + u), u uniform from a hash of
+//                   (seed, step, head, row, key), so it is unbiased and reproducible; evaluation
+//                   (step < 0) always rounds to nearest. The batch index is not part of the
+//                   hash (a row map does not see it).
+//   attn.ste      = post|pre   post: quantise the probabilities p (default); pre: quantise
+//                  e = exp(s - max s) in (0, 1] and normalise afterwards, a = Q(e)/sum Q(e)
+//   attn.renorm   = off|on     post mode only: divide Q(p) by its sum (a row whose every entry
+//                  rounds to 0 becomes one-hot on the first maximum of p). Pre mode always
+//                  normalises, and its maximum e = 1 never rounds to 0.
+// Rows sum to 1 only approximately (exactly with ste = pre or renorm = on); shift-invariant,
+// since p and e are.
+//
+// Backward (straight-through): the quantiser is treated as the identity, which makes the map
+// the softmax, in both modes. backward_row is the exact softmax VJP at the unquantised p,
+// recomputed from s (the forward output a is quantised):
+//   ds_j = p_j (da_j - <p, da>)
+// surrogate_row is that softmax. Numerics: max subtraction, as in softmax; the quantised values
+// lie in [0, 1].
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attention.h"
+
+enum { HP_LEVELS, HP_GRID, HP_ROUNDING, HP_STE, HP_RENORM, N_HP };
+
+static const AttnHParamSpec QUANT_HP[N_HP] = {
+    [HP_LEVELS] = {"levels", 16, 2, 65536, NULL, "number of quantisation levels K"},
+    [HP_GRID] = {"grid", 0, 0, 0, "levels|intervals",
+                 "levels: round(x(K-1))/(K-1); intervals: round(xK)/K"},
+    [HP_ROUNDING] = {"rounding", 0, 0, 0, "nearest|stochastic",
+                     "round to nearest, or stochastically (unbiased) during training"},
+    [HP_STE] = {"ste", 0, 0, 0, "post|pre",
+                "quantise the probabilities (post) or exp(s - max) before normalising (pre)"},
+    [HP_RENORM] = {"renorm", 0, 0, 0, "off|on", "post mode: renormalise the quantised row"},
+};
+
+static size_t quant_scratch(int T) {
+    return (size_t)T;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+// e = exp(s - max) into e[], returns the sum
+static float quant_exp(float* e, const float* s, int n) {
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        e[j] = expf(s[j] - m);
+        sum += e[j];
+    }
+    return sum;
+}
+
+static void quant_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)ctx;
+    float inv = 1.0f / quant_exp(a, s, n);
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+// x[j] <- Q(x[j] * pre_scale) for x in [0, 1]
+static void quant_round(float* x, int n, float pre_scale, const AttnRowCtx* ctx) {
+    const AttnHParams* hp = ctx->hp;
+    float K = hp->v[HP_LEVELS];
+    float L = hp->v[HP_GRID] >= 0.5f ? K : K - 1.0f;
+    float invL = 1.0f / L, sc = pre_scale * L;
+    if (hp->v[HP_ROUNDING] >= 0.5f && ctx->step >= 0) {
+        uint64_t base = mix64(ctx->seed ^ mix64((uint64_t)ctx->step * 0x100000001b3ull +
+                                                ((uint64_t)ctx->h << 40) + (uint64_t)ctx->t));
+        for (int j = 0; j < n; j++) {
+            float u = (float)(mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
+            x[j] = fminf(floorf(x[j] * sc + u), L) * invL;
+        }
+    } else {
+        for (int j = 0; j < n; j++) x[j] = rintf(x[j] * sc) * invL;
+    }
+}
+
+static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const AttnHParams* hp = ctx->hp;
+    float sum = quant_exp(a, s, n);
+    if (hp->v[HP_STE] >= 0.5f) { // pre: quantise e in (0, 1], then normalise
+        quant_round(a, n, 1.0f, ctx);
+        float z = 0.0f;
+        for (int j = 0; j < n; j++) z += a[j];
+        float inv = 1.0f / z; // the maximum e = 1 is a grid point, so z >= 1
+        for (int j = 0; j < n; j++) a[j] *= inv;
+        return;
+    }
+    int jmax = 0;
+    for (int j = 1; j < n; j++)
+        if (a[j] > a[jmax]) jmax = j;
+    quant_round(a, n, 1.0f / sum, ctx);
+    if (hp->v[HP_RENORM] >= 0.5f) {
+        float z = 0.0f;
+        for (int j = 0; j < n; j++) z += a[j];
+        if (z > 0.0f) {
+            float inv = 1.0f / z;
+            for (int j = 0; j < n; j++) a[j] *= inv;
+        } else {
+            a[jmax] = 1.0f;
+        }
+    }
+}
+
+static void quant_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                               const AttnRowCtx* ctx) {
+    (void)a;
+    float* p = ctx->scratch;
+    quant_softmax(p, s, n, ctx);
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += p[j] * da[j];
+    for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] - dot);
+}
+
+const AttnVariant attn_quantized = {
+    .name = "quantized",
+    .formula = "a = round(softmax(s) (K-1)) / (K-1), straight-through softmax backward",
+    .source = "K-interval attention approximation (VARIANTS.md A14; paper not located)",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 1,
+    .hparams = QUANT_HP,
+    .n_hparams = N_HP,
+    .scratch_floats = quant_scratch,
+    .forward_row = quant_forward_row,
+    .backward_row = quant_backward_row,
+    .surrogate_row = quant_softmax,
+};

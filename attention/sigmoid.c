@@ -1,0 +1,100 @@
+// attention/sigmoid.c: sigmoid attention: every weight is an independent logistic of its score
+// plus a bias; no row normalisation.
+//
+//   a_j = sigma(s_j + b),   sigma(x) = 1 / (1 + exp(-x))
+//
+// Bias modes (attn.bias_mode):
+//   ln_n  b = -ln n per row (default): at init the row mass sum_j a_j ~ const for every row
+//   ln_T  b = -ln T_train, fixed (Apple's choice: sigmoid_bias = -ln 2048 for T = 2048)
+//   fixed b = attn.bias (default 0)
+//   none  b = 0 (Gu et al., sigmoid without normalisation)
+//   learn b = b_h, a learnable per-head scalar initialised to -ln T_train
+//
+// Sources: J. Ramapuram et al., "Theory, Analysis, and Best Practices for Sigmoid Self-Attention",
+// arXiv 2409.04431 (apple/ml-sigmoid-attention); X. Gu et al., "When Attention Sink Emerges in
+// Language Models", ICLR 2025, arXiv 2410.10781; TritonSigmoid (MSDLLCpapers/triton-sigmoid).
+// The per-row -ln n bias is a causal-LM adaptation, not the papers' choice.
+//
+// Learnable per head: bias (init -ln T_train), trained only with attn.bias_mode = learn; in the
+// other modes it receives no gradient.
+// Hyperparameters: attn.bias_mode (above), attn.bias = 0 (the value used by mode fixed).
+// T_train below 2 is treated as 2.
+//
+// Numerics: stable sigmoid, one exp per entry of a non-positive argument:
+//   x >= 0: 1 / (1 + exp(-x));   x < 0: e / (1 + e), e = exp(x)
+// so nothing overflows for any finite score; the result is in [0, 1].
+//
+// Backward: the Jacobian is diagonal, sigma' = sigma (1 - sigma):
+//   ds_j += da_j a_j (1 - a_j);    db_h += sum_j da_j a_j (1 - a_j)    (mode learn)
+// O(n), no transcendental.
+// Rows do not sum to 1; not shift-invariant.
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_BIAS_MODE, HP_BIAS };
+enum { BIAS_LN_N, BIAS_LN_T, BIAS_FIXED, BIAS_NONE, BIAS_LEARN };
+
+static const AttnHParamSpec SIGMOID_HP[] = {
+    {"bias_mode", BIAS_LN_N, 0, 0, "ln_n|ln_T|fixed|none|learn",
+     "bias b: -ln n per row, -ln T_train, attn.bias, 0, or learnable per head"},
+    {"bias", 0.0f, -100.0f, 100.0f, NULL, "bias value for bias_mode = fixed"},
+};
+
+static const char* const SIGMOID_PARAMS[] = {"bias"};
+
+static float sigmoid_ln_t(const AttnHParams* hp) {
+    int T = hp->T_train > 2 ? hp->T_train : 2;
+    return logf((float)T);
+}
+
+static void sigmoid_init_params(float* p, const AttnHParams* hp) {
+    p[0] = -sigmoid_ln_t(hp);
+}
+
+static float sigmoid_bias(int n, const AttnRowCtx* ctx) {
+    switch ((int)ctx->hp->v[HP_BIAS_MODE]) {
+    case BIAS_LN_N: return -logf((float)n);
+    case BIAS_LN_T: return -sigmoid_ln_t(ctx->hp);
+    case BIAS_FIXED: return ctx->hp->v[HP_BIAS];
+    case BIAS_LEARN: return ctx->p ? ctx->p[0] : -sigmoid_ln_t(ctx->hp);
+    default: return 0.0f;
+    }
+}
+
+static void sigmoid_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float b = sigmoid_bias(n, ctx);
+    for (int j = 0; j < n; j++) {
+        float x = s[j] + b;
+        float e = expf(-fabsf(x));
+        float r = 1.0f / (1.0f + e);
+        a[j] = x >= 0.0f ? r : e * r;
+    }
+}
+
+static void sigmoid_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                 const AttnRowCtx* ctx) {
+    (void)s;
+    float db = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float g = da[j] * a[j] * (1.0f - a[j]);
+        ds[j] += g;
+        db += g;
+    }
+    if (ctx->dp && (int)ctx->hp->v[HP_BIAS_MODE] == BIAS_LEARN) ctx->dp[0] += db;
+}
+
+const AttnVariant attn_sigmoid = {
+    .name = "sigmoid",
+    .formula = "a = sigma(s + b), b = -ln n | -ln T_train | attn.bias | 0 | learnable b_h",
+    .source = "Ramapuram et al. 2024, arXiv 2409.04431; Gu et al. 2025, arXiv 2410.10781",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = SIGMOID_HP,
+    .n_hparams = (int)(sizeof(SIGMOID_HP) / sizeof(SIGMOID_HP[0])),
+    .params_per_head = 1,
+    .param_names = SIGMOID_PARAMS,
+    .init_params = sigmoid_init_params,
+    .forward_row = sigmoid_forward_row,
+    .backward_row = sigmoid_backward_row,
+};

@@ -1,0 +1,91 @@
+// attention/softmax1.c: softmax with one extra "null" logit in the denominator ("off-by-one"
+// softmax, softmax_1), optionally with a learnable per-head sink logit.
+//
+//   a_j = exp(s_j) / (exp(b_h) + sum_{k<n} exp(s_k)),    b_h = 0 (softmax_1) or learnable
+//
+// Equivalently: append a key with constant logit b_h to the row, take a softmax and drop that
+// column. The weights sum to 1 - a_null < 1, a_null = exp(b_h) / (exp(b_h) + sum exp(s)), so a
+// head can output ~0 ("do nothing") with finite logits.
+//
+// Source: J. Y.-C. Hu et al., "Outlier-Efficient Hopfield Layers for Large Transformer-Based
+// Models", ICML 2024, arXiv 2404.03828 (code MAGICS-LAB/OutEffHop); idea from E. Miller,
+// "Attention is off by one". The learnable sink is the attention-sink extension (init 0 gives
+// softmax_1 exactly).
+//
+// Learnable per head: sink (the logit b_h, init 0), trained only with attn.sink = learn; with
+// attn.sink = fixed the constant 0 is used and the parameter receives no gradient.
+// Hyperparameters: attn.sink = fixed | learn (default fixed).
+//
+// Numerics: the shift is m' = max(max_k s_k, b_h), so every exponent, including the null one
+// exp(b_h - m'), is <= 0 and the denominator is >= 1: finite for any finite scores (the plain
+// max shift of the reference code would overflow exp(b - m) once all scores are below -88).
+//
+// Backward. The Jacobian has the softmax form over the real keys:
+//   da_j/ds_k = a_j (delta_jk - a_k)  =>  ds_j += a_j (da_j - <a, da>)
+// and da_j/db = -a_j a_null  =>  db_h += -a_null <a, da>.
+// a_null is recovered without a second pass of exponentials: if max s >= b it equals
+// a_k exp(b - s_k) at k = argmax s (exponent <= 0, a_k >= 1/(n+1)); otherwise a_null >= 1/(n+1)
+// and 1 - sum a is accurate. O(n), no transcendental per entry.
+// Rows do not sum to 1; not shift-invariant (the null logit is not shifted).
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_SINK };
+enum { SINK_FIXED, SINK_LEARN };
+
+static const AttnHParamSpec SOFTMAX1_HP[] = {
+    {"sink", SINK_FIXED, 0, 0, "fixed|learn",
+     "null logit: constant 0 (softmax_1) or a learnable per-head logit (init 0)"},
+};
+
+static const char* const SOFTMAX1_PARAMS[] = {"sink"};
+
+static float softmax1_sink(const AttnRowCtx* ctx) {
+    return (int)ctx->hp->v[HP_SINK] == SINK_LEARN && ctx->p ? ctx->p[0] : 0.0f;
+}
+
+static void softmax1_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float b = softmax1_sink(ctx);
+    float m = b;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    float sum = expf(b - m);
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(s[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void softmax1_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                  int n, const AttnRowCtx* ctx) {
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    if (ctx->dp && (int)ctx->hp->v[HP_SINK] == SINK_LEARN) {
+        const float b = softmax1_sink(ctx);
+        int kmax = 0;
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) {
+            if (s[j] > s[kmax]) kmax = j;
+            sum += a[j];
+        }
+        float a_null = s[kmax] >= b ? a[kmax] * expf(b - s[kmax]) : 1.0f - sum;
+        ctx->dp[0] -= a_null * dot;
+    }
+}
+
+const AttnVariant attn_softmax1 = {
+    .name = "softmax1",
+    .formula = "a = exp(s) / (exp(b_h) + sum exp(s)), b_h = 0 unless attn.sink = learn",
+    .source = "Hu et al. 2024, Outlier-Efficient Hopfield Layers, arXiv 2404.03828",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = SOFTMAX1_HP,
+    .n_hparams = (int)(sizeof(SOFTMAX1_HP) / sizeof(SOFTMAX1_HP[0])),
+    .params_per_head = 1,
+    .param_names = SOFTMAX1_PARAMS,
+    .forward_row = softmax1_forward_row,
+    .backward_row = softmax1_backward_row,
+};

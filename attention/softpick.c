@@ -1,0 +1,97 @@
+// attention/softpick.c: Softpick, a rectified softmax: positive scores get weight, non-positive
+// scores get exactly 0 but still enter the denominator through |exp(s) - 1|.
+//
+//   a_j = ReLU(exp(s_j) - 1) / (sum_{k<n} |exp(s_k) - 1| + eps)
+//
+// Only the causal row enters the denominator (masked keys are excluded, as the reference code
+// does with torch.where(isfinite)). Weights sum to at most 1, with equality only when every score
+// is >= 0 and eps = 0; a row with every score <= 0 is all zeros (the head outputs 0).
+//
+// Source: Z. M. K. Zuhri, E. H. Fuadi, A. F. Aji, "Softpick: No Attention Sink, No Massive
+// Activations with Rectified Softmax", arXiv 2504.20966 (code zaydzuhri/softpick-attention).
+//
+// Learnable parameters: none. Hyperparameters: attn.eps = 1e-8.
+//
+// Numerics and eps: with the shift m' = max(max_k s_k, 0), E_k = exp(s_k - m') and
+// u_k = E_k - exp(-m') = exp(-m') (exp(s_k) - 1),
+//   a_j = ReLU(u_j) / (sum_k |u_k| + eps exp(-m'))
+// which is the formula above exactly: eps is scaled by exp(-m') together with the rest, so it
+// keeps the meaning "eps added to the unshifted denominator" (the reference code adds eps to the
+// shifted denominator, i.e. effectively eps exp(m')). Every exponent is <= 0, and clamping the
+// shift at 0 keeps exp(-m') <= 1 when all scores are very negative (exp(-m) would overflow
+// below m = -88). The denominator is >= eps exp(-m') > 0, and >= 1 - exp(-m') when m' > 0.
+//
+// Backward. With D = sum_k |e^{s_k} - 1| + eps (unshifted):
+//   da_j/ds_k = delta_jk 1[s_k > 0] e^{s_k} / D - a_j sgn(s_k) e^{s_k} / D
+// and e^{s_k} / D = E_k / D' with D' the shifted denominator, so
+//   ds_k += (E_k / D') (1[s_k > 0] da_k - sgn(s_k) <a, da>)
+// (the ReLU and |.| kinks at s = 0 take the subgradient 0). Non-positive keys still get gradient
+// through the denominator. The backward recomputes E_k (one exp per entry, kept in the row
+// scratch) because a_k = 0 does not determine it; O(n).
+// Rows do not sum to 1; not shift-invariant.
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_EPS };
+
+static const AttnHParamSpec SOFTPICK_HP[] = {
+    {"eps", 1e-8f, 1e-20f, 1.0f, NULL, "added to the denominator sum |exp(s) - 1|"},
+};
+
+// m' = max(max s, 0)
+static float softpick_shift(const float* s, int n) {
+    float m = 0.0f;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    return m;
+}
+
+static void softpick_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float m = softpick_shift(s, n);
+    const float e0 = expf(-m);
+    float den = ctx->hp->v[HP_EPS] * e0;
+    for (int j = 0; j < n; j++) {
+        float u = expf(s[j] - m) - e0;
+        den += fabsf(u);
+        a[j] = s[j] > 0.0f ? u : 0.0f;
+    }
+    // a division, not a reciprocal product: correctly rounded, so a lone positive key gets
+    // exactly the float nearest to 1 - O(eps) instead of jittering by one ulp with s
+    for (int j = 0; j < n; j++) a[j] /= den;
+}
+
+static void softpick_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                  int n, const AttnRowCtx* ctx) {
+    float* E = ctx->scratch; // exp(s_k - m'), n floats
+    const float m = softpick_shift(s, n);
+    const float e0 = expf(-m);
+    float den = ctx->hp->v[HP_EPS] * e0;
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) {
+        E[j] = expf(s[j] - m);
+        den += fabsf(E[j] - e0);
+        dot += a[j] * da[j];
+    }
+    float inv = 1.0f / den;
+    for (int j = 0; j < n; j++) {
+        float g = s[j] > 0.0f ? da[j] - dot : (s[j] < 0.0f ? dot : 0.0f);
+        ds[j] += E[j] * inv * g;
+    }
+}
+
+static size_t softpick_scratch(int T) {
+    return (size_t)T;
+}
+
+const AttnVariant attn_softpick = {
+    .name = "softpick",
+    .formula = "a = ReLU(exp(s) - 1) / (sum |exp(s) - 1| + eps)",
+    .source = "Zuhri, Fuadi, Aji 2025, Softpick, arXiv 2504.20966",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = SOFTPICK_HP,
+    .n_hparams = (int)(sizeof(SOFTPICK_HP) / sizeof(SOFTPICK_HP[0])),
+    .scratch_floats = softpick_scratch,
+    .forward_row = softpick_forward_row,
+    .backward_row = softpick_backward_row,
+};

@@ -1,0 +1,144 @@
+// attention/softplus.c: softplus attention with a log-length scale (LSSA), optionally followed
+// by power re-weighting (LSSAR).
+//
+//   stage 1:  x_j = kappa_n s_j,  kappa_n = ln(n) / ln(n_ref),  e_j = softplus(x_j),  a = e / sum e
+//   stage 2:  a~_j = a_j^P / sum_k a_k^P                          (attn.reweight = power)
+//
+// Gao, Spratling, Softplus Attention with Re-weighting Boosts Length Extrapolation in Large
+// Language Models, arXiv 2501.13428 (code iminfine/freeatten). The structure (softplus in place
+// of exp, l1 normalisation, an entropy-invariant log-length scale, a power re-weighting) is
+// verified; the constants are not, so they are hyperparameters (VARIANTS.md A19):
+//   attn.n_ref        = 0 in [0, 1e7]   reference length of the scale; 0 or 1: T_train
+//   attn.length_scale = log|none        log: kappa_n = ln n / ln n_ref (row 0 gets kappa = 0 and
+//                                       weight 1); none: kappa = 1
+//   attn.reweight     = off|power       stage 2 on or off
+//   attn.power        = 2 in [1, 8]     exponent P of stage 2
+// No learnable parameters. Rows sum to 1; not shift-invariant.
+//
+// Numerics: softplus(x) = max(x, 0) + log1p(exp(-|x|)) never overflows; for x > 20 it is x and
+// for x < -20 it is exp(x) to float precision. If the whole row has x < -20 the weights would
+// underflow at |s| = 100 with kappa > 1, so there e_j = exp(x_j - max x) is used instead, which is
+// the same row after normalisation (softplus(x) = e^x (1 + O(e^x))). Stage 2 raises e / max e
+// in [0, 1], so it cannot overflow.
+//
+// Backward. Stage 1: de_k = (da_k - <a, da>)/Z with Z = sum e, and de/ds = kappa sigmoid(x), so
+//   ds_k = kappa sigmoid(x_k) (da_k - <a, da>) / Z,
+// with Z recovered from the largest weight (Z = e_k*/a_k*, a_k* >= 1/n): one exp per entry.
+// Stage 2: with R = a^P, da_k = P a_k^(P-1) (da~_k - <a~, da~>) / sum R, whose inner product
+// with a vanishes (sum a~ = 1), so the stage-1 step reduces to
+//   ds_k = P kappa a~_k (da~_k - <a~, da~>) sigmoid(x_k) / softplus(x_k)
+// (a~_k / a_k = a_k^(P-1)/sum R, a_k Z = e_k). In the all-below--20 regime both forms use
+// sigmoid/softplus = 1, consistent with the exp-based forward. O(n).
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_NREF, HP_SCALE, HP_REWEIGHT, HP_POWER, N_HP };
+
+static const AttnHParamSpec SOFTPLUS_HP[N_HP] = {
+    [HP_NREF] = {"n_ref", 0, 0, 1e7f, NULL,
+                 "reference length n_ref of kappa = ln n / ln n_ref (0 or 1: T_train)"},
+    [HP_SCALE] = {"length_scale", 0, 0, 0, "log|none", "kappa = ln n / ln n_ref, or 1"},
+    [HP_REWEIGHT] = {"reweight", 0, 0, 0, "off|power",
+                     "stage 2 (LSSAR): a^P / sum a^P after the softplus normalisation"},
+    [HP_POWER] = {"power", 2, 1, 8, NULL, "exponent P of the re-weighting"},
+};
+
+static float softplus_kappa(const AttnHParams* hp, int n) {
+    if (hp->v[HP_SCALE] >= 0.5f) return 1.0f;
+    float nref = hp->v[HP_NREF] >= 2.0f ? hp->v[HP_NREF] : (float)hp->T_train;
+    if (nref < 2.0f) nref = 2.0f;
+    return logf((float)n) / logf(nref);
+}
+
+// stable softplus
+static float softplus_f(float x) {
+    if (x > 20.0f) return x;
+    if (x < -20.0f) return expf(x);
+    return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+}
+
+static void softplus_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const AttnHParams* hp = ctx->hp;
+    if (n == 1) { // a single key: weight 1 exactly (also for kappa = 0)
+        a[0] = 1.0f;
+        return;
+    }
+    const float kappa = softplus_kappa(hp, n);
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = fmaxf(mx, kappa * s[j]);
+    double sum = 0.0; // double: the rounding of 1/sum moves every weight the same way
+    float emax;
+    if (mx < -20.0f) { // every weight is exp(x) to float precision: normalise at the max
+        for (int j = 0; j < n; j++) {
+            a[j] = expf(kappa * s[j] - mx);
+            sum += a[j];
+        }
+        emax = 1.0f;
+    } else {
+        for (int j = 0; j < n; j++) {
+            a[j] = softplus_f(kappa * s[j]);
+            sum += a[j];
+        }
+        emax = softplus_f(mx);
+    }
+    if (hp->v[HP_REWEIGHT] >= 0.5f) { // stage 2 on e / max e in [0, 1]
+        const float P = hp->v[HP_POWER], inve = 1.0f / emax;
+        sum = 0.0;
+        for (int j = 0; j < n; j++) {
+            float r = a[j] * inve;
+            a[j] = P == 2.0f ? r * r : powf(r, P);
+            sum += a[j];
+        }
+    }
+    double inv = 1.0 / sum;
+    for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
+}
+
+static void softplus_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                  int n, const AttnRowCtx* ctx) {
+    const AttnHParams* hp = ctx->hp;
+    if (n == 1) return; // constant weight 1
+    const float kappa = softplus_kappa(hp, n);
+    int ks = 0;
+    for (int j = 1; j < n; j++)
+        if (kappa * s[j] > kappa * s[ks]) ks = j;
+    const float mx = kappa * s[ks];
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    if (mx < -20.0f) { // exp regime: the softmax of x, times kappa (and P in stage 2)
+        float c = kappa * (hp->v[HP_REWEIGHT] >= 0.5f ? hp->v[HP_POWER] : 1.0f);
+        for (int j = 0; j < n; j++) ds[j] += c * a[j] * (da[j] - dot);
+        return;
+    }
+    if (hp->v[HP_REWEIGHT] >= 0.5f) {
+        const float c = hp->v[HP_POWER] * kappa;
+        for (int j = 0; j < n; j++) {
+            if (a[j] == 0.0f) continue;
+            float x = kappa * s[j], E = expf(-fabsf(x));
+            float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
+            float sp = x < -20.0f ? 1.0f : fmaxf(x, 0.0f) + log1pf(E);
+            float ratio = x < -20.0f ? 1.0f : sig / sp;
+            ds[j] += c * a[j] * (da[j] - dot) * ratio;
+        }
+        return;
+    }
+    const float c = kappa * a[ks] / softplus_f(mx); // kappa / Z
+    for (int j = 0; j < n; j++) {
+        float x = kappa * s[j], E = expf(-fabsf(x));
+        float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
+        ds[j] += c * sig * (da[j] - dot);
+    }
+}
+
+const AttnVariant attn_softplus = {
+    .name = "softplus",
+    .formula = "a = softplus(kappa_n s) / sum(.), kappa_n = ln n / ln n_ref (LSSA)",
+    .source = "Gao & Spratling 2025 (2501.13428)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 0,
+    .hparams = SOFTPLUS_HP,
+    .n_hparams = N_HP,
+    .forward_row = softplus_forward_row,
+    .backward_row = softplus_backward_row,
+};

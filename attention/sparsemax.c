@@ -1,0 +1,117 @@
+// attention/sparsemax.c: sparsemax attention, the Euclidean projection of the score row onto the
+// probability simplex (alpha-entmax at alpha = 2).
+//
+//   a_j = [s_j - tau]_+ ,   tau such that sum_j a_j = 1
+//
+// Martins & Astudillo, From Softmax to Sparsemax, ICML 2016 (arXiv 1602.02068). No learnable
+// parameters, no hyperparameters. Rows sum to 1 with exact zeros; shift-invariant.
+//
+// Forward without a sort (Michelot's algorithm). With z = s - max s (max 0), tau* lies in
+// [-1, -1/n]. Start at tau = -1 <= tau*; the candidate set S = {z > tau} then contains the
+// support, and tau' = (sum_S z - 1)/|S| satisfies tau <= tau' <= tau* (since
+// sum_S (z - tau*) <= sum (z - tau*)_+ = 1). Repeating until S stops changing gives tau* exactly:
+// at the fixed point every element of S is >= tau' and every other one <= tau'. Each pass is
+// O(n) and adds no transcendental; the number of passes is small in practice (each drops at
+// least one element). If it has not converged after 64 passes, the remaining candidates are
+// sorted and the textbook scan finishes (1 + k z_(k) > sum_{i<=k} z_(i)).
+// Numerics: z <= 0 and sums in double; no exponentials, finite for any finite scores.
+//
+// Backward: on the support S (a > 0), J = I_S - 1_S 1_S^T / |S|, so
+//   ds_j = [a_j > 0] (da_j - sum_{i in S} da_i / |S|).
+#include <math.h>
+#include <stdlib.h>
+
+#include "attention/attention.h"
+
+static size_t sparsemax_scratch(int T) {
+    return (size_t)T;
+}
+
+static int cmp_desc(const void* pa, const void* pb) {
+    float a = *(const float*)pa, b = *(const float*)pb;
+    return (a < b) - (a > b);
+}
+
+// tau with sum_j (z_j - tau)_+ = 1, for a row whose maximum is 0
+static double sparsemax_threshold(const float* z, int n, float* scratch) {
+    double lo = -1.0;
+    int kprev = -1;
+    for (int it = 0; it < 64; it++) {
+        int k = 0;
+        double s1 = 0;
+        for (int j = 0; j < n; j++) {
+            if ((double)z[j] > lo) {
+                k++;
+                s1 += z[j];
+            }
+        }
+        if (k == 0) break;
+        // S = {z > lo} is the set lo was computed from: every member is > lo, every other
+        // element <= lo, so lo is exact
+        if (k == kprev) return lo;
+        kprev = k;
+        double u = (s1 - 1.0) / k;
+        if (!(u >= lo)) break; // only through rounding
+        lo = u;
+    }
+    int m = 0;
+    for (int j = 0; j < n; j++)
+        if ((double)z[j] > lo) scratch[m++] = z[j];
+    if (m == 0)
+        for (int j = 0; j < n; j++) scratch[m++] = z[j];
+    qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
+    double c = 0, tau = (double)scratch[0] - 1.0;
+    for (int k = 1; k <= m; k++) {
+        c += scratch[k - 1];
+        if (1.0 + k * (double)scratch[k - 1] <= c) break;
+        tau = (c - 1.0) / k;
+    }
+    return tau;
+}
+
+static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++) a[j] = s[j] - m;
+    float tau = (float)sparsemax_threshold(a, n, ctx->scratch);
+    for (int j = 0; j < n; j++) a[j] = fmaxf(a[j] - tau, 0.0f);
+}
+
+static void sparsemax_backward_row(float* ds, const float* da, const float* s, const float* a,
+                                   int n, const AttnRowCtx* ctx) {
+    (void)s;
+    (void)ctx;
+    int k = 0;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (a[j] > 0.0f) {
+            k++;
+            sum += da[j];
+        }
+    }
+    float mean = sum / (float)k;
+    for (int j = 0; j < n; j++)
+        if (a[j] > 0.0f) ds[j] += da[j] - mean;
+}
+
+// fraction of keys with nonzero weight
+static float sparsemax_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)s;
+    (void)ctx;
+    int k = 0;
+    for (int j = 0; j < n; j++) k += a[j] > 0.0f;
+    return (float)k / (float)n;
+}
+
+const AttnVariant attn_sparsemax = {
+    .name = "sparsemax",
+    .formula = "a = [s - tau]_+, sum a = 1 (projection onto the simplex)",
+    .source = "Martins & Astudillo 2016 (1602.02068)",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .scratch_floats = sparsemax_scratch,
+    .forward_row = sparsemax_forward_row,
+    .backward_row = sparsemax_backward_row,
+    .row_stat_name = "support",
+    .row_stat = sparsemax_support,
+};

@@ -1,0 +1,109 @@
+// attention/ssmax.c: Scalable-Softmax (SSMax), a softmax whose logits are scaled by a learnable
+// per-head coefficient times the log of the row length.
+//
+//   lambda = theta_h * ln n + b_h          (b_h = 0 unless attn.bias = learn)
+//   z_j    = lambda * s_j
+//   a_j    = exp(z_j - max z) / sum_{k<n} exp(z_k - max z)
+//
+// Source: K. M. Nakanishi, "Scalable-Softmax Is Superior for Attention", arXiv 2501.19399. The
+// scale is multiplicative on the logits (softmax(s + theta ln n) would be a no-op by shift
+// invariance). In causal attention n = t + 1, the number of keys visible to the query.
+//
+// Learnable per head: theta (the paper's "s"), bias (used only with attn.bias = learn; with
+// attn.bias = off it receives no gradient and stays at 0).
+// Hyperparameters:
+//   attn.theta_init = fixed | inv_log_T (default fixed): theta starts at attn.theta0, or at
+//                     1/ln(T_train) so that lambda = 1 at full training context;
+//   attn.theta0     = 0.43 (value of the fixed init; the paper's Fig. 1 value);
+//   attn.bias       = off | learn (default off): the "with bias" variant lambda = theta ln n + b.
+// Row 0 (n = 1): ln 1 = 0, so lambda = b and the single weight is 1.
+//
+// Numerics: the max is subtracted from z (not from s), so every exponent is <= 0 whatever the
+// sign or size of lambda; for |s| <= 100 and lambda of a few units, z stays far inside fp32.
+//
+// Backward. With the softmax VJP dz_j = a_j (da_j - <a, da>) and z = lambda s:
+//   ds_j     += lambda dz_j
+//   dtheta_h += ln n * <s, dz>
+//   db_h     += <s, dz>            (only when the bias is learnable)
+// One pass for <a, da>, one pass for ds and <s, dz>: O(n), no transcendental per entry.
+// Rows sum to 1; shift-invariant (lambda depends on n only).
+#include <math.h>
+
+#include "attention/attention.h"
+
+enum { HP_THETA_INIT, HP_THETA0, HP_BIAS };
+enum { THETA_FIXED, THETA_INV_LOG_T };
+
+static const AttnHParamSpec SSMAX_HP[] = {
+    {"theta_init", THETA_FIXED, 0, 0, "fixed|inv_log_T",
+     "initial theta: attn.theta0, or 1/ln(T_train) (scale 1 at full context)"},
+    {"theta0", 0.43f, -10.0f, 10.0f, NULL, "initial theta when theta_init = fixed"},
+    {"bias", 0, 0, 0, "off|learn", "learnable per-head bias b: lambda = theta ln n + b"},
+};
+
+static const char* const SSMAX_PARAMS[] = {"theta", "bias"};
+
+static void ssmax_init_params(float* p, const AttnHParams* hp) {
+    if ((int)hp->v[HP_THETA_INIT] == THETA_INV_LOG_T) {
+        int T = hp->T_train > 2 ? hp->T_train : 2;
+        p[0] = 1.0f / logf((float)T);
+    } else {
+        p[0] = hp->v[HP_THETA0];
+    }
+    p[1] = 0.0f;
+}
+
+static float ssmax_lambda(int n, const AttnRowCtx* ctx) {
+    float lambda = ctx->p[0] * logf((float)n);
+    if ((int)ctx->hp->v[HP_BIAS] == 1) lambda += ctx->p[1];
+    return lambda;
+}
+
+static void ssmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    const float lambda = ssmax_lambda(n, ctx);
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        a[j] = lambda * s[j];
+        m = fmaxf(m, a[j]);
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(a[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+static void ssmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                               const AttnRowCtx* ctx) {
+    const float lnn = logf((float)n);
+    const float lambda = ssmax_lambda(n, ctx);
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    float sdz = 0.0f; // <s, dz>
+    for (int j = 0; j < n; j++) {
+        float dz = a[j] * (da[j] - dot);
+        ds[j] += lambda * dz;
+        sdz += s[j] * dz;
+    }
+    if (ctx->dp) {
+        ctx->dp[0] += lnn * sdz;
+        if ((int)ctx->hp->v[HP_BIAS] == 1) ctx->dp[1] += sdz;
+    }
+}
+
+const AttnVariant attn_ssmax = {
+    .name = "ssmax",
+    .formula = "a = softmax((theta_h ln n + b_h) * s), b_h = 0 unless attn.bias = learn",
+    .source = "Nakanishi 2025, Scalable-Softmax Is Superior for Attention, arXiv 2501.19399",
+    .rows_sum_to_one = 1,
+    .shift_invariant = 1,
+    .hparams = SSMAX_HP,
+    .n_hparams = (int)(sizeof(SSMAX_HP) / sizeof(SSMAX_HP[0])),
+    .params_per_head = 2,
+    .param_names = SSMAX_PARAMS,
+    .init_params = ssmax_init_params,
+    .forward_row = ssmax_forward_row,
+    .backward_row = ssmax_backward_row,
+};
