@@ -27,7 +27,7 @@ CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubuni
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c))
+TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c))
 TOOL_BINS := $(TOOLS:%=$(BUILD)/%)
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
@@ -103,3 +103,58 @@ clean:
 
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- fuzzing: libFuzzer harnesses tests/fuzz/fuzz_*.c, built with clang into build-fuzz/ -----
+# `make fuzz` runs each harness for FUZZ_RUNS executions (at most FUZZ_TIME seconds each);
+# `make fuzz-smoke` runs each for FUZZ_SMOKE seconds. Corpora grow in build-fuzz/corpus/NAME;
+# crash inputs land in build-fuzz/crashes/. Needs clang and libclang-rt-14-dev (installed when
+# missing; `make test` does not need them).
+FUZZ_BUILD  := build-fuzz
+FUZZ_CC     ?= clang
+FUZZ_RUNS   ?= 1000000
+FUZZ_TIME   ?= 1800
+FUZZ_SMOKE  ?= 5
+FUZZ_CFLAGS := -std=c11 -O1 -g -fopenmp -D_GNU_SOURCE -I. -I$(BLASINC) -MMD -MP \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+               -fno-sanitize-recover=undefined
+FUZZ_SRCS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES  := $(FUZZ_SRCS:tests/fuzz/%.c=%)
+FUZZ_BINS   := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/%)
+FUZZ_OBJS   := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
+
+.PHONY: fuzz-deps fuzz-build fuzz-smoke
+fuzz-deps:
+	@command -v $(FUZZ_CC) >/dev/null && \
+	    ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
+	    { if [ "$$(id -u)" -eq 0 ]; then apt-get install -y -qq --no-install-recommends \
+	      clang libclang-rt-14-dev >/dev/null; else echo "fuzzing needs: apt-get install clang \
+	      libclang-rt-14-dev" >&2; exit 1; fi; }
+
+$(FUZZ_OBJS): $(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(LDLIBS) -o $@
+
+fuzz-build: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/crashes
+	@for f in $(FUZZ_NAMES); do mkdir -p $(FUZZ_BUILD)/corpus/$$f; echo "== $$f"; \
+	    OMP_NUM_THREADS=1 ./$(FUZZ_BUILD)/$$f -runs=$(FUZZ_RUNS) -max_total_time=$(FUZZ_TIME) \
+	    -max_len=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$f- \
+	    $(FUZZ_BUILD)/corpus/$$f >$(FUZZ_BUILD)/$$f.log 2>&1; rc=$$?; \
+	    grep -E '^(Done|stat::number_of_executed_units|stat::average_exec_per_sec)' $(FUZZ_BUILD)/$$f.log; \
+	    if [ $$rc -ne 0 ]; then tail -40 $(FUZZ_BUILD)/$$f.log; exit 1; fi; done
+
+fuzz-smoke: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/crashes
+	@for f in $(FUZZ_NAMES); do mkdir -p $(FUZZ_BUILD)/corpus/$$f; \
+	    OMP_NUM_THREADS=1 ./$(FUZZ_BUILD)/$$f -max_total_time=$(FUZZ_SMOKE) -max_len=4096 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crashes/$$f- $(FUZZ_BUILD)/corpus/$$f >$(FUZZ_BUILD)/$$f.log 2>&1 \
+	    && echo "fuzz-smoke $$f: ok ($$(grep -o 'DONE.*' $(FUZZ_BUILD)/$$f.log | head -1))" \
+	    || { echo "fuzz-smoke $$f: FAILED"; tail -30 $(FUZZ_BUILD)/$$f.log; exit 1; }; done
+
+-include $(wildcard $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/*/*.d)

@@ -22,10 +22,23 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
+// Peak resident memory of this process (VmHWM), printed at exit for the benchmark.
+static void print_peak_rss(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof(line), f)) {
+        long kb;
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) printf("peak RSS: %.1f MiB\n", kb / 1024.0);
+    }
+    fclose(f);
+}
+
 static void usage(FILE* f) {
     fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
                "       ./train --help             every config key with type, default, meaning\n"
-               "       ./train --list-attention   every attention variant and its keys\n\n"
+               "       ./train --list-attention   every attention variant and its keys\n"
+               "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n\n"
                "Trains GPT-2 from a config file (key = value lines, `include = base.conf`).\n"
                "Writes OUT/metrics.jsonl, OUT/main.log, OUT/config.conf and checkpoints\n"
                "OUT/model_NNNNNNNN.bin + OUT/state_NNNNNNNN.bin. Exit codes: 0 done, 1 I/O,\n"
@@ -46,6 +59,21 @@ int main(int argc, char** argv) {
         }
         if (!strcmp(argv[i], "--list-attention")) {
             attn_print_list(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list-attention-names")) {
+            for (int k = 0; k < attn_count(); k++) printf("%s\n", attn_get(k)->name);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--sgemm-peak")) { // used by scripts/bench
+            openblas_set_num_threads(1);
+            int nt = omp_get_max_threads();
+            double best = 0;
+            for (int k = 0; k < 5; k++) {
+                double f = run_measure_sgemm_peak(nt);
+                if (f > best) best = f;
+            }
+            printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
             return 0;
         }
     }
@@ -72,5 +100,6 @@ int main(int argc, char** argv) {
     signal(SIGTERM, on_signal);
     int rc = run_train(&run, &g_stop);
     run_free(&run);
+    print_peak_rss();
     return rc;
 }

@@ -377,7 +377,8 @@ AttnCore attn_layer_core(const AttnLayer* L) {
                   .att = L->att,
                   .scale = 1.0f / sqrtf((float)L->d.hs),
                   .row = L->row,
-                  .hp = L->row_hp,
+                  // a row map's own hyperparameters are L->hp (row_hp is the inner map's)
+                  .hp = L->row == L->v || !L->row_hp ? L->hp : L->row_hp,
                   .rowp = L->rowp,
                   .rowp_stride = L->rowp_stride,
                   .step = L->step,

@@ -20,10 +20,16 @@
 
 #include "attention/attention.h"
 
+// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
+// finite), so loops stay inline and vectorise
+static inline float max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
 static void cog_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     float m = 0.0f;
-    for (int j = 0; j < n; j++) m = fmaxf(m, fabsf(s[j]));
+    for (int j = 0; j < n; j++) m = max_f(m, fabsf(s[j]));
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = expf(fabsf(s[j]) - m);

@@ -22,12 +22,17 @@
 //    remains as fallback if Newton stalls at rounding level.
 //  - alpha = 2 (fixed): the same scheme with q = 1, p = (x - tau)_+, u = (sum_S x - 1)/|S|; the
 //    Newton step is Michelot's projection step and terminates exactly.
-//  - any other alpha, or learnable alpha: safeguarded Newton on f(tau) = sum (x - tau)_+^b - 1,
-//    b = 1/(alpha-1), from tau = -1 (monotone, quadratic near the root), then p /= sum p.
+//  - any other alpha, or learnable alpha: Newton on f(tau) = sum (x - tau)_+^b - 1,
+//    b = 1/(alpha-1), from tau = -1 (monotone, quadratic near the root), then p /= sum p. This
+//    path is in double with a pow per support entry and Newton step: about 3-4x the cost of the
+//    exact paths.
 // Numerics: z <= 0 and x - tau <= 1 on the support, so every power stays in [0, 1] for any finite
-// score; sums are accumulated in double.
+// score; sums are accumulated in double, and x - tau is formed in double (a float tau would shift
+// all |S| weights the same way, by up to |S| ulp in their sum).
 //
-// Backward (all alpha). On the support S, with g_j = p_j^(2-alpha) (sqrt(p) at 1.5, 1 at 2):
+// Backward (all alpha). On the support S, p_j = y_j^b with y_j = (alpha-1) z_j - tau; from
+// sum_S p = 1, dtau/dz_k = g_k / sum g with g_j = p_j^(2-alpha) (= b y_j^(b-1)/b: sqrt(p) at
+// 1.5, 1 at 2), so J = diag(g) - g g^T / sum g and
 //   ds_j = g_j da_j - g_j <g, da> / sum g.
 // Learnable alpha: differentiating sum_S y_j^b = 1, y_j = (alpha-1) z_j - tau(alpha), gives
 //   dp_j/dalpha = h_j - g'_j sum h / sum g',   g'_j = b p_j / y_j = b p_j^(2-alpha),
@@ -38,6 +43,16 @@
 #include <stdlib.h>
 
 #include "attention/attention.h"
+
+// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
+// finite), so loops stay inline and vectorise
+static inline float max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
+static inline float min_f(float x, float y) {
+    return x < y ? x : y;
+}
 
 enum { HP_ALPHA, HP_LEARN, N_HP };
 
@@ -51,7 +66,7 @@ static const AttnHParamSpec ENTMAX_HP[N_HP] = {
 static const char* const ENTMAX_PARAMS[] = {"alpha"};
 
 static void entmax_init_params(float* p, const AttnHParams* hp) {
-    float a = fminf(fmaxf(hp->v[HP_ALPHA], 1.01f), 1.99f);
+    float a = min_f(max_f(hp->v[HP_ALPHA], 1.01f), 1.99f);
     p[0] = logf((a - 1.0f) / (2.0f - a));
 }
 
@@ -86,40 +101,58 @@ static int piece_root(double* u, int k, double s1, double s2, int q) {
     return 1;
 }
 
-// Exact threshold tau with sum_j (x_j - tau)_+^q = 1 for q in {1, 2}; max_j x_j = 0.
+// Over S = {x > lo}: k = |S|, s1 = sum x, s2 = sum x^2, returns min_S x. `omp simd reduction`
+// lets the sums vectorise; the order is fixed by the compiled code, so results do not depend on
+// the thread count.
+static float entmax_pass(const float* x, int n, float lo, int* k, double* s1, double* s2) {
+    const double lod = lo;
+    double c = 0, t1 = 0, t2 = 0;
+    float xmin = INFINITY;
+#pragma omp simd reduction(+ : c, t1, t2) reduction(min : xmin)
+    for (int j = 0; j < n; j++) {
+        double v = x[j];
+        double in = v > lod ? 1.0 : 0.0;
+        c += in;
+        t1 += in * v;
+        t2 += in * v * v;
+        xmin = v > lod ? min_f(xmin, x[j]) : xmin;
+    }
+    *k = (int)c;
+    *s1 = t1;
+    *s2 = t2;
+    return xmin;
+}
+
+// largest float <= x
+static float float_below(double x) {
+    float f = (float)x;
+    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+}
+
+// Exact threshold tau with sum_j (x_j - tau)_+^q = 1 for q in {1, 2}; max_j x_j = 0. The lower
+// bound lo is a float rounded down, so it stays <= tau* and {x > lo} is what the pass sees.
 static double entmax_threshold(const float* x, int n, int q, float* scratch) {
-    double lo = -1.0; // tau* >= max x - 1
+    float lo = -1.0f; // tau* >= max x - 1
     for (int it = 0; it < 100; it++) {
-        int k = 0;
-        double s1 = 0, s2 = 0;
-        float xmin = INFINITY;
-        for (int j = 0; j < n; j++) {
-            float v = x[j];
-            if ((double)v > lo) {
-                k++;
-                s1 += v;
-                s2 += (double)v * v;
-                xmin = fminf(xmin, v);
-            }
-        }
-        double u;
-        if (k > 0 && piece_root(&u, k, s1, s2, q) && u <= (double)xmin && u >= lo) return u;
+        int k;
+        double s1, s2, u;
+        float xmin = entmax_pass(x, n, lo, &k, &s1, &s2);
         if (k == 0) break; // rounding pushed lo past the max: sort from the start
+        if (piece_root(&u, k, s1, s2, q) && u <= (double)xmin && u >= (double)lo) return u;
         // Newton step from lo (f convex decreasing, so the step stays at or below tau*)
-        double f = q == 1 ? s1 - k * lo - 1.0 : s2 - 2.0 * lo * s1 + k * lo * lo - 1.0;
-        double fp = q == 1 ? (double)k : 2.0 * (s1 - k * lo);
-        double nlo = lo + f / fp;
+        double l = lo;
+        double f = q == 1 ? s1 - k * l - 1.0 : s2 - 2.0 * l * s1 + k * l * l - 1.0;
+        double fp = q == 1 ? (double)k : 2.0 * (s1 - k * l);
+        float nlo = float_below(l + f / fp);
         if (!(nlo > lo)) break;
         lo = nlo;
     }
     // fallback: sort the candidates x > lo (a superset of the support) and scan (Peters et al.)
     int m = 0;
     for (int j = 0; j < n; j++)
-        if ((double)x[j] > lo) scratch[m++] = x[j];
-    if (m == 0) { // only when lo overshot by rounding: take the whole row
-        lo = -INFINITY;
+        if (x[j] > lo) scratch[m++] = x[j];
+    if (m == 0) // only when lo overshot by rounding: take the whole row
         for (int j = 0; j < n; j++) scratch[m++] = x[j];
-    }
     qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
     double s1 = 0, s2 = 0, tau = (double)scratch[0] - 1.0;
     for (int k = 1; k <= m; k++) {
@@ -138,7 +171,7 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
 // result is smooth in s to float precision; writes p (normalised).
 static void entmax_general(float* a, const float* s, int n, float alpha) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
     const double am1 = (double)alpha - 1.0, b = 1.0 / am1;
     double tau = -1.0;
     for (int it = 0; it < 100; it++) {
@@ -176,17 +209,21 @@ static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx
         return;
     }
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
     const float c = q == 2 ? 0.5f : 1.0f;
     for (int j = 0; j < n; j++) a[j] = c * (s[j] - m); // x, in place
-    float tau = (float)entmax_threshold(a, n, q, ctx->scratch);
+    // x - tau in double: rounding tau to float would shift all |S| weights the same way
+    const double tau = entmax_threshold(a, n, q, ctx->scratch);
     if (q == 2) {
         for (int j = 0; j < n; j++) {
-            float y = fmaxf(a[j] - tau, 0.0f);
-            a[j] = y * y;
+            double y = (double)a[j] - tau;
+            a[j] = y > 0.0 ? (float)(y * y) : 0.0f;
         }
     } else {
-        for (int j = 0; j < n; j++) a[j] = fmaxf(a[j] - tau, 0.0f);
+        for (int j = 0; j < n; j++) {
+            double y = (double)a[j] - tau;
+            a[j] = y > 0.0 ? (float)y : 0.0f;
+        }
     }
 }
 
@@ -204,6 +241,7 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
     } else {
         for (int j = 0; j < n; j++) g[j] = a[j] > 0.0f ? powf(a[j], 2.0f - alpha) : 0.0f;
     }
+#pragma omp simd reduction(+ : sg, sgd)
     for (int j = 0; j < n; j++) {
         sg += g[j];
         sgd += g[j] * da[j];
@@ -213,7 +251,7 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
     if (learned && ctx->dp) {
         // h_j / b = g_j z_j - p_j ln p_j on the support, z = s - max s
         float m = -INFINITY;
-        for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+        for (int j = 0; j < n; j++) m = max_f(m, s[j]);
         double sh = 0, shd = 0;
         for (int j = 0; j < n; j++) {
             if (a[j] <= 0.0f) continue;

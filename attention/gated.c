@@ -24,7 +24,8 @@
 //   dG_i = <dO_i, obar_i>;  dz_i = dG_i G_i (1 - G_i)
 //   dw_h += sum_i dz_i x_i^h;  db_h += sum_i dz_i;  dx_i^h += dz_i w_h
 // Parameter gradients are summed over (b, t) in index order, one head per thread.
-// Cache: obar (B,T,C), dobar (B,T,C), G (B,T,NH), dz (B,T,NH), ALiBi slopes (NH).
+// Position encodings (rope, alibi) apply to the inner scores as in the default pipeline.
+// Cache: obar (B,T,C), dobar (B,T,C), G (B,T,NH), dz (B,T,NH).
 #include <math.h>
 #include <string.h>
 
@@ -51,11 +52,11 @@ static int gated_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPara
 static size_t gated_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const size_t BT = (size_t)d->B * d->T;
-    return 2 * BT * d->C + 2 * BT * d->NH + (size_t)d->NH;
+    return 2 * BT * d->C + 2 * BT * d->NH;
 }
 
 typedef struct {
-    float *obar, *dobar, *G, *dz, *slopes;
+    float *obar, *dobar, *G, *dz;
 } GatedCache;
 
 static GatedCache gated_cache(const AttnLayer* L) {
@@ -65,40 +66,14 @@ static GatedCache gated_cache(const AttnLayer* L) {
     k.dobar = k.obar + BT * C;
     k.G = k.dobar + BT * C;
     k.dz = k.G + BT * NH;
-    k.slopes = k.dz + BT * NH;
     return k;
 }
 
-// The inner core: scores from qkv, row map L->row, A·V into `out`.
-static AttnCore gated_core(const AttnLayer* L, float* out, float* slopes) {
-    const size_t C = (size_t)L->d.C;
-    const float* slp = NULL;
-    if (L->pos_encoding == ATTN_POS_ALIBI) { // the driver's slopes 2^(-8(h+1)/NH)
-        for (int h = 0; h < L->d.NH; h++)
-            slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)L->d.NH);
-        slp = slopes;
-    }
-    AttnCore c = {.q = L->qkv,
-                  .k = L->qkv + C,
-                  .v = L->qkv + 2 * C,
-                  .ldq = 3 * C,
-                  .ldk = 3 * C,
-                  .ldv = 3 * C,
-                  .out = out,
-                  .ldo = C,
-                  .att = L->att,
-                  .scale = 1.0f / sqrtf((float)L->d.hs),
-                  .score_bias_slopes = slp,
-                  .row = L->row,
-                  .hp = L->row_hp,
-                  .rowp = L->rowp,
-                  .rowp_stride = L->rowp_stride,
-                  .step = L->step,
-                  .seed = L->seed,
-                  .dq = L->dqkv,
-                  .dk = L->dqkv ? L->dqkv + C : NULL,
-                  .dv = L->dqkv ? L->dqkv + 2 * C : NULL,
-                  .drowp = L->drowp};
+// The inner core (row map L->row) with A·V into obar; position encoding applied by the caller.
+static AttnCore gated_core(const AttnLayer* L, const GatedCache* k) {
+    AttnCore c = attn_layer_core(L);
+    c.out = k->obar;
+    c.dout = k->dobar;
     return c;
 }
 
@@ -107,11 +82,12 @@ static void gated_forward(AttnLayer* L) {
     const size_t C = (size_t)L->d.C;
     const long BT = (long)L->d.B * L->d.T;
     GatedCache k = gated_cache(L);
-    AttnCore c = gated_core(L, k.obar, k.slopes);
+    AttnCore c = gated_core(L, &k);
+    attn_pos_forward(&c, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);
     const float* w = L->tp[T_W];
     const float* bias = L->tp[T_B];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
             const float* xh = L->x + (size_t)r * C + (size_t)h * hs;
@@ -134,7 +110,7 @@ static void gated_backward(AttnLayer* L) {
     GatedCache k = gated_cache(L);
     const float* w = L->tp[T_W];
     // per (row, head): dobar = G dO, dz = <dO, obar> G (1 - G), dx += dz w
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
             const size_t off = (size_t)r * C + (size_t)h * hs;
@@ -155,7 +131,7 @@ static void gated_backward(AttnLayer* L) {
         }
     }
     // gate parameters: one head per thread, rows in index order
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int h = 0; h < NH; h++) {
         float* dw = L->dtp[T_W] + (size_t)h * hs;
         float db = 0.0f;
@@ -167,9 +143,11 @@ static void gated_backward(AttnLayer* L) {
         }
         L->dtp[T_B][h] += db;
     }
-    AttnCore c = gated_core(L, k.obar, k.slopes);
-    c.dout = k.dobar;
+    AttnCore c = gated_core(L, &k);
+    AttnPosSave save;
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_backward(&c, &L->d, L->ws);
+    attn_pos_backward_end(&c, &save, L);
 }
 
 const AttnVariant attn_gated = {

@@ -1,5 +1,6 @@
 // attention/hccs.c: HCCS, head-calibrated clipped-linear softmax: a bounded, monotone,
-// exponential-free surrogate of softmax on the max-centred scores, with a per-head offset and slope.
+// exponential-free surrogate of softmax on the max-centred scores, with a per-head offset and
+// slope.
 //
 //   e_j = clip(alpha_h + beta_h (s_j - max s), 0, 1),   a = e / sum e
 //
@@ -29,13 +30,24 @@
 
 #include "attention/attention.h"
 
+// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
+// finite), so loops stay inline and vectorise
+static inline float max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
+static inline float min_f(float x, float y) {
+    return x < y ? x : y;
+}
+
 enum { HP_ALPHA0, HP_BETA0, HP_LEARN, N_HP };
 
 static const AttnHParamSpec HCCS_HP[N_HP] = {
     [HP_ALPHA0] = {"alpha_init", 1.0f, 0.0f, 1.0f, NULL, "initial offset alpha_h at the row max"},
     [HP_BETA0] = {"beta_init", 1.0f, 1e-3f, 100.0f, NULL,
                   "initial slope beta_h (the ramp reaches 0 at s = max - alpha/beta)"},
-    [HP_LEARN] = {"learn", 1, 0, 0, "off|on", "learn alpha_h and beta_h (off: fixed at init)"},
+    [HP_LEARN] = {"learn", 1, 0, 0, "off|on",
+                  "learn alpha_h, beta_h (off: the map uses alpha_init, beta_init)"},
 };
 
 static const char* const HCCS_PARAMS[] = {"alpha", "log_beta"};
@@ -46,7 +58,7 @@ static void hccs_init_params(float* p, const AttnHParams* hp) {
 }
 
 static float clip01(float x) {
-    return fminf(fmaxf(x, 0.0f), 1.0f);
+    return min_f(max_f(x, 0.0f), 1.0f);
 }
 
 // e into a, returns Z; *jstar = first argmax, *m = max

@@ -25,6 +25,12 @@
 
 #include "attention/attention.h"
 
+// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
+// finite), so loops stay inline and vectorise
+static inline float max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
 enum { HP_T0, HP_R0, N_HP };
 
 static const AttnHParamSpec MULTIMAX_HP[N_HP] = {
@@ -44,15 +50,14 @@ static void multimax_init_params(float* p, const AttnHParams* hp) {
 static void multimax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float* t = ctx->p;
     const float* r = ctx->p + 4;
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < n; j++) { // z, branch-free so it vectorises
         float x = s[j];
-        float l0 = fmaxf(r[0] - x, 0.0f), h1 = fmaxf(x - r[1], 0.0f);
-        float l2 = fmaxf(r[2] - x, 0.0f), h3 = fmaxf(x - r[3], 0.0f);
-        float z = x + t[0] * l0 + t[1] * h1 + t[2] * l2 * l2 + t[3] * h3 * h3;
-        a[j] = z;
-        m = fmaxf(m, z);
+        float l0 = max_f(r[0] - x, 0.0f), h1 = max_f(x - r[1], 0.0f);
+        float l2 = max_f(r[2] - x, 0.0f), h3 = max_f(x - r[3], 0.0f);
+        a[j] = x + t[0] * l0 + t[1] * h1 + t[2] * l2 * l2 + t[3] * h3 * h3;
     }
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = max_f(m, a[j]);
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = expf(a[j] - m);
@@ -67,30 +72,37 @@ static void multimax_backward_row(float* ds, const float* da, const float* s, co
     const float* t = ctx->p;
     const float* r = ctx->p + 4;
     float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
     for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    float g[8] = {0};
+    // `omp simd reduction` lets the eight parameter sums vectorise; their order is fixed by the
+    // compiled code, so results do not depend on the thread count
+    float g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0;
+#pragma omp simd reduction(+ : g0, g1, g2, g3, g4, g5, g6, g7)
     for (int j = 0; j < n; j++) {
         float x = s[j], dz = a[j] * (da[j] - dot);
-        float l0 = fmaxf(r[0] - x, 0.0f), h1 = fmaxf(x - r[1], 0.0f);
-        float l2 = fmaxf(r[2] - x, 0.0f), h3 = fmaxf(x - r[3], 0.0f);
+        float l0 = max_f(r[0] - x, 0.0f), h1 = max_f(x - r[1], 0.0f);
+        float l2 = max_f(r[2] - x, 0.0f), h3 = max_f(x - r[3], 0.0f);
         float i0 = x < r[0] ? 1.0f : 0.0f, i1 = x > r[1] ? 1.0f : 0.0f;
         ds[j] += dz * (1.0f - t[0] * i0 + t[1] * i1 - 2.0f * t[2] * l2 + 2.0f * t[3] * h3);
-        g[0] += dz * l0;
-        g[1] += dz * h1;
-        g[2] += dz * l2 * l2;
-        g[3] += dz * h3 * h3;
-        g[4] += dz * i0;
-        g[5] += dz * i1;
-        g[6] += dz * l2;
-        g[7] += dz * h3;
+        g0 += dz * l0;
+        g1 += dz * h1;
+        g2 += dz * l2 * l2;
+        g3 += dz * h3 * h3;
+        g4 += dz * i0;
+        g5 += dz * i1;
+        g6 += dz * l2;
+        g7 += dz * h3;
     }
     if (!ctx->dp) return;
     float* dp = ctx->dp;
-    for (int k = 0; k < 4; k++) dp[k] += g[k];
-    dp[4] += t[0] * g[4];
-    dp[5] -= t[1] * g[5];
-    dp[6] += 2.0f * t[2] * g[6];
-    dp[7] -= 2.0f * t[3] * g[7];
+    dp[0] += g0;
+    dp[1] += g1;
+    dp[2] += g2;
+    dp[3] += g3;
+    dp[4] += t[0] * g4;
+    dp[5] -= t[1] * g5;
+    dp[6] += 2.0f * t[2] * g6;
+    dp[7] -= 2.0f * t[3] * g7;
 }
 
 const AttnVariant attn_multimax = {

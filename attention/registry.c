@@ -7,6 +7,10 @@
 
 extern const AttnVariant attn_softmax;
 extern const AttnVariant attn_gated;
+extern const AttnVariant attn_affine;
+extern const AttnVariant attn_asentmax;
+extern const AttnVariant attn_ssa;
+extern const AttnVariant attn_rela;
 extern const AttnVariant attn_cog;
 extern const AttnVariant attn_entmax;
 extern const AttnVariant attn_sparsemax;
@@ -32,10 +36,18 @@ extern const AttnVariant attn_clipped;
 extern const AttnVariant attn_relu;
 extern const AttnVariant attn_polynomial;
 extern const AttnVariant attn_sa_softmax;
+extern const AttnVariant attn_boosted;
+extern const AttnVariant attn_twicing;
+extern const AttnVariant attn_window;
+extern const AttnVariant attn_linear;
 
 static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_softmax,
     &attn_gated,
+    &attn_affine,
+    &attn_asentmax,
+    &attn_ssa,
+    &attn_rela,
     &attn_cog,
     &attn_entmax,
     &attn_sparsemax,
@@ -61,6 +73,10 @@ static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_relu,
     &attn_polynomial,
     &attn_sa_softmax,
+    &attn_boosted,
+    &attn_twicing,
+    &attn_window,
+    &attn_linear,
 };
 
 #define N_VARIANTS ((int)(sizeof(ATTN_VARIANTS) / sizeof(ATTN_VARIANTS[0])))

@@ -23,6 +23,12 @@
 
 #include "attention/attention.h"
 
+// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
+// finite), so loops stay inline and vectorise
+static inline float max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
 static size_t sparsemax_scratch(int T) {
     return (size_t)T;
 }
@@ -32,31 +38,50 @@ static int cmp_desc(const void* pa, const void* pb) {
     return (a < b) - (a > b);
 }
 
-// tau with sum_j (z_j - tau)_+ = 1, for a row whose maximum is 0
+// k = #{z > lo} and *sum = their sum. `omp simd reduction` lets the sums vectorise; the order
+// is fixed by the compiled code, so results do not depend on the thread count.
+static int sparsemax_pass(const float* z, int n, float lo, double* sum) {
+    const double lod = lo;
+    double k = 0, s1 = 0;
+#pragma omp simd reduction(+ : k, s1)
+    for (int j = 0; j < n; j++) {
+        double v = z[j];
+        double in = v > lod ? 1.0 : 0.0;
+        k += in;
+        s1 += in * v;
+    }
+    *sum = s1;
+    return (int)k;
+}
+
+// largest float <= x
+static float float_below(double x) {
+    float f = (float)x;
+    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+}
+
+// tau with sum_j (z_j - tau)_+ = 1, for a row whose maximum is 0. lo is kept as a float (rounded
+// down, so it stays <= tau*): then {z > lo} = {z > u} for the u that lo was rounded from.
 static double sparsemax_threshold(const float* z, int n, float* scratch) {
-    double lo = -1.0;
+    float lo = -1.0f;
+    double u = -1.0;
     int kprev = -1;
     for (int it = 0; it < 64; it++) {
-        int k = 0;
-        double s1 = 0;
-        for (int j = 0; j < n; j++) {
-            if ((double)z[j] > lo) {
-                k++;
-                s1 += z[j];
-            }
-        }
+        double s1;
+        int k = sparsemax_pass(z, n, lo, &s1);
         if (k == 0) break;
-        // S = {z > lo} is the set lo was computed from: every member is > lo, every other
-        // element <= lo, so lo is exact
-        if (k == kprev) return lo;
+        // S = {z > lo} is the set u was computed from: every member is > u, every other element
+        // <= u, so u is exact
+        if (k == kprev) return u;
         kprev = k;
-        double u = (s1 - 1.0) / k;
-        if (!(u >= lo)) break; // only through rounding
-        lo = u;
+        u = (s1 - 1.0) / k;
+        float nlo = float_below(u);
+        if (!(nlo >= lo)) break; // only through rounding
+        lo = nlo;
     }
     int m = 0;
     for (int j = 0; j < n; j++)
-        if ((double)z[j] > lo) scratch[m++] = z[j];
+        if (z[j] > lo) scratch[m++] = z[j];
     if (m == 0)
         for (int j = 0; j < n; j++) scratch[m++] = z[j];
     qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
@@ -71,10 +96,14 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
 
 static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
     for (int j = 0; j < n; j++) a[j] = s[j] - m;
-    float tau = (float)sparsemax_threshold(a, n, ctx->scratch);
-    for (int j = 0; j < n; j++) a[j] = fmaxf(a[j] - tau, 0.0f);
+    // z - tau in double: rounding tau to float would shift all |S| weights the same way
+    const double tau = sparsemax_threshold(a, n, ctx->scratch);
+    for (int j = 0; j < n; j++) {
+        double y = (double)a[j] - tau;
+        a[j] = y > 0.0 ? (float)y : 0.0f;
+    }
 }
 
 static void sparsemax_backward_row(float* ds, const float* da, const float* s, const float* a,

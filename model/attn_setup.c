@@ -18,10 +18,11 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
     if (strcmp(c->pos_encoding, "learned") == 0) g->pos_encoding = ATTN_POS_LEARNED;
+    else if (strcmp(c->pos_encoding, "rope") == 0) g->pos_encoding = ATTN_POS_ROPE;
     else if (strcmp(c->pos_encoding, "alibi") == 0) g->pos_encoding = ATTN_POS_ALIBI;
     else if (strcmp(c->pos_encoding, "none") == 0) g->pos_encoding = ATTN_POS_NONE;
     else {
-        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use learned, alibi or none)",
+        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi or none)",
                  c->pos_encoding);
         return -1;
     }

@@ -23,7 +23,7 @@
 typedef double (*ScalarFn)(void* ctx);
 
 typedef struct {
-    double max_err;  // max over checked coordinates of |num-ana| / (|num| + |ana| + atol)
+    double max_err;  // max over coordinates of |num-ana| / (1e-2 (|num| + |ana|) + atol): pass <= 1
     size_t worst;    // coordinate of max_err
     double num, ana; // values there
     size_t checked;
@@ -32,7 +32,8 @@ typedef struct {
 // Compare analytic gradient g[0..n) of f with respect to x[0..n) against a 4-point central
 // difference (f(x-2h) - 8f(x-h) + 8f(x+h) - f(x+2h)) / 12h. x is restored afterwards.
 // At most max_checks coordinates are checked (evenly strided) when max_checks < n.
-// atol guards near-zero gradients: pass e.g. 1e-3 * max|g|.
+// atol is the absolute allowance on top of 1% relative error (float rounding noise of the
+// loss divided by h, and near-zero gradients): e.g. 1e-4 * max|g|.
 GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h,
                     double atol, size_t max_checks);
 

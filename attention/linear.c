@@ -1,0 +1,284 @@
+// attention/linear.c: causal linear attention in its quadratic (masked) form, with a choice of
+// feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, and a learnable
+// Hedgehog-style map.
+//
+// Sources (VARIANTS.md B6): Katharopoulos et al. 2020 "Transformers are RNNs" (elu+1);
+// Qin et al. 2022 "cosFormer: Rethinking Softmax in Attention" (ReLU features, reweighting
+// cos(pi (i - j) / 2M)); Zhang et al. 2024 "The Hedgehog & the Porcupine" (learnable
+// softmax feature map [softmax(Wx); softmax(-Wx)]).
+//
+// Per (batch, head), position t, keys j <= t (q, k after the position encoding):
+//   K_tj = phi(q_t) . phi(k_j) * w_tj ,   Z_t = sum_{j<=t} K_tj + eps ,   A_tj = K_tj / Z_t
+//   o_t  = sum_{j<=t} A_tj v_j
+// with the positive weight w_tj = 1, times cos(pi (t - j) / (2M)) for cosformer (M =
+// attn.cos_len, or the sequence length of the call when 0, so t - j < M keeps it positive),
+// times exp(-slope_h (t - j)) under pos_encoding = alibi (the ALiBi bias exp'd, as softmax
+// would see it). No score scale 1/sqrt(hs) (as in the papers). This is the exact causal
+// form of the prefix-sum recurrence S_t = sum_{j<=t} phi(k_j) v_j^T; it costs O(T^2) like
+// softmax attention but matches it in memory layout (att holds A for diagnostics).
+//
+// Feature maps (attn.feature, default elu1), applied per head to q_t and k_j alike:
+//   elu1       phi(x) = elu(x) + 1 (x + 1 for x > 0, exp(x) else)               (dim hs)
+//   relu       phi(x) = max(x, 0)                                               (dim hs)
+//   cosformer  phi(x) = max(x, 0) with the cos reweighting above                (dim hs)
+//   hedgehog   u = (I + W_h) x, phi(x) = [softmax(u); softmax(-u)]              (dim 2 hs)
+//              tensor "phi_w" (NH, hs, hs) per layer, weight decay, init 0 (so the map starts
+//              at W = I, the identity-initialised Hedgehog map); decay pulls it back to I.
+// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog; attn.eps = 1e-6 (the
+// denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0.
+// The inner row map (attn.inner) is not used: linear attention replaces it.
+//
+// Backward, given dO (per (b,h)):
+//   dA = dO V^T ;  dV += A^T dO
+//   dK_tj = (dA_tj - sum_l A_tl dA_tl) / Z_t    (quotient rule through Z_t)
+//   dKraw = dK * w   (j <= t only) ;  dPhi_q = dKraw Phi_k ;  dPhi_k = dKraw^T Phi_q
+//   features: elu1 dx = dphi * (x > 0 ? 1 : phi); relu dx = dphi * [x > 0];
+//   hedgehog (f+, f- the two softmaxes): du = f+ (df+ - <f+, df+>) - f- (df- - <f-, df->),
+//            dx = du + W_h^T du,  dW_h += du x^T
+// The W_h gradient is accumulated per (b, h) and reduced over b in index order (thread-count
+// independent). Products through sgemm on per-thread scratch.
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "attention/attention.h"
+
+enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG };
+
+static const AttnHParamSpec linear_hparams[] = {
+    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog",
+     "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map"},
+    {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
+    {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
+};
+
+static int lin_kind(const AttnHParams* hp) {
+    return (int)hp->v[0];
+}
+
+static int lin_fdim(const AttnHParams* hp, int hs) {
+    return lin_kind(hp) == F_HEDGEHOG ? 2 * hs : hs;
+}
+
+static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    if (lin_kind(hp) != F_HEDGEHOG) return 0;
+    out[0] = (AttnTensorSpec){.name = "phi_w", .ndim = 3, .shape = {d->NH, d->hs, d->hs},
+                              .decay = 1, .init = ATTN_INIT_ZERO};
+    return 1;
+}
+
+static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
+    size_t n = (size_t)d->B * d->NH * d->T; // Z
+    if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs; // dW slots
+    return n;
+}
+
+static void softmax_vec(float* y, const float* u, float sign, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = fmaxf(m, sign * u[i]);
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) {
+        y[i] = expf(sign * u[i] - m);
+        s += y[i];
+    }
+    for (int i = 0; i < n; i++) y[i] /= s;
+}
+
+// phi of one vector x (hs) into y (F); W = this head's phi_w (hedgehog) or NULL; u: hs scratch
+static void feat_forward(float* y, const float* x, int hs, int kind, const float* W, float* u) {
+    switch (kind) {
+    case F_ELU1:
+        for (int i = 0; i < hs; i++) y[i] = x[i] > 0.0f ? x[i] + 1.0f : expf(x[i]);
+        break;
+    case F_HEDGEHOG:
+        for (int i = 0; i < hs; i++) {
+            float s = x[i];
+            for (int j = 0; j < hs; j++) s += W[(size_t)i * hs + j] * x[j];
+            u[i] = s;
+        }
+        softmax_vec(y, u, 1.0f, hs);
+        softmax_vec(y + hs, u, -1.0f, hs);
+        break;
+    default: // relu, cosformer
+        for (int i = 0; i < hs; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    }
+}
+
+// dx += J^T dy; dW += (hedgehog) ; du: hs scratch
+static void feat_backward(float* dx, float* dW, const float* dy, const float* y, const float* x,
+                          int hs, int kind, const float* W, float* du) {
+    switch (kind) {
+    case F_ELU1:
+        for (int i = 0; i < hs; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
+        break;
+    case F_HEDGEHOG: {
+        const float* fp = y;
+        const float* fm = y + hs;
+        float dp = 0.0f, dm = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            dp += fp[i] * dy[i];
+            dm += fm[i] * dy[hs + i];
+        }
+        for (int i = 0; i < hs; i++) du[i] = fp[i] * (dy[i] - dp) - fm[i] * (dy[hs + i] - dm);
+        for (int j = 0; j < hs; j++) {
+            float s = du[j];
+            for (int i = 0; i < hs; i++) s += W[(size_t)i * hs + j] * du[i];
+            dx[j] += s;
+        }
+        for (int i = 0; i < hs; i++)
+            for (int j = 0; j < hs; j++) dW[(size_t)i * hs + j] += du[i] * x[j];
+        break;
+    }
+    default:
+        for (int i = 0; i < hs; i++) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+        break;
+    }
+}
+
+// positive weight w_tj of this head
+static float lin_weight(int t, int j, const AttnHParams* hp, int T, float slope) {
+    float w = 1.0f;
+    if (lin_kind(hp) == F_COSFORMER) {
+        float M = hp->v[2] > 0.0f ? hp->v[2] : (float)T;
+        w = cosf(3.14159265358979f * (float)(t - j) / (2.0f * M));
+    }
+    if (slope != 0.0f) w *= expf(-slope * (float)(t - j));
+    return w;
+}
+
+// features of the T rows of one (b,h) head view x (row stride ld) into Phi (T, F)
+static void feat_rows(float* Phi, const float* x, size_t ld, int T, int hs, int F, int kind,
+                      const float* W, float* u) {
+    for (int t = 0; t < T; t++) feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
+}
+
+static void linear_forward(AttnLayer* L) {
+    const AttnDims* d = &L->d;
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
+    const AttnHParams* hp = L->hp;
+    const int kind = lin_kind(hp), F = lin_fdim(hp, hs);
+    const float eps = hp->v[1];
+    AttnCore c = attn_layer_core(L);
+    attn_pos_forward(&c, L, L->qk_pos);
+    float* Zs = L->cache;
+    attn_workspace_reserve(L->ws, 2 * (size_t)T * F + (size_t)hs);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float* Pq = attn_thread_scratch(L->ws);
+            float* Pk = Pq + (size_t)T * F;
+            float* u = Pk + (size_t)T * F;
+            const size_t bt = (size_t)b * T;
+            const float* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
+            feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F, kind, W, u);
+            feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F, kind, W, u);
+            float* A = L->att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f,
+                        A, T);
+            const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
+            float* Z = Zs + ((size_t)b * NH + h) * T;
+            for (int t = 0; t < T; t++) {
+                float* row = A + (size_t)t * T;
+                float z = eps;
+                for (int j = 0; j <= t; j++) {
+                    row[j] *= lin_weight(t, j, hp, T, slope);
+                    z += row[j];
+                }
+                Z[t] = z;
+                const float inv = 1.0f / z;
+                for (int j = 0; j <= t; j++) row[j] *= inv;
+                memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, A, T,
+                        c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv, 0.0f,
+                        L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+        }
+    }
+}
+
+static void linear_backward(AttnLayer* L) {
+    const AttnDims* d = &L->d;
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
+    const AttnHParams* hp = L->hp;
+    const int kind = lin_kind(hp), F = lin_fdim(hp, hs);
+    AttnCore c = attn_layer_core(L);
+    AttnPosSave save;
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
+    const float* Zs = L->cache;
+    float* dWslots = L->cache + (size_t)B * NH * T;
+    if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(float) * (size_t)B * NH * hs * hs);
+    attn_workspace_reserve(L->ws, (size_t)T * T + 4 * (size_t)T * F + (size_t)hs);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            float* dA = attn_thread_scratch(L->ws);
+            float* Pq = dA + (size_t)T * T;
+            float* Pk = Pq + (size_t)T * F;
+            float* dPq = Pk + (size_t)T * F;
+            float* dPk = dPq + (size_t)T * F;
+            float* u = dPk + (size_t)T * F;
+            const size_t bt = (size_t)b * T;
+            const float* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
+            float* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
+            const float* q = c.q + bt * c.ldq + (size_t)h * hs;
+            const float* k = c.k + bt * c.ldk + (size_t)h * hs;
+            const float* v = c.v + bt * c.ldv + (size_t)h * hs;
+            const float* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
+            const float* A = L->att + ((size_t)b * NH + h) * T * T;
+            const float* Z = Zs + ((size_t)b * NH + h) * T;
+            feat_rows(Pq, q, c.ldq, T, hs, F, kind, W, u);
+            feat_rows(Pk, k, c.ldk, T, hs, F, kind, W, u);
+            // dA = dO V^T, dV += A^T dO
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dO, d->C, v,
+                        (int)c.ldv, 0.0f, dA, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, dO, d->C,
+                        1.0f, c.dv + bt * c.ldv + (size_t)h * hs, (int)c.ldv);
+            const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
+            for (int t = 0; t < T; t++) {
+                float* row = dA + (size_t)t * T;
+                const float* a = A + (size_t)t * T;
+                float dot = 0.0f;
+                for (int j = 0; j <= t; j++) dot += a[j] * row[j];
+                const float inv = 1.0f / Z[t];
+                for (int j = 0; j <= t; j++)
+                    row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
+                memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, F, T, 1.0f, dA, T, Pk, F,
+                        0.0f, dPq, F);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, F, T, 1.0f, dA, T, Pq, F, 0.0f,
+                        dPk, F);
+            float* dq = c.dq + bt * c.ldq + (size_t)h * hs;
+            float* dk = c.dk + bt * c.ldk + (size_t)h * hs;
+            for (int t = 0; t < T; t++) {
+                feat_backward(dq + (size_t)t * c.ldq, dW, dPq + (size_t)t * F, Pq + (size_t)t * F,
+                              q + (size_t)t * c.ldq, hs, kind, W, u);
+                feat_backward(dk + (size_t)t * c.ldk, dW, dPk + (size_t)t * F, Pk + (size_t)t * F,
+                              k + (size_t)t * c.ldk, hs, kind, W, u);
+            }
+        }
+    }
+    attn_pos_backward_end(&c, &save, L);
+    if (kind == F_HEDGEHOG && L->dtp[0]) {
+        const size_t n = (size_t)hs * hs;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (size_t i = 0; i < n; i++)
+                    L->dtp[0][(size_t)h * n + i] += dWslots[((size_t)b * NH + h) * n + i];
+    }
+}
+
+const AttnVariant attn_linear = {
+    .name = "linear",
+    .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
+    .source = "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog (B6)",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = linear_hparams,
+    .n_hparams = 3,
+    .layer_tensors = linear_tensors,
+    .layer_cache_floats = linear_cache_floats,
+    .layer_forward = linear_forward,
+    .layer_backward = linear_backward,
+};

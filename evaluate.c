@@ -1,0 +1,368 @@
+// evaluate.c: long-context evaluation of an attnlab checkpoint.
+//
+//   ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4] [--batches N] [--batch-size B]
+//              [--threads N]
+//     Validation loss at multiples of the training length (seq_len from the checkpoint's saved
+//     config): one line per length with the mean loss over all positions, over the positions
+//     inside the training length (t < seq_len) and beyond it (t >= seq_len).
+//   ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S] [--threads N]
+//     Passkey retrieval: accuracy of recalling a one-token key placed at the start, middle or
+//     end of a long filler context.
+//
+// Lengths above block_size are refused: the model's position tables are sized by block_size
+// (with learned positions there are only block_size rows, and rows beyond the training length
+// are never trained). To evaluate longer contexts, train with pos_encoding = rope, alibi or
+// none and block_size >= the longest length.
+//
+// Passkey design. With the checkpoint's tokenizer (tokenizer / tokenizer_dir in its config):
+//   filler  "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back
+//            again. " repeated
+//   needle  "The pass key is D. Remember it. D is the pass key. "   (D a random digit 0-9)
+//   query   "What is the pass key? The pass key is"
+// The needle is inserted at a sentence boundary of the filler, at a depth drawn uniformly in the
+// bucket (start [0, 1/3), middle [1/3, 2/3), end [2/3, 1) of the filler), the whole sequence is
+// `--length` tokens (default: the training length), and the prediction is the argmax of the
+// next-token logits after the query, over the whole vocabulary; it is correct when it is the
+// token of " D" (the digit with its leading space, one token in GPT-2 BPE) or "D" for the byte
+// tokenizer. Without a tokenizer, token ids stand in: filler ids drawn uniformly from
+// [20, vocab_size), needle = [1 2 3 K 4] with K in 10..19, query = [1 2 3]. Chance is about
+// 1/10 for a model that has learned to answer with a digit. Reported per bucket: accuracy and the
+// mean log-probability of the key token. Deterministic given --seed.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+#include "common/config.h"
+#include "common/rng.h"
+#include "common/util.h"
+#include "data/dataloader.h"
+#include "data/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/gpt2.h"
+
+static void usage(FILE* f) {
+    fprintf(f,
+            "usage: ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4] [--batches N]\n"
+            "                  [--batch-size B] [--threads N]\n"
+            "       ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S]\n"
+            "                  [--threads N]\n\n"
+            "Loss at multiples of the training length (seq_len of the checkpoint), and a passkey\n"
+            "retrieval probe (accuracy by needle position: start, middle, end). Lengths must be\n"
+            "<= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
+}
+
+// Build the model saved in `path` (its config, attention and parameters).
+static void load_model(GPT2* m, Config* cfg, const char* path) {
+    GPT2Config gc;
+    char attention[CONFIG_STR], err[2048];
+    char* text = NULL;
+    long step;
+    if (ckpt_read_info(path, &gc, attention, sizeof(attention), &text, &step, err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    char tmpl[] = "/tmp/attnlab_eval_XXXXXX";
+    int fd = mkstemp(tmpl);
+    if (fd < 0) die(1, "cannot create a temporary file for the saved config");
+    FILE* f = fdopen(fd, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(1, "cannot write %s", tmpl);
+    free(text);
+    config_defaults(cfg);
+    int rc = config_load(cfg, tmpl, err, sizeof(err));
+    unlink(tmpl);
+    if (rc) die(EXIT_USAGE, "%s: saved config: %s", path, err);
+    if (gpt2_setup_attention(m, cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    if (gpt2_config_from(&gc, cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    gpt2_build(m, &gc);
+    char note[256];
+    if (ckpt_load_model(m, path, 1, &step, note, sizeof(note), err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    m->seed = (uint64_t)cfg->seed;
+    m->step = -1;
+}
+
+static int parse_int(const char* s, const char* what, int lo, int hi) {
+    char* end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
+        die(EXIT_USAGE, "%s: '%s' is not an integer in [%d, %d]", what, s, lo, hi);
+    return (int)v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// loss at several lengths
+
+static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char* lengths,
+                         int batches, int B, int nthreads) {
+    const int T0 = cfg->seq_len, maxT = m->cfg.block_size;
+    int fac[16], nf = 0;
+    char buf[256];
+    util_strlcpy(buf, lengths, sizeof(buf));
+    char* save = NULL;
+    for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (nf == 16) die(EXIT_USAGE, "--lengths: at most 16 factors");
+        fac[nf++] = parse_int(tok, "--lengths", 1, 1024);
+    }
+    if (nf == 0) die(EXIT_USAGE, "--lengths: give factors such as 1,2,4");
+    int Tmax = 0;
+    for (int i = 0; i < nf; i++)
+        if (fac[i] * T0 <= maxT && fac[i] * T0 > Tmax) Tmax = fac[i] * T0;
+    const char* pe = cfg->pos_encoding;
+    printf("# checkpoint: attention=%s pos_encoding=%s seq_len=%d block_size=%d; %d batches of "
+           "%d sequences per length\n", cfg->attention, pe, T0, maxT, batches, B);
+    printf("%-8s %-7s %-10s %-12s %-12s %s\n", "length", "factor", "val_loss", "loss_t<train",
+           "loss_t>=train", "tokens");
+    if (Tmax > 0) gpt2_alloc_acts(m, B, Tmax, nthreads);
+    int* in = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
+    int* tg = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
+    for (int i = 0; i < nf; i++) {
+        const int T = fac[i] * T0;
+        char fs[16];
+        snprintf(fs, sizeof(fs), "%dx", fac[i]);
+        if (T > maxT) {
+            printf("%-8d %-7s not evaluated: longer than block_size = %d%s\n", T, fs, maxT,
+                   strcmp(pe, "learned") == 0
+                       ? " (learned positions have block_size rows; retrain with pos_encoding = "
+                         "rope, alibi or none and a larger block_size)"
+                       : " (retrain with a larger block_size)");
+            continue;
+        }
+        DataLoader dl;
+        char err[2048];
+        if (dataloader_init(&dl, glob, B, T, 0, 0, err, sizeof(err))) {
+            printf("%-8d %-7s not evaluated: %s\n", T, fs, err);
+            continue;
+        }
+        double all = 0, in_train = 0, beyond = 0;
+        size_t n_in = 0, n_out = 0;
+        for (int k = 0; k < batches; k++) {
+            dataloader_next(&dl, in, tg);
+            for (size_t j = 0; j < (size_t)B * T; j++)
+                if (in[j] < 0 || in[j] >= m->cfg.vocab_size || tg[j] < 0 ||
+                    tg[j] >= m->cfg.vocab_size)
+                    die(EXIT_USAGE, "%s: token id >= vocab_size %d (wrong data for this model?)",
+                        glob, m->cfg.vocab_size);
+            gpt2_forward(m, in, tg, B, T);
+            for (int b = 0; b < B; b++) {
+                for (int t = 0; t < T; t++) {
+                    double l = m->losses[(size_t)b * T + t];
+                    all += l;
+                    if (t < T0) {
+                        in_train += l;
+                        n_in++;
+                    } else {
+                        beyond += l;
+                        n_out++;
+                    }
+                }
+            }
+        }
+        dataloader_free(&dl);
+        double ntot = (double)(n_in + n_out);
+        char bey[32];
+        if (n_out) snprintf(bey, sizeof(bey), "%.4f", beyond / (double)n_out);
+        else snprintf(bey, sizeof(bey), "-");
+        printf("%-8d %-7s %-10.4f %-12.4f %-12s %zu\n", T, fs, all / ntot,
+               in_train / (double)n_in, bey, n_in + n_out);
+        fflush(stdout);
+    }
+    free(in);
+    free(tg);
+}
+
+// ---------------------------------------------------------------------------------------------
+// passkey retrieval
+
+typedef struct {
+    int *filler, *needle_pre, *needle_post, *query;
+    size_t nfill, npre, npost, nquery;
+    int keys[10];
+    int use_tok;
+} Probe;
+
+static void encode(Tokenizer* tok, const char* s, int** ids, size_t* n) {
+    *n = tokenizer_encode(tok, s, strlen(s), 0, ids);
+}
+
+static int probe_text(Probe* p, Tokenizer* tok) {
+    encode(tok, "The grass is green. The sky is blue. The sun is yellow. Here we go. There and "
+                "back again. ", &p->filler, &p->nfill);
+    encode(tok, "The pass key is", &p->needle_pre, &p->npre);
+    encode(tok, ". Remember it. ", &p->needle_post, &p->npost);
+    encode(tok, "What is the pass key? The pass key is", &p->query, &p->nquery);
+    int is_bpe = strcmp(tokenizer_kind(tok), "byte") != 0;
+    for (int d = 0; d < 10; d++) {
+        char s[4];
+        snprintf(s, sizeof(s), is_bpe ? " %d" : "%d", d);
+        int* ids;
+        size_t n;
+        encode(tok, s, &ids, &n);
+        if (n != 1) {
+            free(ids);
+            return -1;
+        }
+        p->keys[d] = ids[0];
+        free(ids);
+    }
+    p->use_tok = 1;
+    return 0;
+}
+
+static void probe_ids(Probe* p) {
+    static int pre[] = {1, 2, 3}, post[] = {4}, query[] = {1, 2, 3};
+    p->needle_pre = pre;
+    p->npre = 3;
+    p->needle_post = post;
+    p->npost = 1;
+    p->query = query;
+    p->nquery = 3;
+    p->filler = NULL;
+    p->nfill = 0;
+    for (int d = 0; d < 10; d++) p->keys[d] = 10 + d;
+    p->use_tok = 0;
+}
+
+// One sequence of length T with the key at filler depth `depth` in [0,1); returns the position
+// of the last query token (the answer is predicted there). Filler ids need rng (id mode).
+static int probe_build(int* seq, int T, const Probe* p, int key, double depth, int vocab,
+                       Rng* r) {
+    const size_t nneedle = p->npre + 1 + p->npost;
+    const int nfill = T - (int)nneedle - (int)p->nquery;
+    if (nfill < 1) return -1;
+    int ins = (int)(depth * nfill);
+    if (p->use_tok) { // snap to a filler sentence boundary (start of a repeat)
+        int per = (int)p->nfill;
+        ins = (ins / per) * per;
+    }
+    int pos = 0;
+    for (int i = 0; i < nfill; i++) {
+        if (i == ins) {
+            for (size_t j = 0; j < p->npre; j++) seq[pos++] = p->needle_pre[j];
+            seq[pos++] = key;
+            for (size_t j = 0; j < p->npost; j++) seq[pos++] = p->needle_post[j];
+        }
+        seq[pos++] = p->use_tok ? p->filler[(size_t)i % p->nfill]
+                                : 20 + (int)rng_below(r, (uint64_t)(vocab - 20));
+    }
+    for (size_t j = 0; j < p->nquery; j++) seq[pos++] = p->query[j];
+    return pos - 1;
+}
+
+static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t seed,
+                         int nthreads) {
+    const int V = m->cfg.vocab_size;
+    if (T > m->cfg.block_size)
+        die(EXIT_USAGE, "--length %d is longer than the checkpoint's block_size = %d%s", T,
+            m->cfg.block_size,
+            strcmp(cfg->pos_encoding, "learned") == 0 ? " (learned positions have block_size rows)"
+                                                      : "");
+    Probe p;
+    memset(&p, 0, sizeof(p));
+    char err[512];
+    Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, err, sizeof(err));
+    const char* mode = "token ids";
+    if (tok && tokenizer_vocab_size(tok) <= V && probe_text(&p, tok) == 0) mode = "text";
+    else probe_ids(&p);
+    if (V < 32) die(EXIT_USAGE, "passkey probe needs vocab_size >= 32 (model has %d)", V);
+    gpt2_alloc_acts(m, 1, T, nthreads);
+    int* seq = mallocCheck(sizeof(int) * (size_t)T);
+    Rng r;
+    rng_seed(&r, seed);
+    static const char* names[3] = {"start", "middle", "end"};
+    printf("# passkey: length %d (training length %d), %d trials per bucket, %s mode, seed %llu\n",
+           T, cfg->seq_len, trials, mode, (unsigned long long)seed);
+    printf("%-8s %-9s %-10s %s\n", "bucket", "accuracy", "mean_logp", "correct/trials");
+    for (int bk = 0; bk < 3; bk++) {
+        int correct = 0;
+        double lp = 0;
+        for (int i = 0; i < trials; i++) {
+            int key = p.keys[rng_below(&r, 10)];
+            double depth = (bk + rng_uniform_d(&r)) / 3.0;
+            int at = probe_build(seq, T, &p, key, depth, V, &r);
+            if (at < 0) die(EXIT_USAGE, "--length %d is too short for the passkey pattern", T);
+            gpt2_forward(m, seq, NULL, 1, at + 1);
+            const float* lg = gpt2_logits(m, 0, at);
+            int best = 0;
+            double mx = -INFINITY;
+            for (int v = 0; v < V; v++)
+                if (lg[v] > mx) {
+                    mx = lg[v];
+                    best = v;
+                }
+            double s = 0;
+            for (int v = 0; v < V; v++) s += exp((double)lg[v] - mx);
+            lp += (double)lg[key] - mx - log(s);
+            correct += best == key;
+        }
+        printf("%-8s %-9.3f %-10.4f %d/%d\n", names[bk], (double)correct / trials, lp / trials,
+               correct, trials);
+    }
+    free(seq);
+    if (tok) {
+        tokenizer_free(tok);
+        free(p.filler);
+        free(p.needle_pre);
+        free(p.needle_post);
+        free(p.query);
+    }
+}
+
+int main(int argc, char** argv) {
+    const char *ckpt = NULL, *data = NULL, *lengths = "1,2,4";
+    int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20;
+    long long seed = 1234;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        const int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--passkey")) {
+            passkey = 1;
+        } else if (more && !strcmp(a, "--checkpoint")) {
+            ckpt = argv[++i];
+        } else if (more && !strcmp(a, "--data")) {
+            data = argv[++i];
+        } else if (more && !strcmp(a, "--lengths")) {
+            lengths = argv[++i];
+        } else if (more && !strcmp(a, "--batches")) {
+            batches = parse_int(argv[++i], "--batches", 1, 1000000);
+        } else if (more && !strcmp(a, "--batch-size")) {
+            B = parse_int(argv[++i], "--batch-size", 1, 4096);
+        } else if (more && !strcmp(a, "--threads")) {
+            threads = parse_int(argv[++i], "--threads", 1, 1024);
+        } else if (more && !strcmp(a, "--length")) {
+            plen = parse_int(argv[++i], "--length", 8, 1 << 20);
+        } else if (more && !strcmp(a, "--trials")) {
+            trials = parse_int(argv[++i], "--trials", 1, 1000000);
+        } else if (more && !strcmp(a, "--seed")) {
+            seed = parse_int(argv[++i], "--seed", 0, 2147483647);
+        } else {
+            usage(stderr);
+            die(EXIT_USAGE, "unknown or incomplete argument '%s'", a);
+        }
+    }
+    if (!ckpt) {
+        usage(stderr);
+        die(EXIT_USAGE, "--checkpoint is required");
+    }
+    if (!passkey && !data) {
+        usage(stderr);
+        die(EXIT_USAGE, "give --data GLOB (loss by length) or --passkey");
+    }
+    openblas_set_num_threads(1);
+    if (threads <= 0) threads = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    GPT2 m;
+    memset(&m, 0, sizeof(m));
+    Config cfg;
+    load_model(&m, &cfg, ckpt);
+    if (passkey) eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed,
+                              threads);
+    else eval_lengths(&m, &cfg, data, lengths, batches, B > 0 ? B : cfg.batch_size, threads);
+    gpt2_free(&m);
+    return 0;
+}

@@ -1,0 +1,112 @@
+// generate.c: sample text from an attnlab checkpoint.
+// Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
+//                   [--top-k K] [--seed S]
+// defines: gpt2_load_checkpoint (model/load.h), gpt2_generate (model/sample.h), tokenizer
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "data/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/load.h"
+#include "model/sample.h"
+
+static void usage(FILE* f) {
+    fprintf(f, "usage: ./generate --checkpoint PATH [options]\n"
+               "  --prompt TEXT      text to continue (default: start of a document, EOT)\n"
+               "  --n N              number of samples (default 3)\n"
+               "  --tokens N         new tokens per sample (default 100)\n"
+               "  --temperature T    softmax temperature, 0 = greedy (default 0.8)\n"
+               "  --top-k K          sample among the K most likely tokens, 0 = all (default 40)\n"
+               "  --seed S           random seed (default 1)\n"
+               "The tokenizer and model sizes come from the config saved in the checkpoint.\n");
+}
+
+static long parse_long(const char* flag, const char* v, long lo, long hi) {
+    char* end;
+    long x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi)
+        die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
+    return x;
+}
+
+int main(int argc, char** argv) {
+    const char *ckpt = NULL, *prompt = NULL;
+    int n = 3, tokens = 100, top_k = 40;
+    float temperature = 0.8f;
+    long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            usage(stderr);
+            die(EXIT_USAGE, "%s needs a value", a);
+        }
+        const char* v = argv[++i];
+        if (!strcmp(a, "--checkpoint")) ckpt = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--n")) n = (int)parse_long(a, v, 1, 1000);
+        else if (!strcmp(a, "--tokens")) tokens = (int)parse_long(a, v, 1, 100000);
+        else if (!strcmp(a, "--top-k")) top_k = (int)parse_long(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--seed")) seed = parse_long(a, v, 0, 1L << 62);
+        else if (!strcmp(a, "--temperature")) {
+            char* end;
+            temperature = strtof(v, &end);
+            if (*end || temperature < 0 || temperature > 100)
+                die(EXIT_USAGE, "--temperature: '%s' is not a number in [0, 100]", v);
+        } else {
+            usage(stderr);
+            die(EXIT_USAGE, "unknown option '%s'", a);
+        }
+    }
+    if (!ckpt) {
+        usage(stderr);
+        die(EXIT_USAGE, "--checkpoint is required");
+    }
+    openblas_set_num_threads(1);
+    char err[2048];
+    Config cfg;
+    GPT2 m;
+    long step;
+    // allocate for the model's own block size: generation slides a window of that length
+    GPT2Config info;
+    char att[CONFIG_STR];
+    if (ckpt_read_info(ckpt, &info, att, sizeof(att), NULL, &step, err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    if (gpt2_load_checkpoint(&m, &cfg, &step, ckpt, 1, info.block_size, omp_get_max_threads(), err,
+                             sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    Tokenizer* tok = tokenizer_load(cfg.tokenizer, cfg.tokenizer_dir, err, sizeof(err));
+    if (!tok) die(EXIT_USAGE, "%s", err);
+    int* pids = NULL;
+    size_t np = 0;
+    if (prompt && *prompt) np = tokenizer_encode(tok, prompt, strlen(prompt), 0, &pids);
+    int cap = (int)np + 1 + tokens;
+    int* ids = mallocCheck(sizeof(int) * (size_t)cap);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed);
+    printf("# %s (step %ld, attention %s)\n", ckpt, step, m.attention);
+    for (int s = 0; s < n; s++) {
+        int len = 0;
+        ids[len++] = tokenizer_eot(tok);
+        for (size_t k = 0; k < np; k++) ids[len++] = pids[k];
+        int total = gpt2_generate(&m, ids, len, tokens, temperature, top_k, -1, &rng);
+        size_t bl;
+        char* text = tokenizer_decode(tok, ids + 1, (size_t)(total - 1), &bl);
+        printf("---- sample %d ----\n", s + 1);
+        fwrite(text, 1, bl, stdout);
+        printf("\n");
+        free(text);
+    }
+    free(ids);
+    free(pids);
+    tokenizer_free(tok);
+    gpt2_free(&m);
+    return 0;
+}

@@ -1,0 +1,629 @@
+// tests/test_posenc.c: position encodings (learned, rope, alibi, none) and long-context
+// evaluation.
+//   - RoPE against a double-precision reference rotation; inverse and norm; scores depend only
+//     on the relative position;
+//   - a layer gradient check (finite differences, loss in double) of every registered variant
+//     under rope, alibi and none, on q, k, v, the layer input, row parameters and layer tensors;
+//   - a whole-model gradient check (B=1, T=5, C=8, L=1, NH=2, vocab 64) per position encoding,
+//     for softmax and for layer-level variants under rope;
+//   - sliding-window rows: exactly 0 outside the window; stochastic windows are a function of
+//     (seed, step, layer); twicing equals (2A - A^2) V formed explicitly;
+//   - a rope model evaluated at 2x its training length: finite and identical across two runs,
+//     both through the library and through the ./evaluate tool.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "data/shard.h"
+#include "model/checkpoint.h"
+#include "model/gpt2.h"
+#include "tests/testutil.h"
+
+static const int POS[3] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE};
+static const char* const POS_NAME[4] = {"learned", "rope", "alibi", "none"};
+
+// 4-point central difference of f at *x with step h
+static double fd(void* prob, double (*f)(void*), float* x, double h) {
+    float x0 = *x;
+    double v[4];
+    const double off[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        *x = (float)((double)x0 + off[k] * h);
+        v[k] = f(prob);
+    }
+    *x = x0;
+    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
+}
+
+// Check n coordinates (every `stride`-th) of g against finite differences; coordinates where the
+// estimates at h and h/2 disagree (a kink within reach) are skipped, and most must be checkable.
+static void check_grad(void* prob, double (*f)(void*), float* x, const float* g, size_t n,
+                       size_t stride, double h, double atol, const char* what) {
+    int skipped = 0, checked = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        double d1 = fd(prob, f, &x[i], 2 * h);
+        double d2 = fd(prob, f, &x[i], h);
+        double d3 = fd(prob, f, &x[i], 0.5 * h);
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol ||
+            fabs(d2 - d3) > 2e-3 * (fabs(d2) + fabs(d3)) + atol) {
+            skipped++;
+            continue;
+        }
+        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
+        ck_assert_msg(err < 1e-2, "%s[%zu]: analytic %.8g vs numeric %.8g (err %.3g)", what, i,
+                      (double)g[i], d2, err);
+        checked++;
+    }
+    ck_assert_msg(checked >= skipped && checked > 0, "%s: %d kinks vs %d checked", what, skipped,
+                  checked);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RoPE itself
+
+START_TEST(test_rope_reference) {
+    const int B = 2, T = 7, NH = 2, hs = 6, C = NH * hs;
+    AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
+    AttnWorkspace* ws = attn_workspace_new(B, T, NH, 2, 0, 0);
+    Rng r;
+    rng_seed(&r, 5);
+    size_t n = (size_t)B * T * C;
+    float* x = allocFloats(n);
+    float* y = allocFloats(n);
+    float* z = allocFloats(n);
+    fill_normal(x, n, 1.0f, &r);
+    attn_rope(y, C, x, C, &d, ws, 0, 0);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++)
+                for (int i = 0; i < hs / 2; i++) {
+                    size_t o = ((size_t)b * T + t) * C + (size_t)h * hs + 2 * (size_t)i;
+                    double a = t * pow(10000.0, -2.0 * i / hs);
+                    double e0 = x[o] * cos(a) - x[o + 1] * sin(a);
+                    double e1 = x[o] * sin(a) + x[o + 1] * cos(a);
+                    ck_assert_msg(fabs(y[o] - e0) < 1e-5 && fabs(y[o + 1] - e1) < 1e-5,
+                                  "rope (t=%d, i=%d): %g %g vs %g %g", t, i, y[o], y[o + 1], e0, e1);
+                }
+    attn_rope(z, C, y, C, &d, ws, 1, 0); // R^T R x = x
+    ck_assert_msg(rel_diff(z, x, n) < 1e-6, "inverse rope does not undo rope");
+    // relative positions: <R_t q, R_s k> depends only on t - s
+    float* q = allocFloats(n);
+    float* k = allocFloats(n);
+    memset(q, 0, sizeof(float) * n);
+    memset(k, 0, sizeof(float) * n);
+    float qv[6], kv[6];
+    for (int i = 0; i < hs; i++) {
+        qv[i] = rng_normal(&r);
+        kv[i] = rng_normal(&r);
+    }
+    for (int i = 0; i < hs; i++) {
+        q[(size_t)3 * C + i] = qv[i];
+        k[(size_t)1 * C + i] = kv[i];
+        q[(size_t)6 * C + i] = qv[i];
+        k[(size_t)4 * C + i] = kv[i];
+    }
+    float* qr = allocFloats(n);
+    float* kr = allocFloats(n);
+    attn_rope(qr, C, q, C, &d, ws, 0, 0);
+    attn_rope(kr, C, k, C, &d, ws, 0, 0);
+    double s31 = 0, s64 = 0, s0 = 0;
+    for (int i = 0; i < hs; i++) {
+        s31 += (double)qr[(size_t)3 * C + i] * kr[(size_t)1 * C + i];
+        s64 += (double)qr[(size_t)6 * C + i] * kr[(size_t)4 * C + i];
+        s0 += (double)qv[i] * kv[i];
+    }
+    ck_assert_msg(fabs(s31 - s64) < 1e-5, "score at (3,1) %g vs (6,4) %g", s31, s64);
+    ck_assert_msg(fabs(s31 - s0) > 1e-3, "rotation had no effect");
+    free(q);
+    free(k);
+    free(qr);
+    free(kr);
+    free(x);
+    free(y);
+    free(z);
+    attn_workspace_free(ws);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// layer gradient check under each position encoding
+
+typedef struct {
+    const AttnVariant *v, *row;
+    AttnHParams hp, row_hp;
+    AttnDims d;
+    int nt;
+    AttnTensorSpec ts[ATTN_MAX_TENSORS];
+    size_t tsize[ATTN_MAX_TENSORS];
+    float *tp[ATTN_MAX_TENSORS], *dtp[ATTN_MAX_TENSORS];
+    float *x, *qkv, *out, *att, *cache, *qk, *rowp, *drowp, *w, *dx, *dqkv;
+    AttnWorkspace* ws;
+    AttnLayer L;
+} LP;
+
+static void lp_setup(LP* p, const AttnVariant* v, int pos, int B, int T, int C, int NH,
+                     uint64_t seed) {
+    memset(p, 0, sizeof(*p));
+    p->v = v;
+    p->row = v->layer_forward ? attn_lookup("softmax") : v;
+    p->d = (AttnDims){.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH};
+    attn_hparams_default(&p->hp, v, T, NH, C / NH, C, 1);
+    if (v->layer_forward) p->hp.inner = p->row;
+    attn_hparams_default(&p->row_hp, p->row, T, NH, C / NH, C, 1);
+    Rng r;
+    rng_seed(&r, seed);
+    size_t BTC = (size_t)B * T * C;
+    p->nt = v->layer_tensors ? v->layer_tensors(p->ts, &p->d, &p->hp) : 0;
+    for (int k = 0; k < p->nt; k++) {
+        size_t n = 1;
+        for (int q = 0; q < p->ts[k].ndim; q++) n *= (size_t)p->ts[k].shape[q];
+        p->tsize[k] = n;
+        p->tp[k] = allocFloats(n);
+        p->dtp[k] = allocFloats(n);
+        float base = p->ts[k].init == ATTN_INIT_CONST ? p->ts[k].init_value : 0.0f;
+        for (size_t i = 0; i < n; i++) p->tp[k][i] = base + 0.1f * rng_normal(&r);
+    }
+    int P = p->row->params_per_head;
+    p->x = allocFloats(BTC);
+    p->qkv = allocFloats(3 * BTC);
+    p->out = allocFloats(BTC);
+    p->w = allocFloats(BTC);
+    p->dx = allocFloats(BTC);
+    p->dqkv = allocFloats(3 * BTC);
+    p->qk = allocFloats(2 * BTC);
+    p->att = allocFloats((size_t)B * NH * T * T);
+    size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&p->d, &p->hp) : 0;
+    p->cache = allocFloats(cf + 1);
+    p->rowp = allocFloats((size_t)NH * P + 1);
+    p->drowp = allocFloats((size_t)NH * P + 1);
+    for (int h = 0; h < NH; h++) {
+        if (p->row->init_params) p->row->init_params(p->rowp + h * P, &p->row_hp);
+        for (int k = 0; k < P; k++) p->rowp[h * P + k] += 0.02f * rng_normal(&r);
+    }
+    fill_normal(p->x, BTC, 1.0f, &r);
+    fill_normal(p->qkv, 3 * BTC, 1.0f, &r);
+    fill_normal(p->w, BTC, 1.0f, &r);
+    p->ws = attn_workspace_new(B, T, NH, 1, attn_row_scratch(p->row, T), P);
+    p->L = (AttnLayer){.v = v, .row = p->row, .hp = &p->hp, .row_hp = &p->row_hp, .d = p->d,
+                       .step = 3, .seed = 11, .pos_encoding = pos, .qk_pos = p->qk,
+                       .rowp = P ? p->rowp : NULL, .drowp = P ? p->drowp : NULL, .x = p->x,
+                       .qkv = p->qkv, .out = p->out, .att = p->att, .cache = p->cache,
+                       .dout = p->w, .dx = p->dx, .dqkv = p->dqkv, .ws = p->ws};
+    for (int k = 0; k < p->nt; k++) {
+        p->L.tp[k] = p->tp[k];
+        p->L.dtp[k] = p->dtp[k];
+    }
+}
+
+static void lp_free(LP* p) {
+    for (int k = 0; k < p->nt; k++) {
+        free(p->tp[k]);
+        free(p->dtp[k]);
+    }
+    free(p->x);
+    free(p->qkv);
+    free(p->out);
+    free(p->w);
+    free(p->dx);
+    free(p->dqkv);
+    free(p->qk);
+    free(p->att);
+    free(p->cache);
+    free(p->rowp);
+    free(p->drowp);
+    attn_workspace_free(p->ws);
+}
+
+static double lp_loss(void* vp) {
+    LP* p = vp;
+    attention_forward(&p->L);
+    size_t BTC = (size_t)p->d.B * p->d.T * p->d.C;
+    double L = 0;
+    for (size_t i = 0; i < BTC; i++) L += (double)p->w[i] * (double)p->out[i];
+    return L;
+}
+
+// The default pipeline is shared by every row map: softmax and window stand for them. Every
+// layer-level variant handles the position encoding itself and is checked individually.
+static const AttnVariant* LAYER_VARIANTS[64];
+static int N_LAYER_VARIANTS = 0;
+
+static void collect_layer_variants(void) {
+    N_LAYER_VARIANTS = 0;
+    LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_lookup("softmax");
+    if (attn_lookup("window")) LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_lookup("window");
+    for (int i = 0; i < attn_count() && N_LAYER_VARIANTS < 64; i++)
+        if (attn_get(i)->layer_forward) LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_get(i);
+}
+
+START_TEST(test_layer_gradcheck_posenc) {
+    const AttnVariant* v = LAYER_VARIANTS[_i / 3];
+    const int pos = POS[_i % 3];
+    LP p;
+    lp_setup(&p, v, pos, 1, 5, 8, 2, 77 + (uint64_t)_i);
+    attention_forward(&p.L);
+    attention_backward(&p.L);
+    const size_t BTC = 40;
+    float gmax = fmaxf(max_abs(p.dqkv, 3 * BTC), max_abs(p.dx, BTC));
+    double atol = 2e-3 * gmax + 1e-5;
+    char what[160];
+    snprintf(what, sizeof(what), "%s/%s: layer dqkv", v->name, POS_NAME[pos]);
+    check_grad(&p, lp_loss, p.qkv, p.dqkv, 3 * BTC, 2, 1e-2, atol, what);
+    if (max_abs(p.dx, BTC) > 0) {
+        snprintf(what, sizeof(what), "%s/%s: layer dx", v->name, POS_NAME[pos]);
+        check_grad(&p, lp_loss, p.x, p.dx, BTC, 1, 1e-2, atol, what);
+    }
+    int P = p.row->params_per_head;
+    if (P) {
+        snprintf(what, sizeof(what), "%s/%s: layer drowp", v->name, POS_NAME[pos]);
+        check_grad(&p, lp_loss, p.rowp, p.drowp, (size_t)2 * P, 1, 1e-2, atol, what);
+    }
+    for (int k = 0; k < p.nt; k++) {
+        snprintf(what, sizeof(what), "%s/%s: layer d%s", v->name, POS_NAME[pos], p.ts[k].name);
+        size_t stride = p.tsize[k] > 60 ? p.tsize[k] / 60 : 1;
+        check_grad(&p, lp_loss, p.tp[k], p.dtp[k], p.tsize[k], stride, 1e-2, atol, what);
+    }
+    lp_free(&p);
+}
+END_TEST
+
+// Under rope and alibi the output must differ from pos_encoding = none (the variant applies the
+// position encoding).
+START_TEST(test_layer_sees_position) {
+    const AttnVariant* v = LAYER_VARIANTS[_i];
+    const int T = 6, C = 8, BTC = T * C;
+    float* ref = allocFloats((size_t)BTC);
+    LP p;
+    for (int k = 0; k < 3; k++) {
+        lp_setup(&p, v, POS[2 - k], 1, T, C, 2, 555); // none first, then alibi, rope
+        attention_forward(&p.L);
+        if (k == 0) {
+            memcpy(ref, p.out, sizeof(float) * (size_t)BTC);
+        } else {
+            ck_assert_msg(rel_diff(p.out, ref, (size_t)BTC) > 1e-4,
+                          "%s: output under %s equals the output without position encoding",
+                          v->name, POS_NAME[POS[2 - k]]);
+        }
+        lp_free(&p);
+    }
+    free(ref);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// whole-model gradient check
+
+static void tiny_config(Config* c, const char* attention, const char* pos, int T) {
+    config_defaults(c);
+    c->n_layer = 1;
+    c->n_head = 2;
+    c->n_embd = 8;
+    c->block_size = T;
+    c->vocab_size = 64;
+    c->seq_len = T;
+    c->batch_size = 1;
+    util_strlcpy(c->attention, attention, sizeof(c->attention));
+    util_strlcpy(c->pos_encoding, pos, sizeof(c->pos_encoding));
+}
+
+static void build(GPT2* m, const Config* c, int B, int T, int nthreads, uint64_t seed) {
+    char err[512];
+    memset(m, 0, sizeof(*m));
+    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
+    GPT2Config g;
+    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
+    gpt2_build(m, &g);
+    gpt2_init(m, seed);
+    gpt2_alloc_acts(m, B, T, nthreads);
+    m->seed = seed;
+}
+
+typedef struct {
+    GPT2* m;
+    const int *in, *tg;
+    int T;
+} ML;
+
+static double ml_loss(void* vp) {
+    ML* p = vp;
+    gpt2_forward(p->m, p->in, p->tg, 1, p->T);
+    double s = 0;
+    for (int t = 0; t < p->T; t++) s += p->m->losses[t];
+    return s / p->T;
+}
+
+static const struct {
+    const char *att, *pos;
+} MODEL_CASES[] = {
+    {"softmax", "learned"}, {"softmax", "rope"},  {"softmax", "alibi"}, {"softmax", "none"},
+    {"boosted", "rope"},    {"twicing", "rope"},  {"linear", "rope"},   {"window", "rope"},
+};
+
+START_TEST(test_model_gradcheck_posenc) {
+    const char* att = MODEL_CASES[_i].att;
+    const char* pos = MODEL_CASES[_i].pos;
+    if (!attn_lookup(att)) ck_abort_msg("variant %s is not registered", att);
+    const int T = 5;
+    Config c;
+    tiny_config(&c, att, pos, T);
+    GPT2 m;
+    build(&m, &c, 1, T, 1, 3 + (uint64_t)_i);
+    Rng r;
+    rng_seed(&r, 100 + (uint64_t)_i);
+    for (size_t i = 0; i < m.num_params; i++) m.params[i] += 0.15f * rng_normal(&r);
+    int in[5], tg[5];
+    for (int t = 0; t < T; t++) {
+        in[t] = (int)rng_below(&r, 64);
+        tg[t] = (int)rng_below(&r, 64);
+    }
+    gpt2_forward(&m, in, tg, 1, T);
+    gpt2_zero_grad(&m);
+    gpt2_backward(&m, 1.0f);
+    ML p = {&m, in, tg, T};
+    float gmax = max_abs(m.grads, m.num_params);
+    for (int s = 0; s < m.nspecs; s++) {
+        const ParamSpec* ps = &m.specs[s];
+        if (s == P_WPE && strcmp(pos, "learned") != 0) {
+            ck_assert_msg(max_abs(m.grads + ps->offset, ps->size) == 0.0f,
+                          "%s/%s: wpe has a gradient but is unused", att, pos);
+            continue;
+        }
+        char what[160];
+        snprintf(what, sizeof(what), "%s/%s: model d%s", att, pos, ps->name);
+        size_t stride = ps->size > 8 ? ps->size / 8 : 1;
+        check_grad(&p, ml_loss, m.params + ps->offset, m.grads + ps->offset, ps->size, stride,
+                   2e-2, 5e-3 * gmax + 1e-6, what);
+    }
+    gpt2_free(&m);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// window and twicing against independent references
+
+START_TEST(test_window_rows) {
+    const AttnVariant* v = attn_lookup("window");
+    ck_assert_ptr_nonnull(v);
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, 64, 1, 4, 4, 2);
+    char err[256];
+    ck_assert_int_eq(attn_hparams_set(&hp, v, "window", "3", err, sizeof(err)), 0);
+    float s[10], a[10];
+    Rng r;
+    rng_seed(&r, 9);
+    for (int j = 0; j < 10; j++) s[j] = rng_normal(&r);
+    AttnRowCtx ctx = {.hp = &hp, .t = 9, .T = 10, .step = 5, .seed = 1};
+    v->forward_row(a, s, 10, &ctx);
+    double z = exp(s[7]) + exp(s[8]) + exp(s[9]);
+    for (int j = 0; j < 10; j++) {
+        double e = j >= 7 ? exp(s[j]) / z : 0.0;
+        ck_assert_msg(fabs(a[j] - e) < 1e-6 && (j >= 7 || a[j] == 0.0f), "window a[%d] = %g vs %g",
+                      j, a[j], e);
+    }
+    // stochastic: each (step, layer) gives a window in [min, max], the same on every call; the
+    // evaluation step (-1) uses attn.window
+    ck_assert_int_eq(attn_hparams_set(&hp, v, "window_mode", "stochastic", err, sizeof(err)), 0);
+    ck_assert_int_eq(attn_hparams_set(&hp, v, "window_min", "2", err, sizeof(err)), 0);
+    ck_assert_int_eq(attn_hparams_set(&hp, v, "window_max", "6", err, sizeof(err)), 0);
+    int seen[11] = {0};
+    for (long step = 0; step < 200; step++) {
+        ctx.step = step;
+        ctx.layer = (int)(step % 3);
+        float b[10];
+        v->forward_row(a, s, 10, &ctx);
+        v->forward_row(b, s, 10, &ctx);
+        ck_assert(memcmp(a, b, sizeof(a)) == 0);
+        int nz = 0;
+        for (int j = 0; j < 10; j++) nz += a[j] != 0.0f;
+        ck_assert_msg(nz >= 2 && nz <= 6, "stochastic window %d outside [2, 6]", nz);
+        seen[nz] = 1;
+    }
+    ck_assert_msg(seen[2] && seen[6], "stochastic windows never reached the bounds");
+    ctx.step = -1;
+    v->forward_row(a, s, 10, &ctx);
+    int nz = 0;
+    for (int j = 0; j < 10; j++) nz += a[j] != 0.0f;
+    ck_assert_int_eq(nz, 3);
+}
+END_TEST
+
+START_TEST(test_twicing_reference) {
+    const AttnVariant* v = attn_lookup("twicing");
+    ck_assert_ptr_nonnull(v);
+    LP p;
+    const int T = 6, C = 8, NH = 2, hs = 4;
+    lp_setup(&p, v, ATTN_POS_NONE, 1, T, C, NH, 31);
+    attention_forward(&p.L);
+    for (int h = 0; h < NH; h++) {
+        // softmax A in double from q, k, then (2A - A^2) V explicitly
+        double A[6][6] = {{0}}, M[6][6];
+        for (int t = 0; t < T; t++) {
+            double mx = -1e300, s[6], z = 0;
+            for (int j = 0; j <= t; j++) {
+                s[j] = 0;
+                for (int i = 0; i < hs; i++)
+                    s[j] += (double)p.qkv[t * 3 * C + h * hs + i] *
+                            p.qkv[j * 3 * C + C + h * hs + i];
+                s[j] /= sqrt((double)hs);
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j <= t; j++) z += exp(s[j] - mx);
+            for (int j = 0; j <= t; j++) A[t][j] = exp(s[j] - mx) / z;
+        }
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < T; j++) {
+                double a2 = 0;
+                for (int l = 0; l < T; l++) a2 += A[t][l] * A[l][j];
+                M[t][j] = 2 * A[t][j] - a2;
+            }
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < hs; i++) {
+                double o = 0;
+                for (int j = 0; j < T; j++) o += M[t][j] * p.qkv[j * 3 * C + 2 * C + h * hs + i];
+                ck_assert_msg(fabs(o - p.out[t * C + h * hs + i]) < 1e-5,
+                              "twicing out[%d][%d] = %g vs %g", t, h * hs + i,
+                              p.out[t * C + h * hs + i], o);
+            }
+    }
+    lp_free(&p);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// long-context evaluation of a rope model
+
+static void write_rope_checkpoint(const char* dir, char* ckpt, size_t cap, char* glob,
+                                  size_t gcap) {
+    Config c;
+    tiny_config(&c, "softmax", "rope", 32);
+    c.n_embd = 16;
+    c.seq_len = 8; // training length 8, block_size 32 allows 2x and 4x
+    c.batch_size = 2;
+    GPT2 m;
+    build(&m, &c, 2, 8, 1, 21);
+    char* text = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    config_write(&c, f);
+    fclose(f);
+    snprintf(ckpt, cap, "%s/model_00000000.bin", dir);
+    char err[1024];
+    ck_assert_msg(ckpt_save_model(&m, ckpt, 0, text, err, sizeof(err)) == 0, "%s", err);
+    free(text);
+    gpt2_free(&m);
+    uint16_t tok[2000];
+    Rng r;
+    rng_seed(&r, 8);
+    for (int i = 0; i < 2000; i++) tok[i] = (uint16_t)rng_below(&r, 64);
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/val_000.bin", dir);
+    ck_assert_msg(shard_write(p, tok, 2000, err, sizeof(err)) == 0, "%s", err);
+    snprintf(glob, gcap, "%s/val_*.bin", dir);
+}
+
+START_TEST(test_rope_long_context_library) {
+    const char* dir = test_tmpdir();
+    char ckpt[1100], glob[1100];
+    write_rope_checkpoint(dir, ckpt, sizeof(ckpt), glob, sizeof(glob));
+    double loss[2];
+    for (int run = 0; run < 2; run++) {
+        GPT2Config gc;
+        char att[CONFIG_STR], err[1024], note[256];
+        char* text;
+        long step;
+        ck_assert_msg(ckpt_read_info(ckpt, &gc, att, sizeof(att), &text, &step, err,
+                                     sizeof(err)) == 0, "%s", err);
+        free(text);
+        Config c;
+        tiny_config(&c, "softmax", "rope", 32);
+        c.n_embd = 16;
+        c.seq_len = 8;
+        GPT2 m;
+        build(&m, &c, 2, 16, run + 1, 99); // different init and threads: the load overwrites
+        ck_assert_msg(ckpt_load_model(&m, ckpt, 1, &step, note, sizeof(note), err,
+                                      sizeof(err)) == 0, "%s", err);
+        m.step = -1;
+        int in[32], tg[32];
+        Rng r;
+        rng_seed(&r, 4);
+        for (int i = 0; i < 32; i++) {
+            in[i] = (int)rng_below(&r, 64);
+            tg[i] = (int)rng_below(&r, 64);
+        }
+        gpt2_forward(&m, in, tg, 2, 16); // 2x the training length
+        double s = 0;
+        for (int i = 0; i < 32; i++) {
+            ck_assert_msg(isfinite(m.losses[i]), "non-finite loss at position %d", i);
+            s += m.losses[i];
+        }
+        loss[run] = s / 32;
+        gpt2_free(&m);
+    }
+    ck_assert_msg(loss[0] == loss[1], "2x-length loss differs: %.9g vs %.9g", loss[0], loss[1]);
+    ck_assert_msg(loss[0] > 3.0 && loss[0] < 6.0, "loss %g far from ln 64 for a fresh model",
+                  loss[0]);
+}
+END_TEST
+
+static char* run_capture(const char* cmd) {
+    FILE* f = popen(cmd, "r");
+    ck_assert_msg(f != NULL, "cannot run %s", cmd);
+    char* out = NULL;
+    size_t len = 0;
+    FILE* o = open_memstream(&out, &len);
+    char buf[512];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, o);
+    int rc = pclose(f);
+    fclose(o);
+    ck_assert_msg(rc == 0, "%s exited with %d:\n%s", cmd, rc, out);
+    return out;
+}
+
+START_TEST(test_rope_long_context_tool) {
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    ck_assert(n > 0);
+    exe[n] = '\0';
+    char* slash = strrchr(exe, '/');
+    ck_assert(slash != NULL);
+    *slash = '\0'; // .../BUILD/tests
+    char tool[1100];
+    snprintf(tool, sizeof(tool), "%s/../evaluate", exe);
+    ck_assert_msg(access(tool, X_OK) == 0, "%s not built", tool);
+    const char* dir = test_tmpdir();
+    char ckpt[1100], glob[1100], cmd[4096];
+    write_rope_checkpoint(dir, ckpt, sizeof(ckpt), glob, sizeof(glob));
+    snprintf(cmd, sizeof(cmd), "%s --checkpoint %s --data '%s' --lengths 1,2,8 --batches 2 2>&1",
+             tool, ckpt, glob);
+    char* a = run_capture(cmd);
+    char* b = run_capture(cmd);
+    ck_assert_msg(strcmp(a, b) == 0, "two evaluations differ:\n%s\n---\n%s", a, b);
+    // the 2x line: "16 2 x <loss> <loss in> <loss beyond> <tokens>"
+    const char* line = strstr(a, "\n16 ");
+    ck_assert_msg(line != NULL, "no line for length 16:\n%s", a);
+    double l_all, l_in, l_out;
+    ck_assert_msg(sscanf(line + 1, "%*d %*dx %lf %lf %lf", &l_all, &l_in, &l_out) == 3,
+                  "cannot parse: %s", line + 1);
+    ck_assert_msg(isfinite(l_all) && isfinite(l_in) && isfinite(l_out) && l_all > 0,
+                  "non-finite 2x loss:\n%s", a);
+    ck_assert_msg(fabs(l_all - 0.5 * (l_in + l_out)) < 1e-3, "mean %g != halves %g %g", l_all,
+                  l_in, l_out);
+    ck_assert_msg(strstr(a, "not evaluated: longer than block_size") != NULL,
+                  "8x (64 > block_size 32) was not refused:\n%s", a);
+    free(a);
+    free(b);
+}
+END_TEST
+
+static Suite* posenc_suite(void) {
+    Suite* s = suite_create("posenc");
+    TCase* tr = tcase_create("rope");
+    tcase_add_test(tr, test_rope_reference);
+    tcase_add_test(tr, test_window_rows);
+    tcase_add_test(tr, test_twicing_reference);
+    suite_add_tcase(s, tr);
+    TCase* tl = tcase_create("layer");
+    tcase_set_timeout(tl, 120);
+    collect_layer_variants();
+    tcase_add_loop_test(tl, test_layer_gradcheck_posenc, 0, 3 * N_LAYER_VARIANTS);
+    tcase_add_loop_test(tl, test_layer_sees_position, 0, N_LAYER_VARIANTS);
+    suite_add_tcase(s, tl);
+    TCase* tm = tcase_create("model");
+    tcase_set_timeout(tm, 120);
+    tcase_add_loop_test(tm, test_model_gradcheck_posenc, 0,
+                        (int)(sizeof(MODEL_CASES) / sizeof(MODEL_CASES[0])));
+    suite_add_tcase(s, tm);
+    TCase* te = tcase_create("long_context");
+    tcase_set_timeout(te, 60);
+    tcase_add_test(te, test_rope_long_context_library);
+    tcase_add_test(te, test_rope_long_context_tool);
+    suite_add_tcase(s, te);
+    return s;
+}
+
+TEST_MAIN(posenc_suite)
