@@ -186,5 +186,8 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
             return -1;
         }
     }
+    // a row-map layer is its own row map: one set of hyperparameters serves both roles
+    for (int l = 0; l < L; l++)
+        if (m->la[l].row == m->la[l].v) m->la[l].row_hp = m->la[l].hp;
     return 0;
 }

@@ -634,6 +634,7 @@ START_TEST(test_validate) {
     expect_invalid("pos_encoding=rope n_embd=36 n_head=4", "rope", "head size");
     expect_invalid("vocab_size=256", "vocab_size", "gpt2");
     expect_invalid("tokenizer=byte vocab_size=100", "vocab_size", "byte");
+    expect_invalid("tokenizer=byte vocab_size=256", "vocab_size", "257"); // EOT is id 256
 
     // valid corner cases
     Config c;
@@ -643,7 +644,7 @@ START_TEST(test_validate) {
     ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s",
                   err); // 0 steps: no warm-up check
     ck_assert_int_eq(config_apply_arg(&c, "tokenizer=byte", err, sizeof(err)), 0);
-    ck_assert_int_eq(config_apply_arg(&c, "vocab_size=256", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_arg(&c, "vocab_size=257", err, sizeof(err)), 0); // bytes + EOT
     ck_assert_int_eq(config_apply_arg(&c, "seq_len=1024", err, sizeof(err)), 0);
     ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
 

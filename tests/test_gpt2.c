@@ -374,6 +374,42 @@ START_TEST(test_bad_attention_config) {
 }
 END_TEST
 
+START_TEST(test_attn_keys_reach_model) {
+    // attn.* keys set in the config change the model: per-head parameter init and the forward
+    Config c;
+    tiny_config(&c, 64, 2, 2, 8, 8);
+    char err[1024];
+    strcpy(c.attention, "ssmax");
+    ck_assert_int_eq(config_apply_arg(&c, "attn.theta0=0.9", err, sizeof(err)), 0);
+    GPT2 m;
+    build_model(&m, &c, 1, 8, 1);
+    int si = gpt2_find_spec(&m, "attnp");
+    ck_assert_int_ge(si, 0);
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 2; h++)
+            ck_assert_float_eq(gpt2_tensor(&m, m.params, si, l)[h * m.maxP], 0.9f);
+    gpt2_free(&m);
+    // a window of 1 key attends only to itself: different logits from the default window
+    int in[8] = {1, 5, 9, 2, 7, 3, 3, 8};
+    float* logits[2];
+    for (int k = 0; k < 2; k++) {
+        tiny_config(&c, 64, 2, 2, 8, 8);
+        strcpy(c.attention, "window");
+        if (k) ck_assert_int_eq(config_apply_arg(&c, "attn.window=1", err, sizeof(err)), 0);
+        build_model(&m, &c, 1, 8, 1);
+        gpt2_forward(&m, in, NULL, 1, 8);
+        logits[k] = allocFloats((size_t)8 * m.cfg.padded_vocab);
+        memcpy(logits[k], m.logits, sizeof(float) * 8 * m.cfg.padded_vocab);
+        gpt2_free(&m);
+    }
+    // position 0 sees one key either way; later positions must differ
+    ck_assert(memcmp(logits[0], logits[1], sizeof(float) * 128) == 0);
+    ck_assert(memcmp(logits[0] + 7 * 128, logits[1] + 7 * 128, sizeof(float) * 128) != 0);
+    free(logits[0]);
+    free(logits[1]);
+}
+END_TEST
+
 static Suite* gpt2_suite(void) {
     Suite* s = suite_create("gpt2");
     TCase* tc = tcase_create("model");
@@ -382,6 +418,7 @@ static Suite* gpt2_suite(void) {
     tcase_add_test(tc, test_model_threads_identical);
     tcase_add_test(tc, test_save_load_logits);
     tcase_add_test(tc, test_bad_attention_config);
+    tcase_add_test(tc, test_attn_keys_reach_model);
     suite_add_tcase(s, tc);
     TCase* tr = tcase_create("training");
     tcase_set_timeout(tr, 300);
