@@ -1,0 +1,554 @@
+// tests/test_metrics.c: diagnostics (model/metrics.h) against closed forms computed here, the
+// read-only guarantee (identical training losses with diagnostics on and off), completeness and
+// bounds of the JSONL records, ./attnmap output (C reader, numpy when present, usage errors),
+// and the plot scripts on a real run's output (when matplotlib is present).
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/npy.h"
+#include "common/util.h"
+#include "data/shard.h"
+#include "model/metrics.h"
+#include "model/run.h"
+#include "tests/testutil.h"
+
+#define PYTHON "/usr/bin/python3"
+
+// ---------------------------------------------------------------------------------------------
+// attention-row statistics
+
+static float* causal(int T) {
+    return callocCheck((size_t)T * T, sizeof(float));
+}
+
+START_TEST(test_uniform_rows) {
+    const int T = 20, Ts = 8;
+    float* A = causal(T);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++) A[t * T + j] = 1.0f / (float)(t + 1);
+    AttnAccum acc = {0};
+    double a0 = metrics_attn_accum(&acc, A, T, Ts);
+    AttnHeadStats s;
+    metrics_attn_finish(&s, &acc);
+    double ent = 0, sink = 0, a0e = 0;
+    for (int t = 0; t < T; t++) ent += log(t + 1.0);
+    for (int t = 1; t < T; t++) sink += 1.0 / (t + 1);
+    for (int t = 0; t < Ts; t++) a0e += 1.0 / (t + 1);
+    ck_assert_double_eq_tol(s.entropy, ent / T, 1e-6);
+    ck_assert_double_eq_tol(s.entropy_norm, 1.0, 1e-6);
+    ck_assert_double_eq_tol(s.sink_mass, sink / (T - 1), 1e-7);
+    ck_assert_double_eq_tol(s.max_weight, (sink + 1.0) / T, 1e-7);
+    ck_assert(s.sparsity == 0.0);
+    ck_assert_double_eq_tol(a0, a0e / Ts, 1e-7);
+    free(A);
+}
+END_TEST
+
+START_TEST(test_one_hot_rows) {
+    const int T = 16;
+    float* A = causal(T);
+    for (int t = 0; t < T; t++) A[t * T + t] = 1.0f; // each query attends to itself only
+    AttnAccum acc = {0};
+    double a0 = metrics_attn_accum(&acc, A, T, T);
+    AttnHeadStats s;
+    metrics_attn_finish(&s, &acc);
+    ck_assert_double_eq_tol(s.entropy, 0.0, 1e-12);
+    ck_assert_double_eq_tol(s.entropy_norm, 0.0, 1e-12);
+    ck_assert_double_eq_tol(s.max_weight, 1.0, 1e-12);
+    ck_assert_double_eq_tol(s.sink_mass, 0.0, 1e-12);
+    // T(T+1)/2 causal entries, T of them non-zero
+    ck_assert_double_eq_tol(s.sparsity, 1.0 - 2.0 / (T + 1), 1e-12);
+    ck_assert_double_eq_tol(a0, 1.0 / T, 1e-12); // only row 0 puts its mass on key 0
+    free(A);
+}
+END_TEST
+
+START_TEST(test_sink_rows) {
+    enum { T = 70, L = 3, NH = 4 };
+    float* A = causal(T);
+    for (int t = 0; t < T; t++) A[t * T] = 1.0f; // every query on key 0
+    AttnAccum acc = {0};
+    double a0 = metrics_attn_accum(&acc, A, T, METRICS_SINK_T);
+    AttnHeadStats s;
+    metrics_attn_finish(&s, &acc);
+    ck_assert_double_eq_tol(s.sink_mass, 1.0, 1e-12);
+    ck_assert_double_eq_tol(a0, 1.0, 1e-12);
+    ck_assert_double_eq_tol(s.entropy, 0.0, 1e-12);
+    // a near-sink: 0.97 on key 0, the rest spread evenly
+    for (int t = 1; t < T; t++)
+        for (int j = 0; j <= t; j++) A[t * T + j] = j == 0 ? 0.97f : 0.03f / (float)t;
+    AttnAccum acc2 = {0};
+    double a02 = metrics_attn_accum(&acc2, A, T, METRICS_SINK_T);
+    metrics_attn_finish(&s, &acc2);
+    ck_assert_double_eq_tol(s.sink_mass, 0.97, 1e-6);
+    ck_assert_double_eq_tol(a02, (1.0 + 0.97 * 63) / 64, 1e-6); // rows 0..63
+    // every (layer, head, sequence) a sink -> rate 1; half of them -> 0.5
+    double al[L * NH];
+    for (int i = 0; i < L * NH; i++) al[i] = a0;
+    ck_assert(metrics_sink_rate(al, L * NH, 0.3) == 1.0);
+    for (int i = 0; i < L * NH; i += 2) al[i] = 0.1;
+    al[1] = NAN;
+    ck_assert_double_eq_tol(metrics_sink_rate(al, L * NH, 0.3), (L * NH / 2 - 1.0) / (L * NH),
+                            1e-12);
+    free(A);
+}
+END_TEST
+
+// Non-normalised rows: statistics use |a| / sum|a|, zero rows are skipped, zeros are counted.
+START_TEST(test_unnormalised_rows) {
+    const int T = 6;
+    float* A = causal(T);
+    float* B = causal(T);
+    Rng r;
+    rng_seed(&r, 7);
+    for (int t = 0; t < T; t++) {
+        double s = 0;
+        for (int j = 0; j <= t; j++) {
+            A[t * T + j] = 0.1f + rng_uniform(&r);
+            s += A[t * T + j];
+        }
+        for (int j = 0; j <= t; j++) A[t * T + j] = (float)(A[t * T + j] / s);
+        for (int j = 0; j <= t; j++) B[t * T + j] = (j % 2 ? -3.0f : 3.0f) * A[t * T + j];
+    }
+    AttnAccum ea = {0}, eb = {0};
+    AttnHeadStats sa, sb;
+    metrics_attn_accum(&ea, A, T, T);
+    metrics_attn_accum(&eb, B, T, T);
+    metrics_attn_finish(&sa, &ea);
+    metrics_attn_finish(&sb, &eb);
+    ck_assert_double_eq_tol(sa.entropy, sb.entropy, 1e-6);
+    ck_assert_double_eq_tol(sa.sink_mass, sb.sink_mass, 1e-6);
+    ck_assert_double_eq_tol(sa.max_weight, sb.max_weight, 1e-6);
+    // a zero row (t = 3) is skipped by p-statistics and counted by sparsity
+    for (int j = 0; j <= 3; j++) B[3 * T + j] = 0.0f;
+    AttnAccum ec = {0};
+    metrics_attn_accum(&ec, B, T, T);
+    ck_assert_int_eq(ec.n_rows, T - 1);
+    ck_assert_int_eq(ec.n_zero, 4);
+    ck_assert_int_eq(ec.n_entries, T * (T + 1) / 2);
+    double H = 0; // expected entropy: mean over the 5 remaining rows
+    for (int t = 0; t < T; t++) {
+        if (t == 3) continue;
+        for (int j = 0; j <= t; j++) H -= A[t * T + j] * log(A[t * T + j]);
+    }
+    AttnHeadStats sc;
+    metrics_attn_finish(&sc, &ec);
+    ck_assert_double_eq_tol(sc.entropy, H / (T - 1), 1e-6);
+    free(A);
+    free(B);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// activations
+
+START_TEST(test_kurtosis) {
+    const size_t n = 400000;
+    float* x = allocFloats(n);
+    Rng r;
+    rng_seed(&r, 11);
+    fill_normal(x, n, 2.0f, &r);
+    for (size_t i = 0; i < n; i++) x[i] += 5.0f; // shift-invariant
+    ck_assert_double_eq_tol(metrics_kurtosis(x, n), 3.0, 0.05);
+    // uniform on [-1, 1): 9/5
+    fill_uniform(x, n, -1.0f, 1.0f, &r);
+    ck_assert_double_eq_tol(metrics_kurtosis(x, n), 1.8, 0.02);
+    // heavy tail: one +a, one -a, the rest 0 (N = 1000):
+    //   mean((x-mu)^4) = 2 a^4 / N, unbiased var = 2 a^2 / (N - 1)
+    const size_t N = 1000;
+    const double a = 10.0;
+    memset(x, 0, sizeof(float) * N);
+    x[17] = (float)a;
+    x[400] = (float)-a;
+    double var = 2 * a * a / (N - 1);
+    double expect = (2 * a * a * a * a / N) / (var * var + 1e-6);
+    ck_assert_double_eq_tol(metrics_kurtosis(x, N), expect, 1e-6 * expect);
+    ck_assert(expect > 490.0); // (N-1)^2 / (2N) = 499.0 without the epsilon
+    // constant: 0 / (0 + 1e-6) = 0
+    for (size_t i = 0; i < N; i++) x[i] = 3.0f;
+    ck_assert_double_eq_tol(metrics_kurtosis(x, N), 0.0, 1e-9);
+    free(x);
+}
+END_TEST
+
+START_TEST(test_max_abs_and_massive) {
+    const size_t n = 1001;
+    float* x = allocFloats(n);
+    float* scratch = allocFloats(n);
+    for (size_t i = 0; i < n; i++) x[i] = (i % 2 ? -0.05f : 0.05f); // median |x| = 0.05
+    ck_assert_int_eq(metrics_massive_count(x, n, scratch), 0);
+    x[3] = 500.0f;  // > 100 and > 1000 * 0.05
+    x[9] = -150.0f; // > 100 and > 50
+    x[10] = 40.0f;  // below 100
+    ck_assert_float_eq(metrics_max_abs(x, n), 500.0f);
+    ck_assert_int_eq(metrics_massive_count(x, n, scratch), 2);
+    // median 1: threshold 1000, so 500 is large but not massive
+    for (size_t i = 0; i < n; i++) x[i] = 1.0f;
+    x[0] = 500.0f;
+    ck_assert_int_eq(metrics_massive_count(x, n, scratch), 0);
+    x[1] = -2000.0f;
+    ck_assert_int_eq(metrics_massive_count(x, n, scratch), 1);
+    ck_assert_float_eq(metrics_max_abs(x, n), 2000.0f);
+    free(x);
+    free(scratch);
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// gradient norms
+
+START_TEST(test_head_grad_norms) {
+    const int C = 4, NH = 2; // hs = 2; rows of dqkvw: q 0..3, k 4..7, v 8..11
+    float w[12 * 4], b[12];
+    for (int r = 0; r < 12; r++) {
+        for (int c = 0; c < C; c++) w[r * C + c] = (float)(r + 1);
+        b[r] = (float)(r % 3);
+    }
+    float gq[2], gk[2], gv[2];
+    metrics_head_grad_norms(gq, gk, gv, w, b, C, NH);
+    // head h of part p owns rows p*4 + 2h, p*4 + 2h + 1: sum 4 (r+1)^2 + (r % 3)^2
+    float* outs[3] = {gq, gk, gv};
+    for (int p = 0; p < 3; p++) {
+        for (int h = 0; h < NH; h++) {
+            double s = 0;
+            for (int r = p * 4 + 2 * h; r < p * 4 + 2 * h + 2; r++)
+                s += 4.0 * (r + 1) * (r + 1) + (r % 3) * (r % 3);
+            ck_assert_double_eq_tol(outs[p][h], sqrt(s), 1e-5 * sqrt(s));
+        }
+    }
+    ck_assert_double_eq_tol(gq[0], sqrt(4.0 * (1 + 4) + 0 + 1), 1e-5); // rows 0, 1 by hand
+}
+END_TEST
+
+// ---------------------------------------------------------------------------------------------
+// a real run: read-only guarantee, complete records, attnmap, plot scripts
+
+static char g_root[1024]; // repository root, from this binary's path (ROOT/BUILD/tests/x)
+
+static void find_root(void) {
+    char exe[1024];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    ck_assert(n > 0);
+    exe[n] = '\0';
+    for (int k = 0; k < 3; k++) *strrchr(exe, '/') = '\0';
+    util_strlcpy(g_root, exe, sizeof(g_root));
+}
+
+static void write_shards(const char* dir) {
+    // a learnable byte sequence: repeating short words
+    const char* text = "the cat sat on the mat. a dog ran to the log. ";
+    const size_t n = 6000, tl = strlen(text);
+    uint16_t* tok = mallocCheck(sizeof(uint16_t) * n);
+    for (size_t i = 0; i < n; i++) tok[i] = (uint16_t)(unsigned char)text[(i * 7 / 5) % tl];
+    char path[1100], err[512];
+    snprintf(path, sizeof(path), "%s/d_train_000000.bin", dir);
+    ck_assert_msg(shard_write(path, tok, n, err, sizeof(err)) == 0, "%s", err);
+    snprintf(path, sizeof(path), "%s/d_val_000000.bin", dir);
+    ck_assert_msg(shard_write(path, tok + 1000, 2000, err, sizeof(err)) == 0, "%s", err);
+    free(tok);
+}
+
+static void tiny_config(Config* c, const char* dir, const char* out, int metrics, int dump) {
+    config_defaults(c);
+    c->n_layer = 2;
+    c->n_head = 2;
+    c->n_embd = 16;
+    c->block_size = 32;
+    c->vocab_size = 257;
+    util_strlcpy(c->tokenizer, "byte", sizeof(c->tokenizer));
+    util_strlcpy(c->attention, "0-0:ssmax,1-1:sigmoid", sizeof(c->attention));
+    snprintf(c->train_data, sizeof(c->train_data), "%s/d_train_*.bin", dir);
+    snprintf(c->val_data, sizeof(c->val_data), "%s/d_val_*.bin", dir);
+    util_strlcpy(c->out_dir, out, sizeof(c->out_dir));
+    c->batch_size = 2;
+    c->seq_len = 32;
+    c->max_steps = 6;
+    c->eval_every = 3;
+    c->eval_steps = 1;
+    c->log_every = 100;
+    c->lr = 3e-3f;
+    c->warmup_steps = 0;
+    c->threads = 2;
+    c->metrics_every = metrics;
+    c->dump_attention_every = dump;
+}
+
+static void train_tiny(const char* dir, const char* out, int metrics, int dump) {
+    Config c;
+    tiny_config(&c, dir, out, metrics, dump);
+    char err[2048];
+    ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
+    Run r;
+    ck_assert_msg(run_setup(&r, &c, 2, err, sizeof(err)) == 0, "%s", err);
+    volatile sig_atomic_t stop = 0;
+    ck_assert_int_eq(run_train(&r, &stop), 0);
+    run_free(&r);
+}
+
+// Value of "key": in a JSONL line as text (up to , or }), or NULL.
+static const char* jval(const char* line, const char* key, char* buf, size_t cap) {
+    char pat[96];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char* p = strstr(line, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    size_t n = strcspn(p, ",}\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+static double jnum(const char* line, const char* key) {
+    char b[128];
+    const char* v = jval(line, key, b, sizeof(b));
+    ck_assert_msg(v != NULL, "key %s missing in %s", key, line);
+    ck_assert_msg(strcmp(v, "null") != 0, "key %s is null in %s", key, line);
+    return strtod(v, NULL);
+}
+
+static char** read_lines(const char* path, int* n) {
+    char err[512];
+    size_t len;
+    char* text = util_read_file(path, &len, err, sizeof(err));
+    ck_assert_msg(text != NULL, "%s", err);
+    int cap = 16;
+    char** lines = mallocCheck(sizeof(char*) * (size_t)cap);
+    *n = 0;
+    for (char* s = strtok(text, "\n"); s; s = strtok(NULL, "\n")) {
+        if (*n == cap) lines = reallocCheck(lines, sizeof(char*) * (size_t)(cap *= 2));
+        lines[(*n)++] = strdup(s);
+    }
+    free(text);
+    return lines;
+}
+
+static int png_ok(const char* path) {
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char b[8];
+    FILE* f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(b, 1, 8, f);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fclose(f);
+    return n == 8 && memcmp(b, sig, 8) == 0 && sz > 1000;
+}
+
+static int have_python(const char* modules) {
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s -c 'import %s' >/dev/null 2>&1", PYTHON, modules);
+    return access(PYTHON, X_OK) == 0 && system(cmd) == 0;
+}
+
+static int run_cmd(const char* cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_training_run) {
+    find_root();
+    const char* dir = test_tmpdir();
+    write_shards(dir);
+    char on[1100], off[1100], path[1300];
+    snprintf(on, sizeof(on), "%s/on", dir);
+    snprintf(off, sizeof(off), "%s/off", dir);
+    train_tiny(dir, on, 1, 2);
+    train_tiny(dir, off, 0, 0);
+
+    // ---- identical training losses with diagnostics on and off (compared as written text)
+    int n_on, n_off;
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", on);
+    char** a = read_lines(path, &n_on);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", off);
+    char** b = read_lines(path, &n_off);
+    char la[64][64], lb[64][64], tmp[128];
+    int ka = 0, kb = 0;
+    for (int i = 0; i < n_on; i++)
+        if (jval(a[i], "train_loss", tmp, sizeof(tmp)) && ka < 64) strcpy(la[ka++], tmp);
+    for (int i = 0; i < n_off; i++)
+        if (jval(b[i], "train_loss", tmp, sizeof(tmp)) && kb < 64) strcpy(lb[kb++], tmp);
+    ck_assert_int_eq(ka, 6);
+    ck_assert_int_eq(kb, 6);
+    for (int i = 0; i < 6; i++) ck_assert_str_eq(la[i], lb[i]);
+    ck_assert(strcmp(la[0], la[5]) != 0); // it trained
+
+    // ---- complete, in-bound records at every step
+    const int L = 2, NH = 2, T = 32;
+    for (int step = 1; step <= 6; step++) {
+        int heads = 0, models = 0, acts = 0, params = 0, seen[2][2] = {{0}};
+        double gsum = 0, gnorm = -1;
+        for (int i = 0; i < n_on; i++) {
+            char kind[32];
+            if (!jval(a[i], "kind", kind, sizeof(kind)) || jnum(a[i], "step") != step) continue;
+            if (!strcmp(kind, "\"head\"")) {
+                int l = (int)jnum(a[i], "layer"), h = (int)jnum(a[i], "head");
+                ck_assert(l >= 0 && l < L && h >= 0 && h < NH);
+                seen[l][h]++;
+                double e = jnum(a[i], "entropy"), en = jnum(a[i], "entropy_norm");
+                ck_assert(e >= 0 && e <= log(T) + 1e-6);
+                ck_assert(en >= 0 && en <= 1 + 1e-6);
+                double sm = jnum(a[i], "sink_mass"), mw = jnum(a[i], "max_weight");
+                ck_assert(sm >= 0 && sm <= 1 && mw > 0 && mw <= 1 + 1e-6);
+                double sp = jnum(a[i], "sparsity");
+                ck_assert(sp >= 0 && sp <= 1);
+                ck_assert(jnum(a[i], "max_logit") >= 0);
+                ck_assert(jnum(a[i], "grad_norm_q") >= 0 && jnum(a[i], "grad_norm_k") >= 0);
+                ck_assert(jnum(a[i], "grad_norm_v") > 0);
+                heads++;
+            } else if (!strcmp(kind, "\"model\"")) {
+                double sr = jnum(a[i], "sink_rate");
+                ck_assert(sr >= 0 && sr <= 1);
+                ck_assert(jnum(a[i], "kurtosis_max") >= jnum(a[i], "kurtosis_mean"));
+                ck_assert(jnum(a[i], "max_abs_act") > 0);
+                ck_assert(jnum(a[i], "massive_acts") >= 0);
+                gnorm = jnum(a[i], "grad_norm");
+                models++;
+            } else if (!strcmp(kind, "\"act\"")) {
+                ck_assert(jnum(a[i], "kurtosis") >= 0 && jnum(a[i], "max_abs") > 0);
+                acts++;
+            } else if (!strcmp(kind, "\"grad\"")) {
+                double g = jnum(a[i], "norm");
+                gsum += g * g;
+            } else if (!strcmp(kind, "\"param\"")) {
+                ck_assert(jnum(a[i], "min") <= jnum(a[i], "mean"));
+                ck_assert(jnum(a[i], "mean") <= jnum(a[i], "max"));
+                params++;
+            }
+        }
+        ck_assert_int_eq(heads, L * NH);
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < NH; h++) ck_assert_int_eq(seen[l][h], 1);
+        ck_assert_int_eq(models, 1);
+        ck_assert_int_eq(acts, 5 * L + 1);
+        ck_assert_int_eq(params, 3); // ssmax.theta, ssmax.bias (layer 0), sigmoid.bias (layer 1)
+        // per-tensor norms add up (in squares) to the global pre-clip norm
+        ck_assert_double_eq_tol(sqrt(gsum), gnorm, 1e-4 * gnorm);
+    }
+    int found = 0;
+    for (int i = 0; i < n_on; i++)
+        found += strstr(a[i], "\"tensor\":\"ssmax.theta\",\"layer\":0") != NULL;
+    ck_assert_int_eq(found, 6);
+    for (int i = 0; i < n_on; i++) free(a[i]);
+    for (int i = 0; i < n_off; i++) free(b[i]);
+    free(a);
+    free(b);
+
+    // ---- training dumps: (L, NH, T, T) of the probe's first sequence
+    char err[512];
+    NpyInfo info;
+    snprintf(path, sizeof(path), "%s/attn/step_00000004.npy", on);
+    float* d = npy_read_f32(path, &info, err, sizeof(err));
+    ck_assert_msg(d != NULL, "%s", err);
+    ck_assert_int_eq(info.ndim, 4);
+    ck_assert(info.shape[0] == L && info.shape[1] == NH && info.shape[2] == T &&
+              info.shape[3] == T);
+    free(d);
+    snprintf(path, sizeof(path), "%s/attn/step_00000003.npy", on);
+    ck_assert(!util_file_exists(path));
+
+    // ---- attnmap on the final checkpoint
+    char cmd[4096], prefix[1200];
+    snprintf(prefix, sizeof(prefix), "%s/map", dir);
+    // the binary lives in this test's build directory (BUILD/tests/test_metrics -> BUILD)
+    char exe[1024];
+    ssize_t en = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[en] = '\0';
+    *strrchr(exe, '/') = '\0';
+    *strrchr(exe, '/') = '\0';
+    snprintf(cmd, sizeof(cmd),
+             "%s/attnmap --checkpoint %s/model_00000006.bin --text 'the cat sat' --out %s "
+             ">/dev/null", exe, on, prefix);
+    ck_assert_int_eq(run_cmd(cmd), 0);
+    snprintf(path, sizeof(path), "%s.npy", prefix);
+    d = npy_read_f32(path, &info, err, sizeof(err));
+    ck_assert_msg(d != NULL, "%s", err);
+    const int n = 11; // bytes of "the cat sat"
+    ck_assert(info.shape[0] == L && info.shape[1] == NH && info.shape[2] == n &&
+              info.shape[3] == n);
+    for (int h = 0; h < NH; h++) { // layer 0 is ssmax: rows sum to 1, nothing above the diagonal
+        const float* A = d + (size_t)h * n * n;
+        for (int t = 0; t < n; t++) {
+            double s = 0;
+            for (int j = 0; j < n; j++) {
+                if (j > t) ck_assert(A[t * n + j] == 0.0f);
+                s += A[t * n + j];
+            }
+            ck_assert_double_eq_tol(s, 1.0, 1e-5);
+        }
+    }
+    free(d);
+    if (have_python("numpy")) {
+        snprintf(cmd, sizeof(cmd),
+                 "%s -c \"import numpy as np, json; a = np.load('%s.npy', mmap_mode='r'); "
+                 "m = json.load(open('%s.json')); "
+                 "assert a.shape == (2, 2, 11, 11) and a.dtype == np.float32; "
+                 "assert np.allclose(a[0].sum(-1), 1, atol=1e-5); "
+                 "assert (np.triu(a, 1) == 0).all(); "
+                 "assert m['tokens'][:3] == [116, 104, 101] and m['token_strings'][0] == 't'; "
+                 "assert m['layers'] == [0, 1] and m['step'] == 6\"",
+                 PYTHON, prefix, prefix);
+        ck_assert_int_eq(run_cmd(cmd), 0);
+    }
+    // usage errors exit 2
+    snprintf(cmd, sizeof(cmd),
+             "%s/attnmap --checkpoint %s/model_00000006.bin --text ab --layers 5 --out %s "
+             "2>/dev/null", exe, on, prefix);
+    ck_assert_int_eq(run_cmd(cmd), 2);
+    snprintf(cmd, sizeof(cmd), "%s/attnmap --text ab --out %s 2>/dev/null", exe, prefix);
+    ck_assert_int_eq(run_cmd(cmd), 2);
+    snprintf(cmd, sizeof(cmd), "%s/attnmap --checkpoint %s/nothing.bin --text ab --out %s "
+             "2>/dev/null", exe, on, prefix);
+    ck_assert_int_eq(run_cmd(cmd), 2);
+
+    // ---- plot scripts on this run
+    if (have_python("numpy, matplotlib")) {
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s >/dev/null", PYTHON, g_root, on);
+        ck_assert_int_eq(run_cmd(cmd), 0);
+        const char* figs[] = {"loss", "grad_norm", "heads", "diagnostics", "activations",
+                              "params"};
+        for (int i = 0; i < 6; i++) {
+            snprintf(path, sizeof(path), "%s/plots/%s.png", on, figs[i]);
+            ck_assert_msg(png_ok(path), "%s is not a PNG", path);
+        }
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_attention %s >/dev/null", PYTHON, g_root,
+                 prefix);
+        ck_assert_int_eq(run_cmd(cmd), 0);
+        snprintf(path, sizeof(path), "%s.png", prefix);
+        ck_assert(png_ok(path));
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_attention %s/attn/step_00000006 "
+                 "--out %s/dump.png >/dev/null", PYTHON, g_root, on, dir);
+        ck_assert_int_eq(run_cmd(cmd), 0);
+        snprintf(path, sizeof(path), "%s/dump.png", dir);
+        ck_assert(png_ok(path));
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s/none 2>/dev/null", PYTHON, g_root,
+                 dir);
+        ck_assert_int_eq(run_cmd(cmd), 2);
+    }
+}
+END_TEST
+
+static Suite* metrics_suite(void) {
+    Suite* s = suite_create("metrics");
+    TCase* k = tcase_create("kernels");
+    tcase_add_test(k, test_uniform_rows);
+    tcase_add_test(k, test_one_hot_rows);
+    tcase_add_test(k, test_sink_rows);
+    tcase_add_test(k, test_unnormalised_rows);
+    tcase_add_test(k, test_kurtosis);
+    tcase_add_test(k, test_max_abs_and_massive);
+    tcase_add_test(k, test_head_grad_norms);
+    suite_add_tcase(s, k);
+    TCase* r = tcase_create("run");
+    tcase_set_timeout(r, 120);
+    tcase_add_test(r, test_training_run);
+    suite_add_tcase(s, r);
+    return s;
+}
+
+TEST_MAIN(metrics_suite)
