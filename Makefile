@@ -27,7 +27,7 @@ CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubuni
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c))
+TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c probe.c))
 TOOL_BINS := $(TOOLS:%=$(BUILD)/%)
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
@@ -65,7 +65,7 @@ setup: deps
 
 # ---- tests ---------------------------------------------------------------------------------
 test: setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/run_tests $(BUILD)
 
 test-only:
@@ -84,11 +84,11 @@ asan: setup
 # ---- demo and benchmark --------------------------------------------------------------------
 demo: deps
 	@bash scripts/setup tokenizer corpus mobydick
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/demo
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/bench
 
 # ---- formatting ----------------------------------------------------------------------------
