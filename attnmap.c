@@ -47,7 +47,8 @@ _Noreturn static void usage_error(const char* fmt, const char* arg) {
     fprintf(stderr, "attnmap: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(./attnmap --help for usage)\n");
-    exit(EXIT_USAGE);
+    fflush(NULL);
+    _exit(EXIT_USAGE); // like die(): no atexit handlers on a usage error
 }
 
 // Parse "all", "3", "0,2,5", "0-3,7" into sel[0..n) (ascending, unique). 0 or -1.

@@ -13,19 +13,20 @@
 // clamped to [1.01, 1.99] for the init.
 //
 // Forward. z = s - max s (so the largest z is 0); x = (alpha-1) z. tau lies in [-1, -n^(1-alpha)].
-//  - alpha = 1.5 (fixed): p = (x - tau)_+^2 with x = z/2. No sort: Newton steps on the convex,
-//    decreasing f(tau) = sum (x - tau)_+^2 - 1 start at tau = -1 <= tau* and stay <= tau*. At each
-//    step the candidate set S = {x > tau} contains the support, and the root u of the quadratic
-//    sum_S (x - u)^2 = 1 restricted to S is exact as soon as min_S x >= u (then no element of S is
-//    clipped and none outside can enter). This is the sort-based closed form of Peters et al.
-//    evaluated on the one support that satisfies it, found in a few O(n) passes; a sort of S
-//    remains as fallback if Newton stalls at rounding level.
+//  - alpha = 1.5 (fixed): p = (x - tau)_+^2 with x = z/2. No sort. Newton steps on the convex,
+//    decreasing h(tau) = sqrt(sum (x - tau)_+^2) - 1 (a norm of convex terms, nearly linear far
+//    from the root) start at tau = -1 <= tau* and stay <= tau*. At each step the candidate set
+//    S = {x > tau} contains the support, and the root u of the quadratic sum_S (x - u)^2 = 1
+//    restricted to S is exact as soon as min_S x >= u (then no element of S is clipped and none
+//    outside can enter). This is the sort-based closed form of Peters et al. evaluated on the
+//    one support that satisfies it, found in 1-5 O(n) passes; a sort of S remains as fallback if
+//    Newton stalls at rounding level.
 //  - alpha = 2 (fixed): the same scheme with q = 1, p = (x - tau)_+, u = (sum_S x - 1)/|S|; the
 //    Newton step is Michelot's projection step and terminates exactly.
-//  - any other alpha, or learnable alpha: Newton on f(tau) = sum (x - tau)_+^b - 1,
-//    b = 1/(alpha-1), from tau = -1 (monotone, quadratic near the root), then p /= sum p. This
-//    path is in double with a pow per support entry and Newton step: about 3-4x the cost of the
-//    exact paths.
+//  - any other alpha, or learnable alpha: Newton on h(tau) = (sum (x - tau)_+^b)^(1/b) - 1,
+//    b = 1/(alpha-1), from tau = -1 (convex, so monotone; quadratic near the root), then
+//    p /= sum p. This path costs an expf and a logf per support entry and pass (3-7 passes),
+//    about 6-10x the row cost of softmax; the exact paths cost less than softmax.
 // Numerics: z <= 0 and x - tau <= 1 on the support, so every power stays in [0, 1] for any finite
 // score; sums are accumulated in double, and x - tau is formed in double (a float tau would shift
 // all |S| weights the same way, by up to |S| ulp in their sum).
@@ -139,11 +140,16 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
         float xmin = entmax_pass(x, n, lo, &k, &s1, &s2);
         if (k == 0) break; // rounding pushed lo past the max: sort from the start
         if (piece_root(&u, k, s1, s2, q) && u <= (double)xmin && u >= (double)lo) return u;
-        // Newton step from lo (f convex decreasing, so the step stays at or below tau*)
+        // Next lower bound: a Newton step from lo, or xmin if larger (f = q_S - 1 on [lo, xmin]
+        // and the restricted root failed, so f(xmin) > 0 and tau* > xmin). q = 1: Newton on
+        // F(tau) - 1, F = sum (x - tau)_+ (Michelot's step). q = 2: Newton on sqrt(F) - 1,
+        // F = sum (x - tau)_+^2: sqrt(F) is a Euclidean norm of convex terms, hence convex and
+        // decreasing, so the step stays at or below tau*; it is nearly linear far from the root,
+        // which takes about half the passes of Newton on F - 1.
         double l = lo;
-        double f = q == 1 ? s1 - k * l - 1.0 : s2 - 2.0 * l * s1 + k * l * l - 1.0;
-        double fp = q == 1 ? (double)k : 2.0 * (s1 - k * l);
-        float nlo = float_below(l + f / fp);
+        double F = q == 1 ? s1 - k * l : s2 - 2.0 * l * s1 + k * l * l;
+        double step = q == 1 ? (F - 1.0) / k : F * (1.0 - 1.0 / sqrt(F)) / (s1 - k * l);
+        float nlo = max_f(float_below(l + step), xmin);
         if (!(nlo > lo)) break;
         lo = nlo;
     }
@@ -167,37 +173,43 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
     return tau;
 }
 
-// General alpha: Newton on f(tau) = sum (x - tau)_+^b - 1 from tau = -1, in double so the
-// result is smooth in s to float precision; writes p (normalised).
+// General alpha: Newton on h(tau) = (sum (x - tau)_+^b)^(1/b) - 1, b = 1/(alpha-1), from
+// tau = -1. h is an l_b norm of convex terms, hence convex and decreasing, so every step stays at
+// or below tau*, and it is nearly linear far from the root (Newton on sum(.)^b - 1 itself crawls
+// there): 3-7 passes, stopped at the float resolution of tau. Powers in float (expf/logf), sums
+// in double; the final p /= sum p makes the row sum to 1 to float precision.
 static void entmax_general(float* a, const float* s, int n, float alpha) {
     float m = -INFINITY;
     for (int j = 0; j < n; j++) m = max_f(m, s[j]);
-    const double am1 = (double)alpha - 1.0, b = 1.0 / am1;
+    const float am1 = alpha - 1.0f;
+    const double b = 1.0 / (double)am1;
+    for (int j = 0; j < n; j++) a[j] = am1 * (s[j] - m); // x, in place; max x = 0
     double tau = -1.0;
     for (int it = 0; it < 100; it++) {
-        double f = -1.0, fp = 0.0;
+        double F = 0.0, G = 0.0; // sum y^b, sum y^(b-1) over y = x - tau > 0
+        const float t = (float)tau, bf = (float)b;
         for (int j = 0; j < n; j++) {
-            double y = am1 * (double)(s[j] - m) - tau;
-            if (y > 0.0) {
-                double p = pow(y, b);
-                f += p;
-                fp += p / y;
+            float y = a[j] - t;
+            if (y > 0.0f) {
+                float p = expf(bf * logf(y)); // float powers: the final p /= sum p absorbs it
+                F += p;
+                G += p / y;
             }
         }
-        if (f <= 0.0 || fp <= 0.0) break;
-        double step = f / (b * fp);
+        if (F <= 1.0 || G <= 0.0) break;
+        double step = (F - pow(F, 1.0 - (double)am1)) / G;
         tau += step;
-        if (step <= 1e-13) break;
+        if (step <= 1e-7) break; // float resolution of tau in [-1, 0]
     }
     double sum = 0;
+    const float t = (float)tau, bf = (float)b;
     for (int j = 0; j < n; j++) {
-        double y = am1 * (double)(s[j] - m) - tau;
-        double p = y > 0.0 ? pow(y, b) : 0.0;
-        a[j] = (float)p;
-        sum += p;
+        float y = a[j] - t;
+        a[j] = y > 0.0f ? expf(bf * logf(y)) : 0.0f;
+        sum += a[j];
     }
-    float inv = (float)(1.0 / sum);
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    double inv = 1.0 / sum;
+    for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
 }
 
 static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
@@ -216,13 +228,12 @@ static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx
     const double tau = entmax_threshold(a, n, q, ctx->scratch);
     if (q == 2) {
         for (int j = 0; j < n; j++) {
-            double y = (double)a[j] - tau;
-            a[j] = y > 0.0 ? (float)(y * y) : 0.0f;
+            float y = max_f((float)((double)a[j] - tau), 0.0f);
+            a[j] = y * y;
         }
     } else {
         for (int j = 0; j < n; j++) {
-            double y = (double)a[j] - tau;
-            a[j] = y > 0.0 ? (float)y : 0.0f;
+            a[j] = max_f((float)((double)a[j] - tau), 0.0f);
         }
     }
 }

@@ -101,8 +101,7 @@ static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRow
     // z - tau in double: rounding tau to float would shift all |S| weights the same way
     const double tau = sparsemax_threshold(a, n, ctx->scratch);
     for (int j = 0; j < n; j++) {
-        double y = (double)a[j] - tau;
-        a[j] = y > 0.0 ? (float)y : 0.0f;
+        a[j] = max_f((float)((double)a[j] - tau), 0.0f);
     }
 }
 
