@@ -13,7 +13,7 @@
 static void softmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m; // inline max (fmaxf is a libm call)
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = expf(s[j] - m);
