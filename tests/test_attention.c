@@ -344,7 +344,7 @@ typedef struct {
     float* tp[ATTN_MAX_TENSORS];
     float* dtp[ATTN_MAX_TENSORS];
     size_t tsize[ATTN_MAX_TENSORS];
-    float *x, *qkv, *out, *att, *cache, *rowp, *w;
+    float *x, *qkv, *out, *att, *cache, *rowp, *w, *qk_pos;
     float *dx, *dqkv, *drowp;
     AttnWorkspace* ws;
     AttnLayer L;
@@ -382,6 +382,7 @@ static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, 
     lp->att = allocFloats((size_t)B * NH * T * T);
     size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&lp->d, &c->hp) : 0;
     lp->cache = allocFloats(cf + 1);
+    lp->qk_pos = allocFloats((size_t)B * T * 2 * C); // rotated q, k under rope
     lp->rowp = allocFloats((size_t)NH * P + 1);
     lp->drowp = allocFloats((size_t)NH * P + 1);
     lp->dx = allocFloats(BTC);
@@ -413,6 +414,7 @@ static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, 
                         .step = 3,
                         .seed = 11,
                         .pos_encoding = ATTN_POS_LEARNED,
+                        .qk_pos = lp->qk_pos,
                         .rowp = P ? lp->rowp : NULL,
                         .drowp = P ? lp->drowp : NULL,
                         .x = lp->x,
@@ -441,6 +443,7 @@ static void layer_free(LayerProblem* lp) {
     free(lp->w);
     free(lp->att);
     free(lp->cache);
+    free(lp->qk_pos);
     free(lp->rowp);
     free(lp->drowp);
     free(lp->dx);
@@ -473,7 +476,9 @@ static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, do
     double lmag = 0;
     for (size_t i = 0; i < BTC; i++) lmag += fabs((double)lp->w[i] * (double)lp->out[i]);
     char label[200];
-    snprintf(label, sizeof(label), "%s (layer)", lp->c->label);
+    static const char* const POS[] = {"learned", "rope", "alibi", "none"};
+    snprintf(label, sizeof(label), "%s (layer, pos_encoding=%s)", lp->c->label,
+             POS[lp->L.pos_encoding & 3]);
     int checked = check_coords(lp, layer_loss, x, g, (int)n, atol, lmag, what, label,
                                lp->d.T, &skipped);
     // a handful of parameters, each touching every row, can all sit near some kink
@@ -483,9 +488,12 @@ static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, do
 }
 
 START_TEST(test_layer_gradcheck) {
-    const VarCfg* c = &CFGS[_i];
+    // every configuration under every position encoding: _i = cfg * 4 + encoding
+    const VarCfg* c = &CFGS[_i / 4];
+    const int pos = _i % 4; // ATTN_POS_LEARNED, _ROPE, _ALIBI, _NONE
     LayerProblem lp;
-    layer_setup(&lp, c, 1, 5, 8, 2, 1, label_seed(c->label));
+    layer_setup(&lp, c, 1, 5, 8, 2, 1, label_seed(c->label) + (uint64_t)pos);
+    lp.L.pos_encoding = pos;
     // straight-through row maps: check the backward against their smooth surrogate
     AttnVariant surrogate;
     if (lp.row->surrogate_row) {
@@ -649,7 +657,7 @@ static Suite* attention_suite(void) {
     suite_add_tcase(s, rows);
     TCase* layer = tcase_create("layer");
     tcase_set_timeout(layer, 120);
-    tcase_add_loop_test(layer, test_layer_gradcheck, 0, NCFG);
+    tcase_add_loop_test(layer, test_layer_gradcheck, 0, 4 * NCFG);
     tcase_add_loop_test(layer, test_layer_causality, 0, NCFG);
     tcase_add_loop_test(layer, test_layer_threads_identical, 0, NCFG);
     suite_add_tcase(s, layer);
