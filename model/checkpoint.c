@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,11 @@ static int verify_trailer(const char* path, size_t min_size, char* err, size_t e
     }
     size_t body = (size_t)st.st_size - 8;
     uint32_t crc = util_crc32(0, NULL, 0);
-    char* buf = mallocCheck(1 << 20);
+    size_t bufn = body < (1u << 20) ? body + 1 : (1u << 20);
+    char* buf = mallocCheck(bufn);
     size_t left = body;
     while (left > 0) {
-        size_t n = left < (1u << 20) ? left : (1u << 20);
+        size_t n = left < bufn ? left : bufn;
         if (fread(buf, 1, n, f) != n) break;
         crc = util_crc32(crc, buf, n);
         left -= n;
@@ -492,7 +494,28 @@ long ckpt_find_latest(const char* dir) {
     return -1;
 }
 
+// Remove temp files of checkpoint writes that a crashed process left behind
+// ("model_N.bin.tmp.PID" / "state_N.bin.tmp.PID" whose PID is not running).
+static void remove_stale_temps(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        const char* t = strstr(e->d_name, ".bin.tmp.");
+        if (!t || (strncmp(e->d_name, "model_", 6) != 0 && strncmp(e->d_name, "state_", 6) != 0))
+            continue;
+        long pid = strtol(t + 9, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[1100];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+}
+
 void ckpt_prune(const char* dir, int keep) {
+    remove_stale_temps(dir);
     if (keep <= 0) return;
     long steps[4096];
     int n = collect_steps(dir, steps, 4096);

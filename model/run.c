@@ -12,6 +12,9 @@
 
 #include "common/json.h"
 #include "common/util.h"
+#include "model/hf.h"
+#include "model/memory.h"
+#include "model/metrics.h"
 #include "model/sample.h"
 #include "optim/clip.h"
 
@@ -53,11 +56,7 @@ static int init_weights(Run* r, char* err, size_t errcap) {
     gpt2_init(m, (uint64_t)r->cfg.seed);
     if (strcmp(src, "scratch") == 0 || src[0] == '\0') return 0;
     if (strncmp(src, "llmc:", 5) == 0) return llmc_load(m, src + 5, err, errcap);
-    if (strncmp(src, "hf:", 3) == 0) {
-        snprintf(err, errcap, "key 'init_from': Hugging Face import (hf:DIR) is not available in "
-                 "this build; convert with an llm.c export and use llmc:PATH");
-        return -1;
-    }
+    if (strncmp(src, "hf:", 3) == 0) return hf_load(m, src + 3, err, errcap);
     char note[1024];
     long step;
     if (ckpt_load_model(m, src, 0, &step, note, sizeof(note), err, errcap)) return -1;
@@ -120,10 +119,32 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
             return -1;
         }
     }
+    if (strncmp(c->init_from, "hf:", 3) == 0) { // config.json's sizes must match the config
+        GPT2Config fc;
+        char fatt[CONFIG_STR];
+        if (hf_read_config(c->init_from + 3, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
+        if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
+            fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
+            snprintf(err, errcap, "%s/config.json: model has n_layer=%d n_head=%d n_embd=%d "
+                     "vocab_size=%d block_size=%d (n_positions); set these keys to match",
+                     c->init_from + 3, fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size,
+                     fc.block_size);
+            return -1;
+        }
+        if (strcmp(fatt, c->attention) != 0)
+            fprintf(stderr, "attnlab: init_from %s: weights trained with attention '%s', this run "
+                    "uses '%s'\n", c->init_from, fatt, c->attention);
+    }
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
         return -1;
+    }
+    { // refuse before allocating when the estimate exceeds the available memory
+        MemEstimate me;
+        int eT = c->eval_seq_len > c->seq_len ? c->eval_seq_len : c->seq_len;
+        memory_estimate(&me, &gc, c->batch_size, eT, od->state_per_param, nthreads);
+        if (memory_check(&me, memory_available(), err, errcap)) return -1;
     }
     if (lr_schedule_init(&r->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
                          c->max_steps)) {
@@ -281,12 +302,45 @@ static void truncate_jsonl(const char* path, long last) {
             size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
             const char* sp = strstr(line, "\"step\":");
             long s = sp && (!nl || sp < nl) ? strtol(sp + 7, NULL, 10) : 0;
-            if (s <= last) atomic_write(&af, line, ll);
+            // a last line without its newline was cut by a crash mid-write: drop it
+            if (s <= last && nl) atomic_write(&af, line, ll);
             line += ll;
         }
         atomic_commit(&af);
     }
     free(text);
+}
+
+// Loss-spike detector: a train loss above SPIKE_K times the median of the last SPIKE_WINDOW
+// losses (once at least SPIKE_MIN_HIST are known) is logged as {"event":"loss_spike"}.
+#define SPIKE_K 3.0
+#define SPIKE_WINDOW 50
+#define SPIKE_MIN_HIST 10
+
+typedef struct {
+    double hist[SPIKE_WINDOW];
+    int n, pos;
+} SpikeWindow;
+
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+// Add `loss`; returns the median of the window before it if it is a spike, else -1.
+static double spike_push(SpikeWindow* w, double loss) {
+    double med = -1;
+    if (w->n >= SPIKE_MIN_HIST) {
+        double tmp[SPIKE_WINDOW];
+        memcpy(tmp, w->hist, sizeof(double) * (size_t)w->n);
+        qsort(tmp, (size_t)w->n, sizeof(double), cmp_double);
+        double m = w->n % 2 ? tmp[w->n / 2] : 0.5 * (tmp[w->n / 2 - 1] + tmp[w->n / 2]);
+        if (loss > SPIKE_K * m) med = m;
+    }
+    w->hist[w->pos] = loss;
+    w->pos = (w->pos + 1) % SPIKE_WINDOW;
+    if (w->n < SPIKE_WINDOW) w->n++;
+    return med;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,10 +396,14 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     fflush(stdout);
     JsonBuf j;
     json_init(&j);
+    // diagnostics (model/metrics.h): probe batch and scratch; no-op when both intervals are 0
+    Metrics mt;
+    if (metrics_init(&mt, m, c, r->nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
     double t_sum = 0;
     int t_n = 0, rc = 0;
     long step = start;
     float last_loss = NAN;
+    SpikeWindow spikes = {.n = 0};
     for (;; step++) {
         int last = step >= c->max_steps;
         if (r->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
@@ -402,6 +460,10 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
             break;
         }
         r->rs.skips = 0;
+        // diagnostics: gradient norms are read here, before clipping (read-only)
+        const int metrics_now = metrics_due(&mt, step + 1, step + 1 == c->max_steps);
+        const int dump_now = metrics_dump_due(&mt, step + 1, step + 1 == c->max_steps);
+        if (metrics_now) metrics_grads(&mt, m, norm);
         grad_clip(m->grads, m->num_params, norm, c->grad_clip);
         optim_step(&r->opt, m->params, m->grads, r->ranges, r->nranges, lr, &r->oh);
         double dt = util_now() - t0;
@@ -412,6 +474,20 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         double tok_s = (double)BT * c->grad_accum / dt;
         double mfu = gpt2_flops_per_token(m, T) * tok_s / r->peak_flops;
         last_loss = (float)loss;
+        int spike_hist = spikes.n;
+        double spike_med = spike_push(&spikes, loss);
+        if (spike_med >= 0) {
+            fprintf(stderr, "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
+                    "last %d steps\n", step + 1, loss, SPIKE_K, spike_med, spike_hist);
+            json_begin(&j);
+            json_int(&j, "step", step + 1);
+            json_str(&j, "event", "loss_spike");
+            json_num(&j, "train_loss", loss);
+            json_num(&j, "median", spike_med);
+            json_num(&j, "factor", SPIKE_K);
+            json_end(&j);
+            json_write_line(&j, r->jsonl);
+        }
         json_begin(&j);
         json_int(&j, "step", step + 1);
         json_num(&j, "train_loss", loss);
@@ -423,6 +499,11 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         json_end(&j);
         json_write_line(&j, r->jsonl);
         fprintf(r->log, "s:%ld trl:%f\n", step + 1, loss);
+        // diagnostics: probe forward on the updated model, records, attention dump
+        if ((metrics_now || dump_now) &&
+            metrics_probe(&mt, m, step + 1, metrics_now, dump_now, r->tok, c->out_dir, r->jsonl,
+                          r->log, err, sizeof(err)))
+            fprintf(stderr, "attnlab: attention dump at step %ld failed: %s\n", step + 1, err);
         if (c->log_every > 0 && ((step + 1) % c->log_every == 0 || step + 1 == c->max_steps)) {
             char eta[32];
             double avg = t_n ? t_sum / t_n : dt;
@@ -439,6 +520,7 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         }
     }
     json_free(&j);
+    metrics_free(&mt); // diagnostics
     if (rc != EXIT_NONFINITE) {
         if (save_checkpoint(r, step)) rc = 1;
         else printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);

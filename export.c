@@ -1,0 +1,201 @@
+// export.c: convert an attnlab checkpoint (or an llm.c model file) to Hugging Face
+// (model.safetensors + config.json + vocab.json + merges.txt) or to an llm.c model file.
+// Usage: ./export --checkpoint PATH --format hf|llmc --out DIR_or_FILE [options]; ./export --help
+//
+// defines: Config (common/config.h); GPT2 (model/gpt2.h); checkpoints (model/checkpoint.h);
+// the Hugging Face writer (model/hf.h)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/util.h"
+#include "model/checkpoint.h"
+#include "model/hf.h"
+
+static void usage(FILE* f) {
+    fprintf(
+        f, "usage: ./export --checkpoint PATH --format hf|llmc --out DIR_or_FILE [options]\n\n"
+           "Converts a trained model.\n"
+           "  --checkpoint PATH    an attnlab model file (OUT/model_NNNNNNNN.bin), a run\n"
+           "                       directory (its newest complete checkpoint), or an llm.c\n"
+           "                       model file (magic 20240326)\n"
+           "  --format hf          write DIR/model.safetensors, DIR/config.json and the GPT-2\n"
+           "                       tokenizer files DIR/vocab.json, DIR/merges.txt; the directory\n"
+           "                       loads with transformers' GPT2LMHeadModel.from_pretrained(DIR)\n"
+           "                       and GPT2TokenizerFast.from_pretrained(DIR)\n"
+           "  --format llmc        write an llm.c model file (version 3, fp32, padded vocab)\n"
+           "  --out DIR_or_FILE    output directory (hf) or file (llmc)\n"
+           "  --tokenizer-dir DIR  where encoder.json and vocab.bpe are (default data_cache/gpt2;\n"
+           "                       `scripts/setup tokenizer` fetches them)\n"
+           "  --no-tokenizer       hf: skip vocab.json / merges.txt\n\n"
+           "Only softmax attention with learned positions is exactly Hugging Face GPT-2. Other\n"
+           "variants export with a warning; the variant is recorded as attnlab_attention in\n"
+           "config.json and the safetensors metadata, and its tensors are saved as attnlab.*.\n"
+           "Exit codes: 0 done, 1 write failure, 2 bad usage or input.\n");
+}
+
+// Build `m` from an attnlab model file (its saved config gives the variant and sizes).
+static void load_attnlab(GPT2* m, const char* path) {
+    char err[2048], att[256];
+    char* text = NULL;
+    GPT2Config info;
+    long step;
+    if (ckpt_read_info(path, &info, att, sizeof(att), &text, &step, err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    char tmp[] = "/tmp/attnlab_export_XXXXXX";
+    int fd = mkstemp(tmp);
+    if (fd < 0) die(1, "cannot create a temporary file");
+    FILE* f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    Config cfg;
+    config_defaults(&cfg);
+    int bad = config_load(&cfg, tmp, err, sizeof(err));
+    unlink(tmp);
+    if (bad) die(EXIT_USAGE, "%s: the config saved in the checkpoint does not load: %s", path, err);
+    memset(m, 0, sizeof(*m));
+    if (gpt2_setup_attention(m, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    GPT2Config gc;
+    if (gpt2_config_from(&gc, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    gpt2_build(m, &gc);
+    if (ckpt_load_model(m, path, 1, &step, NULL, 0, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    fprintf(stderr, "export: %s: step %ld, attention %s, %zu parameters\n", path, step,
+            m->attention, m->num_params);
+}
+
+static void load_llmc(GPT2* m, const char* path) {
+    char err[2048];
+    GPT2Config gc;
+    if (llmc_read_config(path, &gc, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.n_layer = gc.n_layer;
+    cfg.n_head = gc.n_head;
+    cfg.n_embd = gc.n_embd;
+    cfg.block_size = gc.block_size;
+    cfg.vocab_size = gc.vocab_size;
+    util_strlcpy(cfg.attention, "softmax", sizeof(cfg.attention));
+    util_strlcpy(cfg.pos_encoding, "learned", sizeof(cfg.pos_encoding));
+    cfg.qk_norm = 0;
+    memset(m, 0, sizeof(*m));
+    if (gpt2_setup_attention(m, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    GPT2Config built;
+    if (gpt2_config_from(&built, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
+    if (built.padded_vocab != gc.padded_vocab)
+        die(EXIT_USAGE, "%s: padded vocabulary %d, attnlab pads %d to %d", path, gc.padded_vocab,
+            gc.vocab_size, built.padded_vocab);
+    gpt2_build(m, &built);
+    if (llmc_load(m, path, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    fprintf(stderr, "export: %s: llm.c model, %zu parameters\n", path, m->num_params);
+}
+
+int main(int argc, char** argv) {
+    const char *ckpt = NULL, *format = NULL, *out = NULL, *tokdir = "data_cache/gpt2";
+    int no_tok = 0;
+    for (int i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        const char** dst = !strcmp(a, "--checkpoint")      ? &ckpt
+                           : !strcmp(a, "--format")        ? &format
+                           : !strcmp(a, "--out")           ? &out
+                           : !strcmp(a, "--tokenizer-dir") ? &tokdir
+                                                           : NULL;
+        if (dst) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "export: %s needs a value\n", a);
+                usage(stderr);
+                return EXIT_USAGE;
+            }
+            *dst = argv[++i];
+        } else if (!strcmp(a, "--no-tokenizer")) {
+            no_tok = 1;
+        } else {
+            fprintf(stderr, "export: unknown argument '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (!ckpt || !format || !out) {
+        fprintf(stderr, "export: --checkpoint, --format and --out are required\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (strcmp(format, "hf") != 0 && strcmp(format, "llmc") != 0) {
+        fprintf(stderr, "export: --format must be hf or llmc, not '%s'\n", format);
+        return EXIT_USAGE;
+    }
+    char path[1100];
+    struct stat st;
+    if (stat(ckpt, &st) != 0) die(EXIT_USAGE, "%s: no such file or directory", ckpt);
+    if (S_ISDIR(st.st_mode)) {
+        long s = ckpt_find_latest(ckpt);
+        if (s < 0) die(EXIT_USAGE, "%s: no complete checkpoint in this directory", ckpt);
+        snprintf(path, sizeof(path), "%s/model_%08ld.bin", ckpt, s);
+    } else {
+        util_strlcpy(path, ckpt, sizeof(path));
+    }
+    int32_t magic = 0;
+    FILE* f = fopen(path, "rb");
+    if (!f || fread(&magic, 4, 1, f) != 1) {
+        if (f) fclose(f);
+        die(EXIT_USAGE, "%s: cannot read", path);
+    }
+    fclose(f);
+    GPT2 m;
+    if (magic == LLMC_MAGIC)
+        load_llmc(&m, path);
+    else
+        load_attnlab(&m, path);
+
+    char err[2048];
+    int rc = 0;
+    if (!strcmp(format, "llmc")) {
+        if (!hf_is_plain_gpt2(&m))
+            fprintf(stderr,
+                    "export: warning: attention '%s' is not llm.c's softmax GPT-2; the "
+                    "llm.c file holds only the 16 GPT-2 tensors\n",
+                    m.attention);
+        if (llmc_save(&m, out, err, sizeof(err))) {
+            fprintf(stderr, "export: %s\n", err);
+            rc = 1;
+        } else {
+            printf("wrote %s\n", out);
+        }
+    } else {
+        const char* td = NULL;
+        if (!no_tok) {
+            if (m.cfg.vocab_size != 50257) {
+                fprintf(stderr,
+                        "export: vocab_size is %d, not GPT-2's 50257: vocab.json and "
+                        "merges.txt are not written\n",
+                        m.cfg.vocab_size);
+            } else {
+                char p1[1100], p2[1100];
+                snprintf(p1, sizeof(p1), "%s/encoder.json", tokdir);
+                snprintf(p2, sizeof(p2), "%s/vocab.bpe", tokdir);
+                if (!util_file_exists(p1) || !util_file_exists(p2))
+                    die(EXIT_USAGE,
+                        "%s: encoder.json / vocab.bpe missing (run `scripts/setup "
+                        "tokenizer`, or pass --tokenizer-dir DIR or --no-tokenizer)",
+                        tokdir);
+                td = tokdir;
+            }
+        }
+        if (hf_export(&m, out, td, err, sizeof(err))) {
+            fprintf(stderr, "export: %s\n", err);
+            rc = 1;
+        } else {
+            printf("wrote %s/model.safetensors, config.json%s\n", out,
+                   td ? ", vocab.json, merges.txt" : "");
+        }
+    }
+    gpt2_free(&m);
+    return rc;
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""scripts/ref_gpt2.py: an independent numpy GPT-2 forward, used as a reference for attnlab.
+
+Reads an llm.c model file (magic 20240326, version 3) or a Hugging Face directory / file
+(model.safetensors + config.json, names with or without the "transformer." prefix, F32/F16/BF16/F64),
+and llm.c token shards. Prints the mean validation loss over the first N batches of B x T, read
+the way attnlab's validation reads them: shards in sorted glob order, batch i of a shard covers
+tokens [i*B*T, i*B*T + B*T + 1) (inputs the first B*T, targets the last B*T), a shard's tail that
+cannot fill a batch is skipped, and after the last shard reading wraps to the first.
+
+Everything is computed in float64 from the file's weights; nothing is shared with attnlab's C code.
+
+usage: /usr/bin/python3 scripts/ref_gpt2.py --model PATH --data GLOB -B 4 -T 64 --batches 2
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+LLMC_MAGIC, SHARD_MAGIC = 20240326, 20240520
+
+
+def load_llmc(path):
+    with open(path, "rb") as f:
+        head = np.frombuffer(f.read(1024), dtype="<i4")
+        if head.size != 256 or head[0] != LLMC_MAGIC or head[1] != 3:
+            sys.exit(f"{path}: not an llm.c version 3 model file")
+        maxT, V, L, NH, C, Vp = (int(x) for x in head[2:8])
+        data = np.frombuffer(f.read(), dtype="<f4")
+    shapes = [("wte", (Vp, C)), ("wpe", (maxT, C)), ("ln1w", (L, C)), ("ln1b", (L, C)),
+              ("qkvw", (L, 3 * C, C)), ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)),
+              ("attprojb", (L, C)), ("ln2w", (L, C)), ("ln2b", (L, C)), ("fcw", (L, 4 * C, C)),
+              ("fcb", (L, 4 * C)), ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)),
+              ("lnfw", (C,)), ("lnfb", (C,))]
+    p, off = {}, 0
+    for name, shape in shapes:
+        n = int(np.prod(shape))
+        if off + n > data.size:
+            sys.exit(f"{path}: truncated at tensor {name}")
+        p[name] = data[off:off + n].reshape(shape).astype(np.float64)
+        off += n
+    if off != data.size:
+        sys.exit(f"{path}: {data.size - off} extra floats after the 16 tensors")
+    # llm.c stores Linear weights (out, in): convert to x @ W with W (in, out)
+    layers = []
+    for l in range(L):
+        layers.append(dict(
+            ln1w=p["ln1w"][l], ln1b=p["ln1b"][l], qkvw=p["qkvw"][l].T, qkvb=p["qkvb"][l],
+            projw=p["attprojw"][l].T, projb=p["attprojb"][l], ln2w=p["ln2w"][l], ln2b=p["ln2b"][l],
+            fcw=p["fcw"][l].T, fcb=p["fcb"][l], fcprojw=p["fcprojw"][l].T, fcprojb=p["fcprojb"][l]))
+    return dict(V=V, NH=NH, C=C, wte=p["wte"][:V], wpe=p["wpe"], layers=layers,
+                lnfw=p["lnfw"], lnfb=p["lnfb"])
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (hl,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hl].decode("utf-8"))
+    data = raw[8 + hl:]
+    out = {}
+    for name, d in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = d["data_offsets"]
+        buf = data[b:e]
+        if d["dtype"] == "F32":
+            a = np.frombuffer(buf, dtype="<f4").astype(np.float64)
+        elif d["dtype"] == "F16":
+            a = np.frombuffer(buf, dtype="<f2").astype(np.float64)
+        elif d["dtype"] == "BF16":
+            a = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view("<f4")
+            a = a.astype(np.float64)
+        elif d["dtype"] == "F64":
+            a = np.frombuffer(buf, dtype="<f8").copy()
+        else:  # integer / boolean buffers (attention masks) are not parameters
+            continue
+        out[name[12:] if name.startswith("transformer.") else name] = a.reshape(d["shape"])
+    return out, header.get("__metadata__", {})
+
+
+def load_hf(path):
+    d = path if os.path.isdir(path) else os.path.dirname(path)
+    st = os.path.join(path, "model.safetensors") if os.path.isdir(path) else path
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    t, meta = read_safetensors(st)
+    att = cfg.get("attnlab_attention", meta.get("attnlab_attention", "softmax"))
+    if att != "softmax":
+        print(f"warning: attention {att} is not softmax; the reference computes softmax",
+              file=sys.stderr)
+    L, NH = cfg["n_layer"], cfg["n_head"]
+    layers = []
+    for l in range(L):
+        g = lambda k: t[f"h.{l}.{k}"]  # noqa: E731
+        # Hugging Face Conv1D weights are already (in, out)
+        layers.append(dict(
+            ln1w=g("ln_1.weight"), ln1b=g("ln_1.bias"), qkvw=g("attn.c_attn.weight"),
+            qkvb=g("attn.c_attn.bias"), projw=g("attn.c_proj.weight"), projb=g("attn.c_proj.bias"),
+            ln2w=g("ln_2.weight"), ln2b=g("ln_2.bias"), fcw=g("mlp.c_fc.weight"),
+            fcb=g("mlp.c_fc.bias"), fcprojw=g("mlp.c_proj.weight"), fcprojb=g("mlp.c_proj.bias")))
+    V = cfg["vocab_size"]
+    return dict(V=V, NH=NH, C=cfg["n_embd"], wte=t["wte.weight"][:V], wpe=t["wpe.weight"],
+                layers=layers, lnfw=t["ln_f.weight"], lnfb=t["ln_f.bias"])
+
+
+def layernorm(x, w, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-5) * w + b
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def forward_loss(m, inputs, targets):
+    """Mean cross-entropy of (B, T) inputs against targets."""
+    B, T = inputs.shape
+    C, NH = m["C"], m["NH"]
+    hs = C // NH
+    x = m["wte"][inputs] + m["wpe"][:T][None]
+    mask = np.triu(np.ones((T, T), dtype=bool), 1)
+    for ly in m["layers"]:
+        h = layernorm(x, ly["ln1w"], ly["ln1b"])
+        qkv = h @ ly["qkvw"] + ly["qkvb"]
+        q, k, v = np.split(qkv, 3, axis=-1)
+        q = q.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+        k = k.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+        v = v.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
+        s = np.where(mask, -np.inf, s)
+        s = s - s.max(-1, keepdims=True)
+        a = np.exp(s)
+        a /= a.sum(-1, keepdims=True)
+        y = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+        x = x + y @ ly["projw"] + ly["projb"]
+        h = layernorm(x, ly["ln2w"], ly["ln2b"])
+        x = x + gelu_tanh(h @ ly["fcw"] + ly["fcb"]) @ ly["fcprojw"] + ly["fcprojb"]
+    x = layernorm(x, m["lnfw"], m["lnfb"])
+    logits = x @ m["wte"].T  # (B, T, V): only the real vocabulary
+    mx = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - mx).sum(-1)) + mx[..., 0]
+    tl = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    return float((lse - tl).mean())
+
+
+def read_shard(path):
+    with open(path, "rb") as f:
+        head = np.frombuffer(f.read(1024), dtype="<i4")
+        if head.size != 256 or head[0] != SHARD_MAGIC or head[1] != 1:
+            sys.exit(f"{path}: not an llm.c shard")
+        toks = np.frombuffer(f.read(), dtype="<u2")
+    if toks.size != head[2]:
+        sys.exit(f"{path}: header says {head[2]} tokens, file holds {toks.size}")
+    return toks.astype(np.int64)
+
+
+def batches(pattern, B, T, n):
+    files = sorted(glob.glob(pattern))
+    if not files:
+        sys.exit(f"{pattern}: no shard matches")
+    shards = [read_shard(p) for p in files]
+    bt = B * T
+    if all((s.size - 1) // bt == 0 for s in shards):
+        sys.exit(f"{pattern}: no shard holds one batch of {bt + 1} tokens")
+    out = []
+    while len(out) < n:
+        for s in shards:
+            for w in range((s.size - 1) // bt):
+                if len(out) == n:
+                    break
+                chunk = s[w * bt:w * bt + bt + 1]
+                out.append((chunk[:-1].reshape(B, T), chunk[1:].reshape(B, T)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True,
+                    help="llm.c model file, or a Hugging Face directory / model.safetensors")
+    ap.add_argument("--data", required=True, help="glob of llm.c shards")
+    ap.add_argument("-B", type=int, default=4)
+    ap.add_argument("-T", type=int, default=64)
+    ap.add_argument("--batches", type=int, default=1)
+    a = ap.parse_args()
+    is_llmc = False
+    if os.path.isfile(a.model):
+        with open(a.model, "rb") as f:
+            is_llmc = struct.unpack("<i", f.read(4))[0] == LLMC_MAGIC
+    m = load_llmc(a.model) if is_llmc else load_hf(a.model)
+    if a.T > m["wpe"].shape[0]:
+        sys.exit(f"T={a.T} exceeds the model's {m['wpe'].shape[0]} positions")
+    losses = []
+    for inp, tgt in batches(a.data, a.B, a.T, a.batches):
+        if inp.max() >= m["V"] or tgt.max() >= m["V"]:
+            sys.exit(f"{a.data}: token id >= vocab_size {m['V']}")
+        losses.append(forward_loss(m, inp, tgt))
+    print(f"val_loss {np.mean(losses):.6f}")
+
+
+if __name__ == "__main__":
+    main()
