@@ -126,7 +126,7 @@ FUZZ_OBJS   := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/%.o)
 fuzz-deps:
 	@command -v $(FUZZ_CC) >/dev/null && \
 	    ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
-	    { if [ "$$(id -u)" -eq 0 ]; then apt-get install -y -qq --no-install-recommends \
+	    { if [ "$$(id -u)" -eq 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	      clang libclang-rt-14-dev >/dev/null; else echo "fuzzing needs: apt-get install clang \
 	      libclang-rt-14-dev" >&2; exit 1; fi; }
 

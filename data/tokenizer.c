@@ -181,6 +181,13 @@ static int gpt2_load(Tokenizer* t, const char* dir, char* err, size_t errcap) {
         snprintf(err, errcap, "%s (run: scripts/setup tokenizer)", rerr);
         return -1;
     }
+    // check the header before building any table: a wrong file is rejected cheaply
+    const char* nl = memchr(buf, '\n', len);
+    if (len < 8 || strncmp(buf, "#version", 8) != 0 || !nl) {
+        snprintf(err, errcap, "%s:1: missing '#version' header line", path);
+        free(buf);
+        return -1;
+    }
     int order[256], cp_byte[324];
     byte_tables(order, cp_byte);
     t->vocab = GPT2_VOCAB;
@@ -205,14 +212,8 @@ static int gpt2_load(Tokenizer* t, const char* dir, char* err, size_t errcap) {
     }
     unsigned char* tmp = mallocCheck(len + 1);
     int rc = -1, line = 1, nmerges = 0;
-    const char* p = buf;
+    const char* p = nl + 1;
     const char* end = buf + len;
-    const char* nl = memchr(p, '\n', len);
-    if (len < 8 || strncmp(buf, "#version", 8) != 0 || !nl) {
-        snprintf(err, errcap, "%s:1: missing '#version' header line", path);
-        goto done;
-    }
-    p = nl + 1;
     while (p < end) {
         line++;
         nl = memchr(p, '\n', (size_t)(end - p));
