@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_BETA, N_HP };
 enum { BETA_FREE, BETA_TIED };
@@ -81,14 +82,6 @@ static AffineCache affine_cache(const AttnLayer* L) {
     return k;
 }
 
-// The inner core (row map L->row) with A·V into obar; position encoding applied by the caller.
-static AttnCore affine_core(const AttnLayer* L, const AffineCache* k) {
-    AttnCore c = attn_layer_core(L);
-    c.out = k->obar;
-    c.dout = k->dobar;
-    return c;
-}
-
 // att row t of every (b, h): p -> A' = alpha_t p + beta_t on the causal part
 static void affine_apply_att(const AttnLayer* L, const AffineCache* k) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH;
@@ -112,9 +105,8 @@ static void affine_forward(AttnLayer* L) {
     const long BT = (long)B * T;
     const int tied = (int)L->hp->v[HP_BETA] == BETA_TIED;
     AffineCache k = affine_cache(L);
-    AttnCore c = affine_core(L, &k);
-    attn_pos_forward(&c, L, L->qk_pos);
-    attn_core_forward(&c, &L->d, L->ws);
+    AttnCore c = rowops_layer_core(L, k.obar, k.dobar); // inner row map, A·V into obar
+    rowops_core_forward(&c, L);
     // alpha, beta per (row, head)
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
@@ -172,7 +164,7 @@ static void affine_backward(AttnLayer* L) {
     const int tied = (int)L->hp->v[HP_BETA] == BETA_TIED;
     AffineCache k = affine_cache(L);
     // p back into att (and obar, unchanged) for the core's backward
-    AttnCore c = affine_core(L, &k);
+    AttnCore c = rowops_layer_core(L, k.obar, k.dobar);
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);

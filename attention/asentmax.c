@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 #include "common/util.h"
 
 enum { HP_MAP, HP_ALPHA, HP_DELTA, N_HP };
@@ -139,15 +140,8 @@ static void as_run(const AttnLayer* L, const AsCache* k, int backward) {
         c.rowp_stride = 0;
         c.drowp = NULL;
     }
-    if (backward) {
-        AttnPosSave save;
-        attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-        attn_core_backward(&c, &L->d, L->ws);
-        attn_pos_backward_end(&c, &save, L);
-    } else {
-        attn_pos_forward(&c, L, L->qk_pos);
-        attn_core_forward(&c, &L->d, L->ws);
-    }
+    if (backward) rowops_core_backward(&c, L);
+    else rowops_core_forward(&c, L);
 }
 
 static inline float softplusf(float u) {

@@ -27,6 +27,7 @@
 #include <math.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_ALPHA, HP_ZETA };
 
@@ -40,23 +41,10 @@ static float clipped_gamma(const AttnHParams* hp) {
     return -hp->v[HP_ALPHA] / (float)T;
 }
 
-// p = softmax(s) into p[0..n)
-static void clipped_softmax(float* p, const float* s, int n) {
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        p[j] = expf(s[j] - m);
-        sum += p[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) p[j] *= inv;
-}
-
 static void clipped_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float gamma = clipped_gamma(ctx->hp);
     const float stretch = ctx->hp->v[HP_ZETA] - gamma;
-    clipped_softmax(a, s, n);
+    rowops_softmax(a, s, n);
     for (int j = 0; j < n; j++) {
         float y = stretch * a[j] + gamma;
         y = y < 0.0f ? 0.0f : y; // comparisons, not fminf/fmaxf: they vectorise
@@ -71,7 +59,7 @@ static void clipped_backward_row(float* ds, const float* da, const float* s, con
     const float stretch = ctx->hp->v[HP_ZETA] - gamma;
     float* p = ctx->scratch; // n floats
     float* dp = p + n;       // n floats
-    clipped_softmax(p, s, n);
+    rowops_softmax(p, s, n);
     float dot = 0.0f;
     for (int j = 0; j < n; j++) {
         float y = stretch * p[j] + gamma;

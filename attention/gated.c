@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_GATE_INIT, N_HP };
 enum { T_W, T_B, N_T };
@@ -69,22 +70,13 @@ static GatedCache gated_cache(const AttnLayer* L) {
     return k;
 }
 
-// The inner core (row map L->row) with A·V into obar; position encoding applied by the caller.
-static AttnCore gated_core(const AttnLayer* L, const GatedCache* k) {
-    AttnCore c = attn_layer_core(L);
-    c.out = k->obar;
-    c.dout = k->dobar;
-    return c;
-}
-
 static void gated_forward(AttnLayer* L) {
     const int NH = L->d.NH, hs = L->d.hs;
     const size_t C = (size_t)L->d.C;
     const long BT = (long)L->d.B * L->d.T;
     GatedCache k = gated_cache(L);
-    AttnCore c = gated_core(L, &k);
-    attn_pos_forward(&c, L, L->qk_pos);
-    attn_core_forward(&c, &L->d, L->ws);
+    AttnCore c = rowops_layer_core(L, k.obar, k.dobar); // inner row map, A·V into obar
+    rowops_core_forward(&c, L);
     const float* w = L->tp[T_W];
     const float* bias = L->tp[T_B];
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
@@ -143,11 +135,8 @@ static void gated_backward(AttnLayer* L) {
         }
         L->dtp[T_B][h] += db;
     }
-    AttnCore c = gated_core(L, &k);
-    AttnPosSave save;
-    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-    attn_core_backward(&c, &L->d, L->ws);
-    attn_pos_backward_end(&c, &save, L);
+    AttnCore c = rowops_layer_core(L, k.obar, k.dobar);
+    rowops_core_backward(&c, L);
 }
 
 const AttnVariant attn_gated = {

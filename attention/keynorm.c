@@ -19,9 +19,9 @@
 //   ds_j += g_j,   d|k_j|^2 += -c g_j                                                  O(n)
 // (the driver turns d|k_j|^2 into dk_j += 2 d|k_j|^2 k_j).
 #include <math.h>
-#include <stdint.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 static const AttnHParamSpec keynorm_hparams[] = {
     {"coef", 1.0f, 0.0f, 100.0f, NULL,
@@ -41,36 +41,25 @@ static size_t keynorm_scratch_floats(int T) {
 static void keynorm_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const double c = keynorm_c(ctx);
     const float* ks = ctx->key_sq;
-    double* z = (double*)(((uintptr_t)ctx->scratch + 7) & ~(uintptr_t)7);
-    double m = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
-        m = fmax(m, z[j]);
-    }
-    double sum = 0.0;
-    for (int j = 0; j < n; j++) {
-        z[j] = exp(z[j] - m);
-        sum += z[j];
-    }
-    double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(z[j] * inv);
+    double* z = rowops_scratch_double(ctx->scratch);
+    for (int j = 0; j < n; j++) z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
+    rowops_softmax_double(a, z, n);
 }
 
 static void keynorm_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)s;
-    float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
     float* dks = ctx->dkey_sq;
-    if (dks) {
-        const float c = keynorm_c(ctx);
-        for (int j = 0; j < n; j++) {
-            float g = a[j] * (da[j] - dot);
-            ds[j] += g;
-            dks[j] -= c * g;
-        }
-    } else {
-        for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    if (!dks) {
+        rowops_softmax_backward(ds, da, a, n);
+        return;
+    }
+    const float dot = rowops_dot(a, da, n);
+    const float c = keynorm_c(ctx);
+    for (int j = 0; j < n; j++) {
+        float g = a[j] * (da[j] - dot);
+        ds[j] += g;
+        dks[j] -= c * g;
     }
 }
 

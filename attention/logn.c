@@ -29,6 +29,7 @@
 #include <math.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_KAPPA, HP_LEARN };
 
@@ -59,32 +60,14 @@ static float logn_scale(const AttnRowCtx* ctx) {
 
 static void logn_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float beta = logn_scale(ctx) * logn_base(n, ctx->hp);
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        a[j] = beta * s[j];
-        m = fmaxf(m, a[j]);
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        a[j] = expf(a[j] - m);
-        sum += a[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    rowops_softmax_scaled(a, s, n, beta);
 }
 
 static void logn_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
                               const AttnRowCtx* ctx) {
     const float base = logn_base(n, ctx->hp);
     const float beta = logn_scale(ctx) * base;
-    float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    float sdz = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float dz = a[j] * (da[j] - dot);
-        ds[j] += beta * dz;
-        sdz += s[j] * dz;
-    }
+    const float sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, beta);
     if (ctx->dp && (int)ctx->hp->v[HP_LEARN] == 1) ctx->dp[0] += base * sdz;
 }
 

@@ -24,12 +24,7 @@
 #include <math.h>
 
 #include "attention/attention.h"
-
-// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
-// finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
-    return x > y ? x : y;
-}
+#include "attention/rowops.h"
 
 enum { HP_T0, HP_R0, N_HP };
 
@@ -52,19 +47,11 @@ static void multimax_forward_row(float* a, const float* s, int n, const AttnRowC
     const float* r = ctx->p + 4;
     for (int j = 0; j < n; j++) { // z, branch-free so it vectorises
         float x = s[j];
-        float l0 = max_f(r[0] - x, 0.0f), h1 = max_f(x - r[1], 0.0f);
-        float l2 = max_f(r[2] - x, 0.0f), h3 = max_f(x - r[3], 0.0f);
+        float l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
+        float l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
         a[j] = x + t[0] * l0 + t[1] * h1 + t[2] * l2 * l2 + t[3] * h3 * h3;
     }
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, a[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        a[j] = expf(a[j] - m);
-        sum += a[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    rowops_softmax(a, a, n);
 }
 
 static void multimax_backward_row(float* ds, const float* da, const float* s, const float* a,
@@ -80,8 +67,8 @@ static void multimax_backward_row(float* ds, const float* da, const float* s, co
 #pragma omp simd reduction(+ : g0, g1, g2, g3, g4, g5, g6, g7)
     for (int j = 0; j < n; j++) {
         float x = s[j], dz = a[j] * (da[j] - dot);
-        float l0 = max_f(r[0] - x, 0.0f), h1 = max_f(x - r[1], 0.0f);
-        float l2 = max_f(r[2] - x, 0.0f), h3 = max_f(x - r[3], 0.0f);
+        float l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
+        float l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
         float i0 = x < r[0] ? 1.0f : 0.0f, i1 = x > r[1] ? 1.0f : 0.0f;
         ds[j] += dz * (1.0f - t[0] * i0 + t[1] * i1 - 2.0f * t[2] * l2 + 2.0f * t[3] * h3);
         g0 += dz * l0;

@@ -24,12 +24,7 @@
 #include <stdint.h>
 
 #include "attention/attention.h"
-
-// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
-// finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
-    return x > y ? x : y;
-}
+#include "attention/rowops.h"
 
 enum { HP_FRAC, HP_ROUND, N_HP };
 
@@ -41,28 +36,6 @@ static const AttnHParamSpec POT_HP[N_HP] = {
 
 static size_t pot_scratch(int T) {
     return (size_t)T;
-}
-
-// exp(x) for x <= 0, inline and vectorisable (a libm call per entry otherwise): Cody-Waite
-// reduction x = k ln2 + r, the Cephes degree-6 polynomial for exp(r), 2^k from the exponent
-// bits; relative error <= 1.4 ulp, 0 below -87 (where exp underflows to subnormals anyway)
-static inline float exp_neg(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
-    float k = rintf(xc * 1.44269504088896341f);
-    float r = xc - k * 0.693359375f;
-    r = r + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        uint32_t u;
-        float f;
-    } sc = {.u = (uint32_t)((int)k + 127) << 23};
-    return x < -87.0f ? 0.0f : p * sc.f;
 }
 
 // 2^k for an integer k <= 0, built from the exponent bits (ldexpf is a library call); 0 below
@@ -77,14 +50,7 @@ static inline float pow2i(int k) {
 
 static void pot_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
-    for (int j = 0; j < n; j++) a[j] = exp_neg(s[j] - m);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += a[j];
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    rowops_softmax_fast(a, s, n);
 }
 
 static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
@@ -93,15 +59,15 @@ static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* c
     const float R = ldexpf(1.0f, r), step = 0.69314718055994531f / R; // ln2 2^-r
     const float c = 1.4426950408889634f * R;                          // log2(e) 2^r
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
+    for (int j = 0; j < n; j++) m = rowops_max_f(m, s[j]);
     for (int j = 0; j < n; j++) { // the integer grid index q = Q(t) 2^r, clamped at -200 2^r
         float x = c * (s[j] - m);
-        a[j] = max_f(use_floor ? floorf(x) : rintf(x), -200.0f * R);
+        a[j] = rowops_max_f(use_floor ? floorf(x) : rintf(x), -200.0f * R);
     }
     if (r == 0) {
         for (int j = 0; j < n; j++) a[j] = pow2i((int)a[j]);
     } else {
-        for (int j = 0; j < n; j++) a[j] = exp_neg(a[j] * step);
+        for (int j = 0; j < n; j++) a[j] = rowops_exp_neg(a[j] * step);
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -114,11 +80,8 @@ static void pot_backward_row(float* ds, const float* da, const float* s, const f
                              const AttnRowCtx* ctx) {
     (void)a;
     float* p = ctx->scratch;
-    pot_softmax(p, s, n, ctx);
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += p[j] * da[j];
-    for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] - dot);
+    rowops_softmax_fast(p, s, n);
+    rowops_softmax_backward_simd(ds, da, p, n);
 }
 
 const AttnVariant attn_pot = {

@@ -31,13 +31,9 @@
 #include <stdint.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
-// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
-// finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
-    return x > y ? x : y;
-}
-
+// min without libm's NaN and signed-zero handling (inputs are finite), so loops vectorise
 static inline float min_f(float x, float y) {
     return x < y ? x : y;
 }
@@ -59,28 +55,6 @@ static size_t quant_scratch(int T) {
     return (size_t)T;
 }
 
-// exp(x) for x <= 0, inline and vectorisable (a libm call per entry otherwise): Cody-Waite
-// reduction x = k ln2 + r, the Cephes degree-6 polynomial for exp(r), 2^k from the exponent
-// bits; relative error <= 1.4 ulp, 0 below -87 (where exp underflows to subnormals anyway)
-static inline float exp_neg(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
-    float k = rintf(xc * 1.44269504088896341f);
-    float r = xc - k * 0.693359375f;
-    r = r + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        uint32_t u;
-        float f;
-    } sc = {.u = (uint32_t)((int)k + 127) << 23};
-    return x < -87.0f ? 0.0f : p * sc.f;
-}
-
 static uint64_t mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -88,21 +62,9 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-// e = exp(s - max) into e[], returns the sum
-static float quant_exp(float* e, const float* s, int n) {
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
-    for (int j = 0; j < n; j++) e[j] = exp_neg(s[j] - m);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += e[j];
-    return sum;
-}
-
 static void quant_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
-    float inv = 1.0f / quant_exp(a, s, n);
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    rowops_softmax_fast(a, s, n);
 }
 
 // x[j] <- Q(x[j] * pre_scale) for x in [0, 1]
@@ -125,7 +87,7 @@ static void quant_round(float* x, int n, float pre_scale, const AttnRowCtx* ctx)
 
 static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
-    float sum = quant_exp(a, s, n);
+    float sum = rowops_exp_shifted(a, s, n);
     if (hp->v[HP_STE] >= 0.5f) { // pre: quantise e in (0, 1], then normalise
         quant_round(a, n, 1.0f, ctx);
         float z = 0.0f;
@@ -154,11 +116,8 @@ static void quant_backward_row(float* ds, const float* da, const float* s, const
                                const AttnRowCtx* ctx) {
     (void)a;
     float* p = ctx->scratch;
-    quant_softmax(p, s, n, ctx);
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += p[j] * da[j];
-    for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] - dot);
+    rowops_softmax_fast(p, s, n);
+    rowops_softmax_backward_simd(ds, da, p, n);
 }
 
 const AttnVariant attn_quantized = {

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 #include "common/util.h"
 
 enum { HP_MAP, HP_EPS, N_HP };
@@ -80,9 +81,7 @@ static RelaCache rela_cache(const AttnLayer* L) {
 
 // Run the core (forward or backward) with the configured row map; out = obar.
 static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
-    AttnCore c = attn_layer_core(L);
-    c.out = k->obar;
-    c.dout = k->dobar;
+    AttnCore c = rowops_layer_core(L, k->obar, k->dobar);
     AttnHParams rhp;
     const int map = (int)L->hp->v[HP_MAP];
     if (map != MAP_INNER) {
@@ -99,15 +98,8 @@ static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
         c.rowp_stride = 0;
         c.drowp = NULL;
     }
-    if (backward) {
-        AttnPosSave save;
-        attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-        attn_core_backward(&c, &L->d, L->ws);
-        attn_pos_backward_end(&c, &save, L);
-    } else {
-        attn_pos_forward(&c, L, L->qk_pos);
-        attn_core_forward(&c, &L->d, L->ws);
-    }
+    if (backward) rowops_core_backward(&c, L);
+    else rowops_core_forward(&c, L);
 }
 
 static void rela_forward(AttnLayer* L) {

@@ -36,6 +36,7 @@
 #include <math.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_FORM };
 enum { FORM_SCALED, FORM_MINMAX };
@@ -46,19 +47,6 @@ static const AttnHParamSpec SA_HP[] = {
 };
 
 #define SA_MIN_RANGE 1e-30f
-
-// p = softmax(s) into p[0..n)
-static void sa_softmax_p(float* p, const float* s, int n) {
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        p[j] = expf(s[j] - m);
-        sum += p[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) p[j] *= inv;
-}
 
 // lo = min(min s, 0), hi = max(max s, 0), first argmin / argmax
 static void sa_range(float* lo, float* hi, int* kmin, int* kmax, const float* s, int n) {
@@ -74,7 +62,7 @@ static void sa_range(float* lo, float* hi, int* kmin, int* kmax, const float* s,
 }
 
 static void sa_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    sa_softmax_p(a, s, n);
+    rowops_softmax(a, s, n);
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
         for (int j = 0; j < n; j++) a[j] *= s[j];
         return;
@@ -94,7 +82,7 @@ static void sa_backward_row(float* ds, const float* da, const float* s, const fl
                             const AttnRowCtx* ctx) {
     float* p = ctx->scratch; // n floats
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
-        sa_softmax_p(p, s, n);
+        rowops_softmax(p, s, n);
         float Q = 0.0f;
         for (int j = 0; j < n; j++) Q += da[j] * a[j];
         for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] * (1.0f + s[j]) - Q);
@@ -106,7 +94,7 @@ static void sa_backward_row(float* ds, const float* da, const float* s, const fl
     float r = hi - lo;
     if (r < SA_MIN_RANGE) return;
     float inv_r = 1.0f / r;
-    sa_softmax_p(p, s, n);
+    rowops_softmax(p, s, n);
     float P = 0.0f, Q = 0.0f;
     for (int j = 0; j < n; j++) {
         P += da[j] * p[j];

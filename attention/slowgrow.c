@@ -26,9 +26,9 @@
 //   poly: z' = p / (1 + |s|)        log: z' = p / ((1 + |s|)(1 + log(1 + |s|)))
 //   elu1: z' = 1 (s <= 0), 1 / (1 + s) (s > 0)
 #include <math.h>
-#include <stdint.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { K_POLY, K_LOG, K_ELU1 };
 
@@ -54,27 +54,16 @@ static size_t slowgrow_scratch_floats(int T) {
 static void slowgrow_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const int kernel = (int)ctx->hp->v[0];
     const double p = ctx->hp->v[1];
-    double* z = (double*)(((uintptr_t)ctx->scratch + 7) & ~(uintptr_t)7);
-    double m = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        z[j] = slowgrow_z(kernel, p, (double)s[j]);
-        m = fmax(m, z[j]);
-    }
-    double sum = 0.0;
-    for (int j = 0; j < n; j++) {
-        z[j] = exp(z[j] - m);
-        sum += z[j];
-    }
-    double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(z[j] * inv);
+    double* z = rowops_scratch_double(ctx->scratch);
+    for (int j = 0; j < n; j++) z[j] = slowgrow_z(kernel, p, (double)s[j]);
+    rowops_softmax_double(a, z, n);
 }
 
 static void slowgrow_backward_row(float* ds, const float* da, const float* s, const float* a,
                                   int n, const AttnRowCtx* ctx) {
     const int kernel = (int)ctx->hp->v[0];
     const float p = ctx->hp->v[1];
-    float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    const float dot = rowops_dot(a, da, n);
     if (kernel == K_POLY) {
         for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot) * p / (1.0f + fabsf(s[j]));
     } else if (kernel == K_LOG) {

@@ -30,15 +30,9 @@
 // (a~_k / a_k = a_k^(P-1)/sum R, a_k Z = e_k). In the all-below--20 regime both forms use
 // sigmoid/softplus = 1, consistent with the exp-based forward. O(n).
 #include <math.h>
-#include <stdint.h>
 
 #include "attention/attention.h"
-
-// max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
-// finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
-    return x > y ? x : y;
-}
+#include "attention/rowops.h"
 
 enum { HP_NREF, HP_SCALE, HP_REWEIGHT, HP_POWER, N_HP };
 
@@ -58,28 +52,6 @@ static float softplus_kappa(const AttnHParams* hp, int n) {
     return logf((float)n) / logf(nref);
 }
 
-// exp(x) for x <= 0, inline and vectorisable (a libm call per entry otherwise): Cody-Waite
-// reduction x = k ln2 + r, the Cephes degree-6 polynomial for exp(r), 2^k from the exponent
-// bits; relative error <= 1.4 ulp, 0 below -87 (where exp underflows to subnormals anyway)
-static inline float exp_neg(float x) {
-    float xc = x < -87.0f ? -87.0f : x;
-    float k = rintf(xc * 1.44269504088896341f);
-    float r = xc - k * 0.693359375f;
-    r = r + k * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        uint32_t u;
-        float f;
-    } sc = {.u = (uint32_t)((int)k + 127) << 23};
-    return x < -87.0f ? 0.0f : p * sc.f;
-}
-
 // log1p(e) for e in [0, 1]: 2 atanh(u), u = e/(2+e) in [0, 1/3], series to u^13 (truncation
 // < 2e-8 relative; measured <= 3 ulp overall), accurate for tiny e as well
 static inline float log1p_unit(float e) {
@@ -96,7 +68,7 @@ static inline float log1p_unit(float e) {
 
 // softplus(x) = max(x, 0) + log1p(exp(-|x|)): never overflows, exact to float for any x
 static inline float softplus_f(float x) {
-    return max_f(x, 0.0f) + log1p_unit(exp_neg(-fabsf(x)));
+    return rowops_max_f(x, 0.0f) + log1p_unit(rowops_exp_neg(-fabsf(x)));
 }
 
 static void softplus_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
@@ -107,10 +79,10 @@ static void softplus_forward_row(float* a, const float* s, int n, const AttnRowC
     }
     const float kappa = softplus_kappa(hp, n);
     float mx = -INFINITY;
-    for (int j = 0; j < n; j++) mx = max_f(mx, kappa * s[j]);
+    for (int j = 0; j < n; j++) mx = rowops_max_f(mx, kappa * s[j]);
     float emax;
     if (mx < -20.0f) { // every weight is exp(x) to float precision: normalise at the max
-        for (int j = 0; j < n; j++) a[j] = exp_neg(kappa * s[j] - mx);
+        for (int j = 0; j < n; j++) a[j] = rowops_exp_neg(kappa * s[j] - mx);
         emax = 1.0f;
     } else {
         for (int j = 0; j < n; j++) a[j] = softplus_f(kappa * s[j]);
@@ -148,9 +120,9 @@ static void softplus_backward_row(float* ds, const float* da, const float* s, co
     if (hp->v[HP_REWEIGHT] >= 0.5f) {
         const float c = hp->v[HP_POWER] * kappa;
         for (int j = 0; j < n; j++) {
-            float x = kappa * s[j], E = exp_neg(-fabsf(x));
+            float x = kappa * s[j], E = rowops_exp_neg(-fabsf(x));
             float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
-            float sp = max_f(x, 0.0f) + log1p_unit(E);
+            float sp = rowops_max_f(x, 0.0f) + log1p_unit(E);
             float ratio = x < -20.0f ? 1.0f : sig / sp; // sigmoid/softplus -> 1 as x -> -inf
             ds[j] += c * a[j] * (da[j] - dot) * ratio;
         }
@@ -158,7 +130,7 @@ static void softplus_backward_row(float* ds, const float* da, const float* s, co
     }
     const float c = kappa * a[ks] / softplus_f(mx); // kappa / Z
     for (int j = 0; j < n; j++) {
-        float x = kappa * s[j], E = exp_neg(-fabsf(x));
+        float x = kappa * s[j], E = rowops_exp_neg(-fabsf(x));
         float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
         ds[j] += c * sig * (da[j] - dot);
     }

@@ -30,6 +30,7 @@
 #include <math.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { HP_THETA_INIT, HP_THETA0, HP_BIAS };
 enum { THETA_FIXED, THETA_INV_LOG_T };
@@ -61,32 +62,14 @@ static float ssmax_lambda(int n, const AttnRowCtx* ctx) {
 
 static void ssmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float lambda = ssmax_lambda(n, ctx);
-    float m = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        a[j] = lambda * s[j];
-        m = fmaxf(m, a[j]);
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        a[j] = expf(a[j] - m);
-        sum += a[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    rowops_softmax_scaled(a, s, n, lambda);
 }
 
 static void ssmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
                                const AttnRowCtx* ctx) {
     const float lnn = logf((float)n);
     const float lambda = ssmax_lambda(n, ctx);
-    float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    float sdz = 0.0f; // <s, dz>
-    for (int j = 0; j < n; j++) {
-        float dz = a[j] * (da[j] - dot);
-        ds[j] += lambda * dz;
-        sdz += s[j] * dz;
-    }
+    const float sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, lambda); // <s, dz>
     if (ctx->dp) {
         ctx->dp[0] += lnn * sdz;
         if ((int)ctx->hp->v[HP_BIAS] == 1) ctx->dp[1] += sdz;

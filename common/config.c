@@ -1,7 +1,7 @@
-// common/config.c: the run configuration. One table (CONFIG_FIELDS) gives every key its type,
-// default, range or choices, group and help; the same table drives the `key = value` file parser
-// (with `include`, comments and quoting), the command-line overrides, validation, `--help` and the
-// resolved config written into out_dir.
+// common/config.c: the run configuration: the `key = value` file parser (with `include`, comments
+// and quoting), the command-line overrides, the attn.* keys, and the output (resolved config
+// file, config_diff, `--help`). The key table and defaults are in config_table.c, value checks,
+// config_validate and "did you mean" in config_check.c.
 //
 // File syntax, one setting per line:
 //   key = value            whitespace around key and value is ignored
@@ -16,170 +16,18 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config_int.h"
 #include "common/util.h"
 
 #define INCLUDE_MAX_DEPTH 16
 #define ORIGIN_CMDLINE    "command line"
 
-// For CF_STR fields `min` is the minimum length: 0 lets the value be empty.
-#define F_INT(k, field, def, lo, hi, grp, hlp)                                                     \
-    { k, CF_INT, offsetof(Config, field), sizeof(int), def, lo, hi, NULL, grp, hlp }
-#define F_LONG(k, field, def, lo, hi, grp, hlp)                                                    \
-    { k, CF_LONG, offsetof(Config, field), sizeof(long long), def, lo, hi, NULL, grp, hlp }
-#define F_FLOAT(k, field, def, lo, hi, grp, hlp)                                                   \
-    { k, CF_FLOAT, offsetof(Config, field), sizeof(float), def, lo, hi, NULL, grp, hlp }
-#define F_STR(k, field, def, minlen, choices, grp, hlp)                                            \
-    {                                                                                              \
-        k, CF_STR, offsetof(Config, field), sizeof(((Config*)0)->field), def, minlen, 0, choices,  \
-            grp, hlp                                                                               \
-    }
-
-const ConfigField CONFIG_FIELDS[] = {
-    // ---- model
-    F_INT("n_layer", n_layer, "12", 1, 256, "model", "number of transformer blocks"),
-    F_INT("n_head", n_head, "12", 1, 256, "model", "attention heads per block; must divide n_embd"),
-    F_INT("n_embd", n_embd, "768", 1, 16384, "model", "width of the residual stream (channels)"),
-    F_INT("block_size", block_size, "1024", 1, 65536, "model",
-          "maximum context length (size of the learned position table)"),
-    F_INT("vocab_size", vocab_size, "50257", 1, 65536, "model",
-          "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are uint16)"),
-    F_STR("pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none", "model",
-          "positions: learned table, rotary, ALiBi biases, or none (causal mask only)"),
-    F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
-          "1: RMS-normalise q and k per head before the dot product"),
-    F_STR("init_from", init_from, "scratch", 1, NULL, "model",
-          "scratch, an attnlab checkpoint PATH, llmc:PATH (llm.c model file) or hf:DIR"),
-    // ---- attention
-    F_STR("attention", attention, "softmax", 1, NULL, "attention",
-          "variant name, or per-layer spec like 0-3:softmax,4-11:ssmax (./train "
-          "--list-attention); its hyperparameters are attn.NAME keys"),
-    // ---- data
-    F_STR("train_data", train_data, "", 0, NULL, "data",
-          "glob of training shards (llm.c .bin files), e.g. data_cache/x/train_*.bin"),
-    F_STR("val_data", val_data, "", 0, NULL, "data",
-          "glob of validation shards; empty: no validation"),
-    F_STR("tokenizer", tokenizer, "gpt2", 1, "gpt2|byte", "data",
-          "GPT-2 byte-level BPE, or raw bytes (ids 0-255)"),
-    F_STR("tokenizer_dir", tokenizer_dir, "data_cache/gpt2", 1, NULL, "data",
-          "directory holding the GPT-2 vocab.bpe and encoder.json"),
-    F_INT("shuffle", shuffle, "0", 0, 1, "data",
-          "0: shards and batches in order; 1: seeded reshuffle of both every epoch"),
-    // ---- training
-    F_INT("batch_size", batch_size, "4", 1, 65536, "training", "sequences per micro-batch (B)"),
-    F_INT("seq_len", seq_len, "64", 1, 65536, "training",
-          "tokens per training sequence (T); at most block_size"),
-    F_INT("max_steps", max_steps, "100", 0, 1e9, "training", "optimizer steps to run"),
-    F_INT("grad_accum", grad_accum, "1", 1, 65536, "training",
-          "micro-batches accumulated into each optimizer step"),
-    F_INT("threads", threads, "0", 0, 4096, "training", "OpenMP threads; 0: all cores"),
-    F_INT("resume", resume, "0", 0, 1, "training",
-          "1: continue exactly from the latest checkpoint in out_dir"),
-    F_LONG("seed", seed, "1337", 0, 9223372036854775807.0, "training",
-           "seed for initialisation, data shuffling and sampling"),
-    // ---- optimizer
-    F_STR("optimizer", optimizer, "adamw", 1, "adamw|sgd|signsgd|lion", "optimizer", "update rule"),
-    F_FLOAT("lr", lr, "6e-4", 0, 10, "optimizer", "peak learning rate (reached after warm-up)"),
-    F_FLOAT("min_lr", min_lr, "6e-5", 0, 10, "optimizer",
-            "final learning rate of the cosine or linear decay; at most lr"),
-    F_INT("warmup_steps", warmup_steps, "10", 0, 1e9, "optimizer",
-          "steps of linear warm-up to lr; at most max_steps"),
-    F_STR("lr_schedule", lr_schedule, "cosine", 1, "cosine|constant|linear", "optimizer",
-          "learning-rate decay from lr to min_lr after warm-up"),
-    F_FLOAT("weight_decay", weight_decay, "0.1", 0, 10, "optimizer",
-            "decoupled weight-decay coefficient"),
-    F_FLOAT("beta1", beta1, "0.9", 0, 0.999999, "optimizer", "first-moment decay (adamw, lion)"),
-    F_FLOAT("beta2", beta2, "0.95", 0, 0.999999, "optimizer",
-            "second-moment decay (adamw; lion's momentum)"),
-    F_FLOAT("eps", eps, "1e-8", 1e-30, 1, "optimizer", "adamw denominator epsilon"),
-    F_FLOAT("grad_clip", grad_clip, "1.0", 0, 1e6, "optimizer",
-            "clip the global gradient norm to this; 0: no clipping"),
-    // ---- output
-    F_STR("out_dir", out_dir, "out", 1, NULL, "output",
-          "directory for checkpoints, metrics.jsonl, the log and the resolved config"),
-    F_INT("log_every", log_every, "1", 1, 1e9, "output", "progress line every N steps"),
-    F_INT("eval_every", eval_every, "50", 0, 1e9, "output",
-          "validation loss every N steps (and at the end); 0: never"),
-    F_INT("eval_steps", eval_steps, "10", 1, 1e6, "output", "validation batches per evaluation"),
-    F_INT("metrics_every", metrics_every, "50", 0, 1e9, "output",
-          "attention diagnostics (entropy, sink rate, kurtosis, head grad norms) every N "
-          "steps; 0: never"),
-    F_INT("checkpoint_every", checkpoint_every, "0", 0, 1e9, "output",
-          "checkpoint every N steps; 0: only at the end"),
-    F_INT("sample_every", sample_every, "0", 0, 1e9, "output",
-          "print a generated sample every N steps; 0: never"),
-    F_INT("sample_tokens", sample_tokens, "64", 1, 65536, "output", "tokens per sample"),
-    F_INT("keep_last", keep_last, "3", 1, 1e6, "output",
-          "periodic checkpoints kept; older ones are deleted"),
-    F_INT("dump_attention_every", dump_attention_every, "0", 0, 1e9, "output",
-          "write attention maps (.npy) every N steps; 0: never"),
-    F_FLOAT("sink_eps", sink_eps, "0.3", 0, 1, "output",
-            "a head counts as a sink when its mean attention to the first token exceeds this "
-            "(Gu et al.: 0.3)"),
-    F_STR("nan_policy", nan_policy, "stop", 1, "stop|skip", "output",
-          "on a non-finite loss or gradient: stop (exit 3) or skip the step"),
-    F_INT("max_skips", max_skips, "10", 1, 1e6, "output",
-          "with nan_policy = skip: stop after this many consecutive skipped steps"),
-    F_INT("eval_seq_len", eval_seq_len, "0", 0, 65536, "output",
-          "validation sequence length (up to block_size, for length extrapolation); 0: seq_len"),
-};
-const int CONFIG_NFIELDS = (int)(sizeof(CONFIG_FIELDS) / sizeof(CONFIG_FIELDS[0]));
-
-// Names researchers bring from nanoGPT / Hugging Face, for "did you mean" hints.
-static const char* const KEY_ALIASES[][2] = {
-    {"learning_rate", "lr"},
-    {"max_lr", "lr"},
-    {"n_ctx", "block_size"},
-    {"n_positions", "block_size"},
-    {"context_length", "block_size"},
-    {"max_iters", "max_steps"},
-    {"num_steps", "max_steps"},
-    {"steps", "max_steps"},
-    {"warmup_iters", "warmup_steps"},
-    {"gradient_accumulation_steps", "grad_accum"},
-    {"dataset", "train_data"},
-    {"decay_lr", "lr_schedule"},
-    {"output_dir", "out_dir"},
-    {"eval_interval", "eval_every"},
-    {"log_interval", "log_every"},
-    {"eval_iters", "eval_steps"},
-    {"n_embed", "n_embd"},
-    {"n_heads", "n_head"},
-    {"n_layers", "n_layer"},
-    {"d_model", "n_embd"},
-    {"init", "init_from"},
-    {"attn", "attention"},
-};
-
 // ----------------------------------------------------------------------------
 // small helpers
-
-const ConfigField* config_field(const char* key) {
-    for (int i = 0; i < CONFIG_NFIELDS; i++)
-        if (strcmp(CONFIG_FIELDS[i].key, key) == 0) return &CONFIG_FIELDS[i];
-    return NULL;
-}
-
-static void* field_ptr(Config* c, const ConfigField* f) {
-    return (char*)c + f->offset;
-}
-static const void* field_cptr(const Config* c, const ConfigField* f) {
-    return (const char*)c + f->offset;
-}
-
-// Numbers as people write them: integers without exponent, others with %g.
-static void fmt_num(char* buf, size_t cap, double x) {
-    if (x >= 9223372036854775807.0)
-        snprintf(buf, cap, "%lld", LLONG_MAX);
-    else if (x == floor(x) && fabs(x) < 1e16)
-        snprintf(buf, cap, "%.0f", x);
-    else
-        snprintf(buf, cap, "%g", x);
-}
 
 static int is_space(char ch) {
     return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n' || ch == '\v' || ch == '\f';
@@ -194,129 +42,6 @@ static char* trim(char* s) {
     return s;
 }
 
-// Is `choice` one of the '|'-separated entries of `choices`?
-static int choice_ok(const char* choices, const char* v) {
-    size_t n = strlen(v);
-    const char* p = choices;
-    while (*p) {
-        const char* e = strchr(p, '|');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, v, n) == 0) return 1;
-        if (!e) break;
-        p = e + 1;
-    }
-    return 0;
-}
-
-// Only plain decimal notation: digits, sign, point, exponent (no hex, inf or nan).
-static int numeric_chars(const char* s) {
-    if (!*s) return 0;
-    for (const char* p = s; *p; p++)
-        if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p)) return 0;
-    return 1;
-}
-
-// Parse a full-string number. Returns 0 ok, -1 not a number.
-static int parse_double(const char* s, double* out) {
-    if (!numeric_chars(s)) return -1;
-    char* end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int is_bool_field(const ConfigField* f) {
-    return (f->type == CF_INT) && f->min == 0 && f->max == 1;
-}
-
-static int parse_bool_word(const char* s, int* out) {
-    static const char* const T[] = {"true", "yes", "on"};
-    static const char* const F[] = {"false", "no", "off"};
-    for (int i = 0; i < 3; i++) {
-        if (strcasecmp(s, T[i]) == 0) return *out = 1, 0;
-        if (strcasecmp(s, F[i]) == 0) return *out = 0, 0;
-    }
-    return -1;
-}
-
-// Set field f from text. `where` is "FILE:LINE" or "command line".
-static int field_set(Config* c, const ConfigField* f, const char* v, const char* where, char* err,
-                     size_t errcap) {
-    for (const char* p = v; *p; p++) {
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-            snprintf(err, errcap, "%s: key '%s': the value contains a control character", where,
-                     f->key);
-            return -1;
-        }
-    }
-    if (f->type == CF_STR) {
-        size_t n = strlen(v);
-        if (n < (size_t)f->min) {
-            snprintf(err, errcap, "%s: key '%s': empty value", where, f->key);
-            return -1;
-        }
-        if (n >= f->size) {
-            snprintf(err, errcap, "%s: key '%s': the value is %zu characters long, at most %zu",
-                     where, f->key, n, f->size - 1);
-            return -1;
-        }
-        if (f->choices && !choice_ok(f->choices, v)) {
-            snprintf(err, errcap, "%s: key '%s': '%s' is not one of %s", where, f->key, v,
-                     f->choices);
-            return -1;
-        }
-        memcpy(field_ptr(c, f), v, n + 1);
-        return 0;
-    }
-    if (!*v) {
-        snprintf(err, errcap, "%s: key '%s': empty value", where, f->key);
-        return -1;
-    }
-    double d;
-    int b;
-    if (is_bool_field(f) && parse_bool_word(v, &b) == 0) {
-        d = b;
-    } else if (parse_double(v, &d) != 0) {
-        snprintf(err, errcap, "%s: key '%s': '%s' is not a number", where, f->key, v);
-        return -1;
-    }
-    if (f->type != CF_FLOAT && d != floor(d)) {
-        snprintf(err, errcap, "%s: key '%s': '%s' is not an integer", where, f->key, v);
-        return -1;
-    }
-    if (!(d >= f->min && d <= f->max)) {
-        char lo[32], hi[32];
-        fmt_num(lo, sizeof(lo), f->min);
-        fmt_num(hi, sizeof(hi), f->max);
-        snprintf(err, errcap, "%s: key '%s': %s is out of range [%s, %s]", where, f->key, v, lo,
-                 hi);
-        return -1;
-    }
-    switch (f->type) {
-    case CF_INT:
-        *(int*)field_ptr(c, f) = (int)d;
-        break;
-    case CF_FLOAT:
-        *(float*)field_ptr(c, f) = (float)d;
-        break;
-    case CF_LONG: {
-        // Plain integers go through strtoll so that values above 2^53 stay exact.
-        char* end = NULL;
-        errno = 0;
-        long long ll = strtoll(v, &end, 10);
-        if (*end == '\0' && errno == 0)
-            *(long long*)field_ptr(c, f) = ll;
-        else
-            *(long long*)field_ptr(c, f) = (long long)d;
-        break;
-    }
-    case CF_STR:
-        break;
-    }
-    return 0;
-}
 
 static int attn_set(Config* c, const char* key, const char* v, const char* where, char* err,
                     size_t errcap) {
@@ -363,46 +88,6 @@ static int attn_set(Config* c, const char* key, const char* v, const char* where
     return 0;
 }
 
-// ----------------------------------------------------------------------------
-// "did you mean"
-
-static int levenshtein(const char* a, const char* b) {
-    enum { MAXN = 96 };
-    size_t na = strlen(a), nb = strlen(b);
-    if (na >= MAXN || nb >= MAXN) return INT_MAX;
-    int prev[MAXN + 1], cur[MAXN + 1];
-    for (size_t j = 0; j <= nb; j++)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int sub = prev[j - 1] +
-                      (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            int m = sub < del ? sub : del;
-            cur[j] = m < ins ? m : ins;
-        }
-        memcpy(prev, cur, (nb + 1) * sizeof(int));
-    }
-    return prev[nb];
-}
-
-const char* config_closest_key(const char* key) {
-    for (size_t i = 0; i < sizeof(KEY_ALIASES) / sizeof(KEY_ALIASES[0]); i++)
-        if (strcasecmp(key, KEY_ALIASES[i][0]) == 0) return KEY_ALIASES[i][1];
-    size_t n = strlen(key);
-    int limit = n <= 3 ? 1 : (n <= 6 ? 2 : 3);
-    const char* best = NULL;
-    int bestd = INT_MAX;
-    for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        int d = levenshtein(key, CONFIG_FIELDS[i].key);
-        if (d < bestd) bestd = d, best = CONFIG_FIELDS[i].key;
-    }
-    int d = levenshtein(key, "include");
-    if (d < bestd) bestd = d, best = "include";
-    return bestd <= limit ? best : NULL;
-}
-
 static void unknown_key(const char* where, const char* key, char* err, size_t errcap) {
     const char* s = config_closest_key(key);
     if (s)
@@ -413,15 +98,6 @@ static void unknown_key(const char* where, const char* key, char* err, size_t er
 
 // ----------------------------------------------------------------------------
 // defaults and single settings
-
-void config_defaults(Config* c) {
-    memset(c, 0, sizeof(*c));
-    char err[512];
-    for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        int rc = field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err, sizeof(err));
-        if (rc != 0) util_assert_fail(err, __FILE__, __LINE__);
-    }
-}
 
 static int valid_key_chars(const char* k) {
     if (!*k) return 0;
@@ -469,7 +145,7 @@ static int apply_kv(Config* c, const char* key, const char* value, const char* w
         unknown_key(where, key, err, errcap);
         return -1;
     }
-    return field_set(c, f, value, where, err, errcap);
+    return config_field_set(c, f, value, where, err, errcap);
 }
 
 // ----------------------------------------------------------------------------
@@ -673,76 +349,6 @@ int config_apply_arg(Config* c, const char* arg, char* err, size_t errcap) {
     return rc;
 }
 
-// ----------------------------------------------------------------------------
-// validation
-
-static int field_check(const Config* c, const ConfigField* f, char* err, size_t errcap) {
-    char v[CONFIG_STR + 32];
-    config_format_value(v, sizeof(v), c, f);
-    Config tmp; // re-parse the formatted value: the same rules as the file parser
-    memset(&tmp, 0, sizeof(tmp));
-    if (f->type == CF_STR && memchr(field_cptr(c, f), '\0', f->size) == NULL) {
-        snprintf(err, errcap, "key '%s': the value is not terminated", f->key);
-        return -1;
-    }
-    char e[600];
-    if (field_set(&tmp, f, v, "config", e, sizeof(e)) != 0) {
-        snprintf(err, errcap, "%s", e);
-        return -1;
-    }
-    return 0;
-}
-
-int config_validate(const Config* c, char* err, size_t errcap) {
-    for (int i = 0; i < CONFIG_NFIELDS; i++)
-        if (field_check(c, &CONFIG_FIELDS[i], err, errcap) != 0) return -1;
-    if (c->n_embd % c->n_head != 0) {
-        snprintf(err, errcap, "n_embd = %d is not divisible by n_head = %d", c->n_embd, c->n_head);
-        return -1;
-    }
-    if (strcmp(c->pos_encoding, "rope") == 0 && (c->n_embd / c->n_head) % 2 != 0) {
-        snprintf(err, errcap,
-                 "pos_encoding = rope needs an even head size, but n_embd / n_head = %d / %d = %d",
-                 c->n_embd, c->n_head, c->n_embd / c->n_head);
-        return -1;
-    }
-    if (c->seq_len > c->block_size) {
-        snprintf(err, errcap, "seq_len = %d is larger than block_size = %d", c->seq_len,
-                 c->block_size);
-        return -1;
-    }
-    if (c->eval_seq_len > c->block_size) {
-        snprintf(err, errcap, "eval_seq_len = %d is larger than block_size = %d", c->eval_seq_len,
-                 c->block_size);
-        return -1;
-    }
-    if (c->min_lr > c->lr) {
-        snprintf(err, errcap, "min_lr = %g is larger than lr = %g", (double)c->min_lr,
-                 (double)c->lr);
-        return -1;
-    }
-    if (c->max_steps > 0 && c->warmup_steps > c->max_steps) {
-        snprintf(err, errcap, "warmup_steps = %d is larger than max_steps = %d", c->warmup_steps,
-                 c->max_steps);
-        return -1;
-    }
-    if (strcmp(c->tokenizer, "gpt2") == 0 && c->vocab_size < 50257) {
-        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = gpt2 (needs 50257)",
-                 c->vocab_size);
-        return -1;
-    }
-    if (strcmp(c->tokenizer, "byte") == 0 && c->vocab_size < 257) {
-        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = byte (needs 257: 256 bytes + EOT)",
-                 c->vocab_size);
-        return -1;
-    }
-    if (c->n_attn < 0 || c->n_attn > CONFIG_MAX_ATTN) {
-        snprintf(err, errcap, "n_attn = %d is out of range [0, %d]", c->n_attn, CONFIG_MAX_ATTN);
-        return -1;
-    }
-    return 0;
-}
-
 const char* config_attn_get(const Config* c, const char* name, const char** origin) {
     for (int i = 0; i < c->n_attn; i++) {
         const ConfigKV* kv = &c->attn[i];
@@ -759,7 +365,7 @@ const char* config_attn_get(const Config* c, const char* name, const char** orig
 // output
 
 void config_format_value(char* buf, size_t cap, const Config* c, const ConfigField* f) {
-    const void* p = field_cptr(c, f);
+    const void* p = config_field_cptr(c, f);
     switch (f->type) {
     case CF_INT:
         snprintf(buf, cap, "%d", *(const int*)p);
@@ -896,12 +502,12 @@ void config_print_help(FILE* f) {
         char range[80];
         if (fd->type == CF_STR) {
             snprintf(range, sizeof(range), "%s", fd->choices ? fd->choices : "(text)");
-        } else if (is_bool_field(fd)) {
+        } else if (config_is_bool_field(fd)) {
             snprintf(range, sizeof(range), "0|1");
         } else {
             char lo[32], hi[32];
-            fmt_num(lo, sizeof(lo), fd->min);
-            fmt_num(hi, sizeof(hi), fd->max);
+            config_fmt_num(lo, sizeof(lo), fd->min);
+            config_fmt_num(hi, sizeof(hi), fd->max);
             snprintf(range, sizeof(range), "[%s, %s]", lo, hi);
         }
         char def[64];

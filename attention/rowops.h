@@ -1,0 +1,175 @@
+// attention/rowops.h: small kernels shared by the attention variants, as static inline functions.
+//
+// Row kernels work on one causal row of length n (n = t + 1): s[0..n) scores, a[0..n) weights,
+// da the gradient of a, ds the gradient of s (accumulated with +=). Each one keeps the exact
+// operation order of the loops it replaced, so the variants that call it give bit-identical
+// results. Maxima use `x > m ? x : m`: an inline comparison (fmaxf is a libm call per entry)
+// that, like fmaxf, ignores a NaN entry and gives the same differences s_j - m.
+//
+// Layer helpers (end of file) run the driver's core with position encoding, for layer-level
+// variants that wrap an inner row map.
+#ifndef ATTNLAB_ROWOPS_H
+#define ATTNLAB_ROWOPS_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attention.h"
+
+// max(x, y) without libm's NaN and signed-zero handling (for finite inputs), so loops vectorise
+static inline float rowops_max_f(float x, float y) {
+    return x > y ? x : y;
+}
+
+// exp(x) for x <= 0, inline and vectorisable (a libm call per entry otherwise): Cody-Waite
+// reduction x = k ln2 + r, the Cephes degree-6 polynomial for exp(r), 2^k from the exponent
+// bits; relative error <= 1.4 ulp, 0 below -87 (where exp underflows to subnormals anyway).
+// Only for x <= 0 (k + 127 must stay a valid exponent): the argument of a max-shifted softmax.
+static inline float rowops_exp_neg(float x) {
+    float xc = x < -87.0f ? -87.0f : x;
+    float k = rintf(xc * 1.44269504088896341f);
+    float r = xc - k * 0.693359375f;
+    r = r + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union {
+        uint32_t u;
+        float f;
+    } sc = {.u = (uint32_t)((int)k + 127) << 23};
+    return x < -87.0f ? 0.0f : p * sc.f;
+}
+
+// <x, y> = sum_j x_j y_j over j < n, summed in index order
+static inline float rowops_dot(const float* x, const float* y, int n) {
+    float dot = 0.0f;
+    for (int j = 0; j < n; j++) dot += x[j] * y[j];
+    return dot;
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax with expf (sums in index order)
+
+// a = softmax(s): a_j = exp(s_j - m) / sum_k exp(s_k - m), m = max_k s_k. a may equal s.
+static inline void rowops_softmax(float* a, const float* s, int n) {
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        a[j] = expf(s[j] - m);
+        sum += a[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+// Softmax VJP: ds_j += a_j (da_j - <a, da>) with a = softmax(.); returns <a, da>.
+static inline float rowops_softmax_backward(float* ds, const float* da, const float* a, int n) {
+    float dot = rowops_dot(a, da, n);
+    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    return dot;
+}
+
+// Scaled softmax a = softmax(beta s) (z_j = beta s_j; the max is taken over z, so every exponent
+// is <= 0 whatever the sign of beta).
+static inline void rowops_softmax_scaled(float* a, const float* s, int n, float beta) {
+    for (int j = 0; j < n; j++) a[j] = beta * s[j];
+    rowops_softmax(a, a, n);
+}
+
+// VJP of a = softmax(beta s) for a fixed beta: with dz_j = a_j (da_j - <a, da>),
+// ds_j += beta dz_j; returns <s, dz>, the gradient of the loss with respect to beta.
+static inline float rowops_softmax_scaled_backward(float* ds, const float* da, const float* s,
+                                                   const float* a, int n, float beta) {
+    float dot = rowops_dot(a, da, n);
+    float sdz = 0.0f; // <s, dz>
+    for (int j = 0; j < n; j++) {
+        float dz = a[j] * (da[j] - dot);
+        ds[j] += beta * dz;
+        sdz += s[j] * dz;
+    }
+    return sdz;
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax with the inline exp (vectorised; `omp simd` sums, in the order of the compiled code)
+
+// e_j = exp(s_j - max s) in (0, 1] through rowops_exp_neg; returns sum_j e_j (>= 1).
+static inline float rowops_exp_shifted(float* e, const float* s, int n) {
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = rowops_max_f(m, s[j]);
+    for (int j = 0; j < n; j++) e[j] = rowops_exp_neg(s[j] - m);
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) sum += e[j];
+    return sum;
+}
+
+// a = softmax(s) through rowops_exp_shifted (each weight within a few ulp of the expf version).
+static inline void rowops_softmax_fast(float* a, const float* s, int n) {
+    float inv = 1.0f / rowops_exp_shifted(a, s, n);
+    for (int j = 0; j < n; j++) a[j] *= inv;
+}
+
+// Softmax VJP as rowops_softmax_backward, with the <a, da> sum under `omp simd`.
+static inline void rowops_softmax_backward_simd(float* ds, const float* da, const float* a,
+                                                int n) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// softmax in double (each weight rounded to float once, so it is smooth in the logits)
+
+// The row scratch viewed as doubles: ctx->scratch rounded up to 8-byte alignment. A variant using
+// it declares scratch_floats(T) >= 2 T + 2 (T doubles plus the alignment slack).
+static inline double* rowops_scratch_double(float* scratch) {
+    return (double*)(((uintptr_t)scratch + 7) & ~(uintptr_t)7);
+}
+
+// a = (float) softmax(z) for logits z[0..n) in double; z is overwritten with exp(z_j - max z).
+static inline void rowops_softmax_double(float* a, double* z, int n) {
+    double m = -INFINITY;
+    for (int j = 0; j < n; j++) m = z[j] > m ? z[j] : m;
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        z[j] = exp(z[j] - m);
+        sum += z[j];
+    }
+    double inv = 1.0 / sum;
+    for (int j = 0; j < n; j++) a[j] = (float)(z[j] * inv);
+}
+
+// ---------------------------------------------------------------------------------------------
+// layer helpers for variants that wrap an inner row map
+
+// The default-pipeline core of layer L (attn_layer_core) with its A·V product written to out
+// (B,T,C) and, in backward, its output gradient read from dout (B,T,C).
+static inline AttnCore rowops_layer_core(const AttnLayer* L, float* out, float* dout) {
+    AttnCore c = attn_layer_core(L);
+    c.out = out;
+    c.dout = dout;
+    return c;
+}
+
+// Position encoding of c's q, k (rotated into L->qk_pos under rope), then the core forward.
+static inline void rowops_core_forward(AttnCore* c, const AttnLayer* L) {
+    attn_pos_forward(c, L, L->qk_pos);
+    attn_core_forward(c, &L->d, L->ws);
+}
+
+// The core backward between attn_pos_backward_begin and _end (gradients += into c's dq, dk, dv).
+static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
+    AttnPosSave save;
+    attn_pos_backward_begin(c, &save, L, L->qk_pos);
+    attn_core_backward(c, &L->d, L->ws);
+    attn_pos_backward_end(c, &save, L);
+}
+
+#endif

@@ -1,0 +1,287 @@
+// common/config_check.c: validation of the run configuration: the checks of one value against
+// its key's type, range and choices (used by the parser, the defaults and config_validate), the
+// cross-field checks of config_validate, and the closest-key suggestions ("did you mean") for
+// unknown keys.
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/config_int.h"
+
+// Names researchers bring from nanoGPT / Hugging Face, for "did you mean" hints.
+static const char* const KEY_ALIASES[][2] = {
+    {"learning_rate", "lr"},
+    {"max_lr", "lr"},
+    {"n_ctx", "block_size"},
+    {"n_positions", "block_size"},
+    {"context_length", "block_size"},
+    {"max_iters", "max_steps"},
+    {"num_steps", "max_steps"},
+    {"steps", "max_steps"},
+    {"warmup_iters", "warmup_steps"},
+    {"gradient_accumulation_steps", "grad_accum"},
+    {"dataset", "train_data"},
+    {"decay_lr", "lr_schedule"},
+    {"output_dir", "out_dir"},
+    {"eval_interval", "eval_every"},
+    {"log_interval", "log_every"},
+    {"eval_iters", "eval_steps"},
+    {"n_embed", "n_embd"},
+    {"n_heads", "n_head"},
+    {"n_layers", "n_layer"},
+    {"d_model", "n_embd"},
+    {"init", "init_from"},
+    {"attn", "attention"},
+};
+
+// ----------------------------------------------------------------------------
+// single values
+
+// Numbers as people write them: integers without exponent, others with %g.
+void config_fmt_num(char* buf, size_t cap, double x) {
+    if (x >= 9223372036854775807.0)
+        snprintf(buf, cap, "%lld", LLONG_MAX);
+    else if (x == floor(x) && fabs(x) < 1e16)
+        snprintf(buf, cap, "%.0f", x);
+    else
+        snprintf(buf, cap, "%g", x);
+}
+
+// Is `choice` one of the '|'-separated entries of `choices`?
+static int choice_ok(const char* choices, const char* v) {
+    size_t n = strlen(v);
+    const char* p = choices;
+    while (*p) {
+        const char* e = strchr(p, '|');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+// Only plain decimal notation: digits, sign, point, exponent (no hex, inf or nan).
+static int numeric_chars(const char* s) {
+    if (!*s) return 0;
+    for (const char* p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p)) return 0;
+    return 1;
+}
+
+// Parse a full-string number. Returns 0 ok, -1 not a number.
+static int parse_double(const char* s, double* out) {
+    if (!numeric_chars(s)) return -1;
+    char* end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int config_is_bool_field(const ConfigField* f) {
+    return (f->type == CF_INT) && f->min == 0 && f->max == 1;
+}
+
+static int parse_bool_word(const char* s, int* out) {
+    static const char* const T[] = {"true", "yes", "on"};
+    static const char* const F[] = {"false", "no", "off"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(s, T[i]) == 0) return *out = 1, 0;
+        if (strcasecmp(s, F[i]) == 0) return *out = 0, 0;
+    }
+    return -1;
+}
+
+// Set field f from text. `where` is "FILE:LINE" or "command line".
+int config_field_set(Config* c, const ConfigField* f, const char* v, const char* where,
+                     char* err, size_t errcap) {
+    for (const char* p = v; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            snprintf(err, errcap, "%s: key '%s': the value contains a control character", where,
+                     f->key);
+            return -1;
+        }
+    }
+    if (f->type == CF_STR) {
+        size_t n = strlen(v);
+        if (n < (size_t)f->min) {
+            snprintf(err, errcap, "%s: key '%s': empty value", where, f->key);
+            return -1;
+        }
+        if (n >= f->size) {
+            snprintf(err, errcap, "%s: key '%s': the value is %zu characters long, at most %zu",
+                     where, f->key, n, f->size - 1);
+            return -1;
+        }
+        if (f->choices && !choice_ok(f->choices, v)) {
+            snprintf(err, errcap, "%s: key '%s': '%s' is not one of %s", where, f->key, v,
+                     f->choices);
+            return -1;
+        }
+        memcpy(config_field_ptr(c, f), v, n + 1);
+        return 0;
+    }
+    if (!*v) {
+        snprintf(err, errcap, "%s: key '%s': empty value", where, f->key);
+        return -1;
+    }
+    double d;
+    int b;
+    if (config_is_bool_field(f) && parse_bool_word(v, &b) == 0) {
+        d = b;
+    } else if (parse_double(v, &d) != 0) {
+        snprintf(err, errcap, "%s: key '%s': '%s' is not a number", where, f->key, v);
+        return -1;
+    }
+    if (f->type != CF_FLOAT && d != floor(d)) {
+        snprintf(err, errcap, "%s: key '%s': '%s' is not an integer", where, f->key, v);
+        return -1;
+    }
+    if (!(d >= f->min && d <= f->max)) {
+        char lo[32], hi[32];
+        config_fmt_num(lo, sizeof(lo), f->min);
+        config_fmt_num(hi, sizeof(hi), f->max);
+        snprintf(err, errcap, "%s: key '%s': %s is out of range [%s, %s]", where, f->key, v, lo,
+                 hi);
+        return -1;
+    }
+    switch (f->type) {
+    case CF_INT:
+        *(int*)config_field_ptr(c, f) = (int)d;
+        break;
+    case CF_FLOAT:
+        *(float*)config_field_ptr(c, f) = (float)d;
+        break;
+    case CF_LONG: {
+        // Plain integers go through strtoll so that values above 2^53 stay exact.
+        char* end = NULL;
+        errno = 0;
+        long long ll = strtoll(v, &end, 10);
+        if (*end == '\0' && errno == 0)
+            *(long long*)config_field_ptr(c, f) = ll;
+        else
+            *(long long*)config_field_ptr(c, f) = (long long)d;
+        break;
+    }
+    case CF_STR:
+        break;
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// "did you mean"
+
+static int levenshtein(const char* a, const char* b) {
+    enum { MAXN = 96 };
+    size_t na = strlen(a), nb = strlen(b);
+    if (na >= MAXN || nb >= MAXN) return INT_MAX;
+    int prev[MAXN + 1], cur[MAXN + 1];
+    for (size_t j = 0; j <= nb; j++)
+        prev[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int sub = prev[j - 1] +
+                      (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            int m = sub < del ? sub : del;
+            cur[j] = m < ins ? m : ins;
+        }
+        memcpy(prev, cur, (nb + 1) * sizeof(int));
+    }
+    return prev[nb];
+}
+
+const char* config_closest_key(const char* key) {
+    for (size_t i = 0; i < sizeof(KEY_ALIASES) / sizeof(KEY_ALIASES[0]); i++)
+        if (strcasecmp(key, KEY_ALIASES[i][0]) == 0) return KEY_ALIASES[i][1];
+    size_t n = strlen(key);
+    int limit = n <= 3 ? 1 : (n <= 6 ? 2 : 3);
+    const char* best = NULL;
+    int bestd = INT_MAX;
+    for (int i = 0; i < CONFIG_NFIELDS; i++) {
+        int d = levenshtein(key, CONFIG_FIELDS[i].key);
+        if (d < bestd) bestd = d, best = CONFIG_FIELDS[i].key;
+    }
+    int d = levenshtein(key, "include");
+    if (d < bestd) bestd = d, best = "include";
+    return bestd <= limit ? best : NULL;
+}
+
+// ----------------------------------------------------------------------------
+// validation
+
+static int field_check(const Config* c, const ConfigField* f, char* err, size_t errcap) {
+    char v[CONFIG_STR + 32];
+    config_format_value(v, sizeof(v), c, f);
+    Config tmp; // re-parse the formatted value: the same rules as the file parser
+    memset(&tmp, 0, sizeof(tmp));
+    if (f->type == CF_STR && memchr(config_field_cptr(c, f), '\0', f->size) == NULL) {
+        snprintf(err, errcap, "key '%s': the value is not terminated", f->key);
+        return -1;
+    }
+    char e[600];
+    if (config_field_set(&tmp, f, v, "config", e, sizeof(e)) != 0) {
+        snprintf(err, errcap, "%s", e);
+        return -1;
+    }
+    return 0;
+}
+
+int config_validate(const Config* c, char* err, size_t errcap) {
+    for (int i = 0; i < CONFIG_NFIELDS; i++)
+        if (field_check(c, &CONFIG_FIELDS[i], err, errcap) != 0) return -1;
+    if (c->n_embd % c->n_head != 0) {
+        snprintf(err, errcap, "n_embd = %d is not divisible by n_head = %d", c->n_embd, c->n_head);
+        return -1;
+    }
+    if (strcmp(c->pos_encoding, "rope") == 0 && (c->n_embd / c->n_head) % 2 != 0) {
+        snprintf(err, errcap,
+                 "pos_encoding = rope needs an even head size, but n_embd / n_head = %d / %d = %d",
+                 c->n_embd, c->n_head, c->n_embd / c->n_head);
+        return -1;
+    }
+    if (c->seq_len > c->block_size) {
+        snprintf(err, errcap, "seq_len = %d is larger than block_size = %d", c->seq_len,
+                 c->block_size);
+        return -1;
+    }
+    if (c->eval_seq_len > c->block_size) {
+        snprintf(err, errcap, "eval_seq_len = %d is larger than block_size = %d", c->eval_seq_len,
+                 c->block_size);
+        return -1;
+    }
+    if (c->min_lr > c->lr) {
+        snprintf(err, errcap, "min_lr = %g is larger than lr = %g", (double)c->min_lr,
+                 (double)c->lr);
+        return -1;
+    }
+    if (c->max_steps > 0 && c->warmup_steps > c->max_steps) {
+        snprintf(err, errcap, "warmup_steps = %d is larger than max_steps = %d", c->warmup_steps,
+                 c->max_steps);
+        return -1;
+    }
+    if (strcmp(c->tokenizer, "gpt2") == 0 && c->vocab_size < 50257) {
+        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = gpt2 (needs 50257)",
+                 c->vocab_size);
+        return -1;
+    }
+    if (strcmp(c->tokenizer, "byte") == 0 && c->vocab_size < 257) {
+        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = byte (needs 257: 256 bytes + EOT)",
+                 c->vocab_size);
+        return -1;
+    }
+    if (c->n_attn < 0 || c->n_attn > CONFIG_MAX_ATTN) {
+        snprintf(err, errcap, "n_attn = %d is out of range [0, %d]", c->n_attn, CONFIG_MAX_ATTN);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,128 @@
+// common/config_table.c: the table of config keys (CONFIG_FIELDS: type, default, range or
+// choices, group and help of every key), the lookup of a key in it, and config_defaults. The
+// parser (config.c), the validation (config_check.c), --help and the resolved config written into
+// out_dir are all driven by this one table.
+#include <stddef.h>
+#include <string.h>
+
+#include "common/config.h"
+#include "common/config_int.h"
+#include "common/util.h"
+
+// For CF_STR fields `min` is the minimum length: 0 lets the value be empty.
+#define F_INT(k, field, def, lo, hi, grp, hlp)                                                     \
+    { k, CF_INT, offsetof(Config, field), sizeof(int), def, lo, hi, NULL, grp, hlp }
+#define F_LONG(k, field, def, lo, hi, grp, hlp)                                                    \
+    { k, CF_LONG, offsetof(Config, field), sizeof(long long), def, lo, hi, NULL, grp, hlp }
+#define F_FLOAT(k, field, def, lo, hi, grp, hlp)                                                   \
+    { k, CF_FLOAT, offsetof(Config, field), sizeof(float), def, lo, hi, NULL, grp, hlp }
+#define F_STR(k, field, def, minlen, choices, grp, hlp)                                            \
+    {                                                                                              \
+        k, CF_STR, offsetof(Config, field), sizeof(((Config*)0)->field), def, minlen, 0, choices,  \
+            grp, hlp                                                                               \
+    }
+
+const ConfigField CONFIG_FIELDS[] = {
+    // ---- model
+    F_INT("n_layer", n_layer, "12", 1, 256, "model", "number of transformer blocks"),
+    F_INT("n_head", n_head, "12", 1, 256, "model", "attention heads per block; must divide n_embd"),
+    F_INT("n_embd", n_embd, "768", 1, 16384, "model", "width of the residual stream (channels)"),
+    F_INT("block_size", block_size, "1024", 1, 65536, "model",
+          "maximum context length (size of the learned position table)"),
+    F_INT("vocab_size", vocab_size, "50257", 1, 65536, "model",
+          "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are uint16)"),
+    F_STR("pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none", "model",
+          "positions: learned table, rotary, ALiBi biases, or none (causal mask only)"),
+    F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
+          "1: RMS-normalise q and k per head before the dot product"),
+    F_STR("init_from", init_from, "scratch", 1, NULL, "model",
+          "scratch, an attnlab checkpoint PATH, llmc:PATH (llm.c model file) or hf:DIR"),
+    // ---- attention
+    F_STR("attention", attention, "softmax", 1, NULL, "attention",
+          "variant name, or per-layer spec like 0-3:softmax,4-11:ssmax (./train "
+          "--list-attention); its hyperparameters are attn.NAME keys"),
+    // ---- data
+    F_STR("train_data", train_data, "", 0, NULL, "data",
+          "glob of training shards (llm.c .bin files), e.g. data_cache/x/train_*.bin"),
+    F_STR("val_data", val_data, "", 0, NULL, "data",
+          "glob of validation shards; empty: no validation"),
+    F_STR("tokenizer", tokenizer, "gpt2", 1, "gpt2|byte", "data",
+          "GPT-2 byte-level BPE, or raw bytes (ids 0-255)"),
+    F_STR("tokenizer_dir", tokenizer_dir, "data_cache/gpt2", 1, NULL, "data",
+          "directory holding the GPT-2 vocab.bpe and encoder.json"),
+    F_INT("shuffle", shuffle, "0", 0, 1, "data",
+          "0: shards and batches in order; 1: seeded reshuffle of both every epoch"),
+    // ---- training
+    F_INT("batch_size", batch_size, "4", 1, 65536, "training", "sequences per micro-batch (B)"),
+    F_INT("seq_len", seq_len, "64", 1, 65536, "training",
+          "tokens per training sequence (T); at most block_size"),
+    F_INT("max_steps", max_steps, "100", 0, 1e9, "training", "optimizer steps to run"),
+    F_INT("grad_accum", grad_accum, "1", 1, 65536, "training",
+          "micro-batches accumulated into each optimizer step"),
+    F_INT("threads", threads, "0", 0, 4096, "training", "OpenMP threads; 0: all cores"),
+    F_INT("resume", resume, "0", 0, 1, "training",
+          "1: continue exactly from the latest checkpoint in out_dir"),
+    F_LONG("seed", seed, "1337", 0, 9223372036854775807.0, "training",
+           "seed for initialisation, data shuffling and sampling"),
+    // ---- optimizer
+    F_STR("optimizer", optimizer, "adamw", 1, "adamw|sgd|signsgd|lion", "optimizer", "update rule"),
+    F_FLOAT("lr", lr, "6e-4", 0, 10, "optimizer", "peak learning rate (reached after warm-up)"),
+    F_FLOAT("min_lr", min_lr, "6e-5", 0, 10, "optimizer",
+            "final learning rate of the cosine or linear decay; at most lr"),
+    F_INT("warmup_steps", warmup_steps, "10", 0, 1e9, "optimizer",
+          "steps of linear warm-up to lr; at most max_steps"),
+    F_STR("lr_schedule", lr_schedule, "cosine", 1, "cosine|constant|linear", "optimizer",
+          "learning-rate decay from lr to min_lr after warm-up"),
+    F_FLOAT("weight_decay", weight_decay, "0.1", 0, 10, "optimizer",
+            "decoupled weight-decay coefficient"),
+    F_FLOAT("beta1", beta1, "0.9", 0, 0.999999, "optimizer", "first-moment decay (adamw, lion)"),
+    F_FLOAT("beta2", beta2, "0.95", 0, 0.999999, "optimizer",
+            "second-moment decay (adamw; lion's momentum)"),
+    F_FLOAT("eps", eps, "1e-8", 1e-30, 1, "optimizer", "adamw denominator epsilon"),
+    F_FLOAT("grad_clip", grad_clip, "1.0", 0, 1e6, "optimizer",
+            "clip the global gradient norm to this; 0: no clipping"),
+    // ---- output
+    F_STR("out_dir", out_dir, "out", 1, NULL, "output",
+          "directory for checkpoints, metrics.jsonl, the log and the resolved config"),
+    F_INT("log_every", log_every, "1", 1, 1e9, "output", "progress line every N steps"),
+    F_INT("eval_every", eval_every, "50", 0, 1e9, "output",
+          "validation loss every N steps (and at the end); 0: never"),
+    F_INT("eval_steps", eval_steps, "10", 1, 1e6, "output", "validation batches per evaluation"),
+    F_INT("metrics_every", metrics_every, "50", 0, 1e9, "output",
+          "attention diagnostics (entropy, sink rate, kurtosis, head grad norms) every N "
+          "steps; 0: never"),
+    F_INT("checkpoint_every", checkpoint_every, "0", 0, 1e9, "output",
+          "checkpoint every N steps; 0: only at the end"),
+    F_INT("sample_every", sample_every, "0", 0, 1e9, "output",
+          "print a generated sample every N steps; 0: never"),
+    F_INT("sample_tokens", sample_tokens, "64", 1, 65536, "output", "tokens per sample"),
+    F_INT("keep_last", keep_last, "3", 1, 1e6, "output",
+          "periodic checkpoints kept; older ones are deleted"),
+    F_INT("dump_attention_every", dump_attention_every, "0", 0, 1e9, "output",
+          "write attention maps (.npy) every N steps; 0: never"),
+    F_FLOAT("sink_eps", sink_eps, "0.3", 0, 1, "output",
+            "a head counts as a sink when its mean attention to the first token exceeds this "
+            "(Gu et al.: 0.3)"),
+    F_STR("nan_policy", nan_policy, "stop", 1, "stop|skip", "output",
+          "on a non-finite loss or gradient: stop (exit 3) or skip the step"),
+    F_INT("max_skips", max_skips, "10", 1, 1e6, "output",
+          "with nan_policy = skip: stop after this many consecutive skipped steps"),
+    F_INT("eval_seq_len", eval_seq_len, "0", 0, 65536, "output",
+          "validation sequence length (up to block_size, for length extrapolation); 0: seq_len"),
+};
+const int CONFIG_NFIELDS = (int)(sizeof(CONFIG_FIELDS) / sizeof(CONFIG_FIELDS[0]));
+
+const ConfigField* config_field(const char* key) {
+    for (int i = 0; i < CONFIG_NFIELDS; i++)
+        if (strcmp(CONFIG_FIELDS[i].key, key) == 0) return &CONFIG_FIELDS[i];
+    return NULL;
+}
+
+void config_defaults(Config* c) {
+    memset(c, 0, sizeof(*c));
+    char err[512];
+    for (int i = 0; i < CONFIG_NFIELDS; i++) {
+        int rc = config_field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err, sizeof(err));
+        if (rc != 0) util_assert_fail(err, __FILE__, __LINE__);
+    }
+}
