@@ -1,0 +1,309 @@
+// data/probes.c: generators, answer locators and accuracy for the synthetic probe tasks
+// (trigger-conditional, multi-query associative recall, passkey retrieval, copy). The layouts
+// are described in data/probes.h.
+#include "data/probes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "data/shard.h"
+
+static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy"};
+
+int probes_task_from_name(const char* name) {
+    for (int i = 0; i < PROBE_NTASKS; i++)
+        if (strcmp(name, TASK_NAMES[i]) == 0) return i;
+    return -1;
+}
+
+const char* probes_task_name(int task) {
+    return (task >= 0 && task < PROBE_NTASKS) ? TASK_NAMES[task] : "?";
+}
+
+int probes_nbuckets(int task) {
+    if (task == PROBE_TASK_TRIGGER) return 2;
+    if (task == PROBE_TASK_PASSKEY) return 3;
+    return 1;
+}
+
+const char* probes_bucket_name(int task, int bucket) {
+    static const char* const trig[] = {"trigger", "noop"};
+    static const char* const pk[] = {"start", "middle", "end"};
+    if (task == PROBE_TASK_TRIGGER && bucket >= 0 && bucket < 2) return trig[bucket];
+    if (task == PROBE_TASK_PASSKEY && bucket >= 0 && bucket < 3) return pk[bucket];
+    return "all";
+}
+
+void probes_defaults(ProbeParams* p, int task, int T) {
+    memset(p, 0, sizeof(*p));
+    p->task = task;
+    p->T = T;
+    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : 26;
+    p->pairs = 8;
+    p->trigger_every = 8;
+    p->copy_len = 0;
+    p->bucket_mask = 7;
+}
+
+int probes_validate(const ProbeParams* p, char* err, size_t errcap) {
+    static const int min_T[PROBE_NTASKS] = {5, 0, 8, 4};
+    if (p->task < 0 || p->task >= PROBE_NTASKS) {
+        snprintf(err, errcap, "unknown task %d", p->task);
+        return -1;
+    }
+    if (p->alphabet < 2 || p->alphabet > 26) {
+        snprintf(err, errcap, "alphabet = %d is out of range [2, 26]", p->alphabet);
+        return -1;
+    }
+    int need = p->task == PROBE_TASK_RECALL ? 2 * p->pairs + 4 : min_T[p->task];
+    if (p->T < need || p->T > 65536) {
+        snprintf(err, errcap, "seq-len = %d is out of range [%d, 65536] for task %s", p->T, need,
+                 probes_task_name(p->task));
+        return -1;
+    }
+    if (p->pairs < 1 || p->pairs > 26) {
+        snprintf(err, errcap, "pairs = %d is out of range [1, 26]", p->pairs);
+        return -1;
+    }
+    if (p->trigger_every < 2 || p->trigger_every > 1000000) {
+        snprintf(err, errcap, "trigger-every = %d is out of range [2, 1000000]", p->trigger_every);
+        return -1;
+    }
+    if (p->copy_len < 0 || p->copy_len > (p->T - 2) / 2) {
+        snprintf(err, errcap, "copy-len = %d is out of range [0, %d] for seq-len %d", p->copy_len,
+                 (p->T - 2) / 2, p->T);
+        return -1;
+    }
+    if (p->bucket_mask < 1 || p->bucket_mask > 7) {
+        snprintf(err, errcap, "bucket mask %d selects no bucket (1..7)", p->bucket_mask);
+        return -1;
+    }
+    return 0;
+}
+
+// Passkey: the filler spans positions 1 .. T-3 (F = T-3 tokens); the two needle tokens start at
+// filler offset o in [0, F-2]; the bucket is the third of [0, F-1) holding o.
+static int passkey_bucket(int o, int T) {
+    int F = T - 3;
+    int b = (int)((3L * o) / (F - 1));
+    return b > 2 ? 2 : b;
+}
+
+static void make_trigger(uint16_t* doc, const ProbeParams* p, Rng* r) {
+    int A = p->alphabet;
+    int dominant = (int)rng_below(r, (uint64_t)A);
+    long count[26] = {0};
+    int npairs = (p->T - 1) / 2;
+    for (int i = 0; i < npairs; i++) {
+        int x;
+        if (i > 0 && rng_below(r, (uint64_t)p->trigger_every) == 0) {
+            x = -1;
+        } else if (rng_uniform(r) < 0.4f) {
+            x = dominant;
+        } else {
+            x = (int)rng_below(r, (uint64_t)A);
+        }
+        int y = PROBE_NOOP;
+        if (x < 0) {
+            int best = 0;
+            for (int s = 1; s < A; s++)
+                if (count[s] > count[best]) best = s;
+            y = 'a' + best;
+        } else {
+            count[x]++;
+        }
+        doc[1 + 2 * i] = (uint16_t)(x < 0 ? PROBE_TRIGGER : 'a' + x);
+        doc[2 + 2 * i] = (uint16_t)y;
+    }
+    if ((p->T - 1) % 2) doc[p->T - 1] = PROBE_NOOP;
+}
+
+static void make_recall(uint16_t* doc, const ProbeParams* p, Rng* r) {
+    int keys[26], vals[26];
+    for (int i = 0; i < 26; i++) keys[i] = i;
+    for (int i = 0; i < p->pairs; i++) { // partial Fisher-Yates: pairs distinct keys
+        int j = i + (int)rng_below(r, (uint64_t)(26 - i));
+        int t = keys[i];
+        keys[i] = keys[j];
+        keys[j] = t;
+        vals[i] = (int)rng_below(r, (uint64_t)p->alphabet);
+    }
+    int pos = 1;
+    for (int i = 0; i < p->pairs; i++) {
+        doc[pos++] = (uint16_t)('a' + keys[i]);
+        doc[pos++] = (uint16_t)('A' + vals[i]);
+    }
+    doc[pos++] = PROBE_SEP;
+    while (pos + 1 < p->T) {
+        int q = (int)rng_below(r, (uint64_t)p->pairs);
+        doc[pos++] = (uint16_t)('a' + keys[q]);
+        doc[pos++] = (uint16_t)('A' + vals[q]);
+    }
+    if (pos < p->T) doc[pos] = PROBE_NOOP;
+}
+
+static void make_passkey(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
+    int T = p->T, F = T - 3;
+    int enabled[3], ne = 0;
+    for (int b = 0; b < 3; b++)
+        if (p->bucket_mask & (1 << b)) enabled[ne++] = b;
+    int bucket = enabled[index % (uint64_t)ne];
+    int o;
+    do {
+        o = (int)rng_below(r, (uint64_t)(F - 1));
+    } while (passkey_bucket(o, T) != bucket);
+    int key = (int)rng_below(r, (uint64_t)p->alphabet);
+    for (int t = 1; t <= F; t++) doc[t] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
+    doc[1 + o] = PROBE_NEEDLE;
+    doc[2 + o] = (uint16_t)('A' + key);
+    doc[T - 2] = PROBE_QUERY;
+    doc[T - 1] = (uint16_t)('A' + key);
+}
+
+static void make_copy(uint16_t* doc, const ProbeParams* p, Rng* r) {
+    int maxL = p->copy_len > 0 ? p->copy_len : (p->T - 2) / 2;
+    int L = 1 + (int)rng_below(r, (uint64_t)maxL);
+    for (int i = 0; i < L; i++) doc[1 + i] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
+    doc[1 + L] = PROBE_SEP;
+    for (int i = 0; i < L; i++) doc[2 + L + i] = doc[1 + i];
+    for (int t = 2 + 2 * L; t < p->T; t++) doc[t] = PROBE_NOOP;
+}
+
+void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
+    doc[0] = PROBE_EOT;
+    switch (p->task) {
+    case PROBE_TASK_TRIGGER: make_trigger(doc, p, r); break;
+    case PROBE_TASK_RECALL: make_recall(doc, p, r); break;
+    case PROBE_TASK_PASSKEY: make_passkey(doc, p, r, index); break;
+    default: make_copy(doc, p, r); break;
+    }
+}
+
+uint16_t* probes_generate(const ProbeParams* p, uint64_t seed, size_t ndocs) {
+    uint16_t* out = mallocCheck(ndocs * (size_t)p->T * sizeof(uint16_t));
+    Rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < ndocs; i++) probes_make_doc(out + i * (size_t)p->T, p, &r, i);
+    return out;
+}
+
+int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval,
+                 uint64_t seed, char* err, size_t errcap) {
+    if (probes_validate(p, err, errcap)) return -1;
+    if (util_mkdirs(dir, err, errcap)) return -1;
+    const char* split[2] = {"train", "val"};
+    size_t n[2] = {ntrain, nval};
+    // The validation stream is seeded apart from the training stream.
+    uint64_t seeds[2] = {seed, seed ^ 0x9e3779b97f4a7c15ULL};
+    for (int s = 0; s < 2; s++) {
+        if (n[s] == 0) {
+            snprintf(err, errcap, "the %s split needs at least one document", split[s]);
+            return -1;
+        }
+        char path[2048];
+        snprintf(path, sizeof(path), "%s/%s_%s_000000.bin", dir, probes_task_name(p->task),
+                 split[s]);
+        uint16_t* tok = probes_generate(p, seeds[s], n[s]);
+        int rc = shard_write(path, tok, n[s] * (size_t)p->T, err, errcap);
+        free(tok);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int is_lower(int c) { return c >= 'a' && c <= 'z'; }
+static int is_upper(int c) { return c >= 'A' && c <= 'Z'; }
+
+int probes_answers(int8_t* bucket, const uint16_t* doc, int T, int task) {
+    for (int t = 0; t < T; t++) bucket[t] = -1;
+    if (T < 4 || doc[0] != PROBE_EOT) return -1;
+    int n = 0;
+    if (task == PROBE_TASK_TRIGGER) {
+        for (int p = 2; p < T; p += 2) {
+            int x = doc[p - 1];
+            if (x != PROBE_TRIGGER && !is_lower(x)) return -1;
+            bucket[p] = (int8_t)(x == PROBE_TRIGGER ? 0 : 1);
+            n++;
+        }
+        return n;
+    }
+    if (task == PROBE_TASK_PASSKEY) {
+        if (T < 8 || doc[T - 2] != PROBE_QUERY) return -1;
+        int needle = -1;
+        for (int t = 1; t + 1 <= T - 3; t++)
+            if (doc[t] == PROBE_NEEDLE) {
+                needle = t;
+                break;
+            }
+        if (needle < 0 || !is_upper(doc[needle + 1])) return -1;
+        bucket[T - 1] = (int8_t)passkey_bucket(needle - 1, T);
+        return 1;
+    }
+    int sep = -1;
+    for (int t = 1; t < T; t++)
+        if (doc[t] == PROBE_SEP) {
+            sep = t;
+            break;
+        }
+    if (sep < 0) return -1;
+    if (task == PROBE_TASK_RECALL) {
+        for (int p = sep + 2; p < T && is_lower(doc[p - 1]); p += 2) {
+            bucket[p] = 0;
+            n++;
+        }
+        return n;
+    }
+    if (task == PROBE_TASK_COPY) {
+        int L = sep - 1;
+        for (int p = sep + 1; p <= sep + L && p < T; p++) {
+            bucket[p] = 0;
+            n++;
+        }
+        return n;
+    }
+    return -1;
+}
+
+long probes_doc_len(const uint16_t* tok, size_t n) {
+    if (n == 0 || tok[0] != PROBE_EOT) return -1;
+    for (size_t i = 1; i < n; i++)
+        if (tok[i] == PROBE_EOT) return (long)i;
+    return (long)n;
+}
+
+int probes_argmax(const float* logits, int V) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+void probes_score_doc(ProbeScore* s, int task, const uint16_t* doc, int T, const float* logits,
+                      size_t stride, int V) {
+    int8_t* bucket = mallocCheck((size_t)T);
+    s->docs++;
+    if (probes_answers(bucket, doc, T, task) < 0) {
+        s->malformed++;
+        free(bucket);
+        return;
+    }
+    for (int t = 1; t < T; t++) {
+        if (bucket[t] < 0) continue;
+        int pred = probes_argmax(logits + (size_t)(t - 1) * stride, V);
+        s->total[bucket[t]]++;
+        if (pred == doc[t]) s->correct[bucket[t]]++;
+    }
+    free(bucket);
+}
+
+double probes_accuracy(const ProbeScore* s, int bucket) {
+    long c = 0, n = 0;
+    for (int b = 0; b < PROBE_MAX_BUCKETS; b++) {
+        if (bucket >= 0 && b != bucket) continue;
+        c += s->correct[b];
+        n += s->total[b];
+    }
+    return n ? (double)c / (double)n : -1.0;
+}

@@ -1,0 +1,96 @@
+// data/probes.h: synthetic probe tasks for comparing attention variants. Each generator writes
+// ordinary llm.c shards in the byte vocabulary (ids 0-255, EOT = 256, vocab_size = 257) made of
+// fixed-length documents of T tokens that each start with EOT, so a run with seq_len = T trains
+// on whole documents with no special data path. Answer positions (the tokens a model has to get
+// right) are recovered from the tokens alone, so evaluation needs only the shard.
+//
+// Tasks (letters are ASCII bytes):
+//   trigger  EOT x1 y1 x2 y2 ...: x is a symbol from 'a'.. (attn alphabet) or the trigger '!';
+//            y is '.' (no-op) after a symbol and, after '!', the most frequent symbol among all
+//            preceding x (ties: the smallest). A discrete version of "output the mean of the
+//            preceding representations on a trigger, 0 otherwise": the no-op answers ask a head
+//            to do nothing. Buckets: trigger, noop.
+//   recall   EOT k1 v1 ... kP vP '|' q1 a1 q2 a2 ...: P distinct keys 'a'.. with values 'A'..;
+//            each query key is one of the P keys and its answer is its value (multi-query
+//            associative recall). One '.' pads an odd remainder. Bucket: all.
+//   passkey  EOT filler... '#' K filler... '?' K: lowercase filler, the needle '#' K (K an
+//            uppercase letter) at a depth drawn inside the start, middle or end third of the
+//            filler, and the answer K in the last position. Buckets: start, middle, end.
+//   copy     EOT s1..sL '|' s1..sL '.'...: a random letter segment of length L (uniform in
+//            [1, copy_len]), a separator, its copy, padding. Bucket: all.
+#ifndef ATTNLAB_PROBES_H
+#define ATTNLAB_PROBES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rng.h"
+
+#define PROBE_EOT      256
+#define PROBE_VOCAB    257
+#define PROBE_NOOP     '.'
+#define PROBE_TRIGGER  '!'
+#define PROBE_SEP      '|'
+#define PROBE_QUERY    '?'
+#define PROBE_NEEDLE   '#'
+#define PROBE_MAX_BUCKETS 4
+
+enum { PROBE_TASK_TRIGGER, PROBE_TASK_RECALL, PROBE_TASK_PASSKEY, PROBE_TASK_COPY, PROBE_NTASKS };
+
+typedef struct {
+    int task;
+    int T;             // document length in tokens, EOT included
+    int alphabet;      // symbols drawn from: trigger 'a'.. (default 4), recall values 'A'..,
+                       // passkey filler 'a'.. and keys 'A'.., copy letters 'a'.. (default 26)
+    int pairs;         // recall: key-value pairs per document (1..26, default 8)
+    int trigger_every; // trigger: a trigger appears with probability 1/trigger_every (default 8)
+    int copy_len;      // copy: longest segment (0: (T-2)/2)
+    int bucket_mask;   // passkey: buckets generated, bit 0 start, 1 middle, 2 end (default 7)
+} ProbeParams;
+
+// Correct and total answers per bucket.
+typedef struct {
+    long correct[PROBE_MAX_BUCKETS];
+    long total[PROBE_MAX_BUCKETS];
+    long docs;
+    long malformed; // documents whose answers could not be located
+} ProbeScore;
+
+// "trigger", "recall", "passkey", "copy"; -1 for an unknown name.
+int probes_task_from_name(const char* name);
+const char* probes_task_name(int task);
+int probes_nbuckets(int task);
+const char* probes_bucket_name(int task, int bucket);
+
+// Defaults for `task` at document length T.
+void probes_defaults(ProbeParams* p, int task, int T);
+// 0, or -1 with err naming the parameter that is out of range.
+int probes_validate(const ProbeParams* p, char* err, size_t errcap);
+
+// One document of p->T tokens. `index` spreads passkey documents evenly over the buckets.
+void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index);
+// ndocs documents from `seed` (malloc'd, ndocs * T tokens).
+uint16_t* probes_generate(const ProbeParams* p, uint64_t seed, size_t ndocs);
+// DIR/<task>_train_000000.bin (ntrain documents from seed) and DIR/<task>_val_000000.bin (nval
+// documents from an independent stream of the same seed). 0, or -1 with err.
+int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval,
+                 uint64_t seed, char* err, size_t errcap);
+
+// bucket[t] = bucket of the answer at position t (predicted from position t-1), -1 elsewhere.
+// Returns the number of answers, or -1 when the document does not have the task's layout.
+int probes_answers(int8_t* bucket, const uint16_t* doc, int T, int task);
+
+// Document length of a token stream of EOT-led documents: the distance between the first two
+// EOTs (or n when there is only one, at 0). -1 if the stream does not start with EOT.
+long probes_doc_len(const uint16_t* tok, size_t n);
+
+// Argmax over ids [0, V) (ties: the smallest id).
+int probes_argmax(const float* logits, int V);
+// Score one document: logits row t (V used entries, rows `stride` floats apart) predicts token
+// t+1; each answer counts correct when the argmax equals it.
+void probes_score_doc(ProbeScore* s, int task, const uint16_t* doc, int T, const float* logits,
+                      size_t stride, int V);
+// Accuracy of one bucket, or of all answers when bucket < 0; -1 when there are none.
+double probes_accuracy(const ProbeScore* s, int bucket);
+
+#endif

@@ -1,0 +1,268 @@
+// probe.c: synthetic probe tasks (data/probes.h): write their shards, and score a checkpoint's
+// greedy predictions on the answer positions.
+//
+//   ./probe gen TASK --out DIR [--n-train N] [--n-val N] [--seq-len T] [--seed S] [options]
+//   ./probe eval TASK --checkpoint PATH --data DIR|FILE [--batches N] [--batch-size B]
+//                [--threads N]
+//
+// eval prints a table per bucket and, last, one JSON line {"probe": TASK, "accuracy": ...}
+// for scripts.
+#include <cblas.h>
+#include <glob.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+#include "data/probes.h"
+#include "data/shard.h"
+#include "model/checkpoint.h"
+#include "model/load.h"
+
+static void usage(FILE* f) {
+    fprintf(f,
+            "usage: ./probe gen TASK --out DIR [--n-train N] [--n-val N] [--seq-len T] [--seed S]\n"
+            "                        [--alphabet A] [--pairs P] [--trigger-every K]\n"
+            "                        [--copy-len L] [--buckets start,middle,end]\n"
+            "       ./probe eval TASK --checkpoint PATH --data DIR|FILE [--batches N]\n"
+            "                         [--batch-size B] [--threads N]\n\n"
+            "Tasks (byte vocabulary, vocab_size = 257, documents of T tokens starting with EOT):\n"
+            "  trigger  symbol/answer pairs; after the trigger '!' the answer is the most\n"
+            "           frequent preceding symbol, otherwise the no-op '.' (buckets trigger,\n"
+            "           noop)\n"
+            "  recall   P key-value pairs, '|', then queries answered by the key's value\n"
+            "  passkey  filler with a needle '#K' in the start/middle/end third; '?' asks for K\n"
+            "  copy     a random segment, '|', its copy\n\n"
+            "gen writes DIR/TASK_train_000000.bin and DIR/TASK_val_000000.bin.\n"
+            "  --n-train N (20000)  --n-val N (500)  --seq-len T (128)  --seed S (1)\n"
+            "  --alphabet A: symbols per slot (trigger 4, others 26)  --pairs P: recall pairs (8)\n"
+            "  --trigger-every K: trigger probability 1/K (8)  --copy-len L: longest segment\n"
+            "  ((T-2)/2)  --buckets: passkey needle depths generated (start,middle,end)\n"
+            "Train on them with tokenizer = byte, vocab_size = 257, seq_len = T.\n\n"
+            "eval scores the argmax next-token prediction on the answer positions of the\n"
+            "validation documents (DIR/TASK_val_*.bin, or FILE): accuracy overall and per bucket,\n"
+            "then one JSON line. --batches N: at most N batches of B documents (default: all);\n"
+            "--batch-size B (8).\n"
+            "Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
+}
+
+static long parse_long(const char* opt, const char* s, long lo, long hi) {
+    char* end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi)
+        die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
+    return v;
+}
+
+static int parse_buckets(const char* s) {
+    int mask = 0;
+    char buf[256];
+    util_strlcpy(buf, s, sizeof(buf));
+    for (char* tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int b = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(tok, probes_bucket_name(PROBE_TASK_PASSKEY, i)) == 0) b = i;
+        if (b < 0) die(EXIT_USAGE, "--buckets: unknown bucket '%s' (start, middle, end)", tok);
+        mask |= 1 << b;
+    }
+    if (!mask) die(EXIT_USAGE, "--buckets: no bucket given");
+    return mask;
+}
+
+static int cmd_gen(int task, int argc, char** argv) {
+    const char* out = NULL;
+    long ntrain = 20000, nval = 500, T = 128, seed = 1;
+    ProbeParams p;
+    probes_defaults(&p, task, 128);
+    int alphabet = -1, pairs = -1, every = -1, copy_len = -1, mask = -1;
+    for (int i = 0; i < argc; i++) {
+        const char* a = argv[i];
+        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
+        const char* v = argv[++i];
+        if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--n-train")) ntrain = parse_long(a, v, 1, 100000000);
+        else if (!strcmp(a, "--n-val")) nval = parse_long(a, v, 1, 100000000);
+        else if (!strcmp(a, "--seq-len")) T = parse_long(a, v, 1, 65536);
+        else if (!strcmp(a, "--seed")) seed = parse_long(a, v, 0, 0x7fffffffffffffffL);
+        else if (!strcmp(a, "--alphabet")) alphabet = (int)parse_long(a, v, 2, 26);
+        else if (!strcmp(a, "--pairs")) pairs = (int)parse_long(a, v, 1, 26);
+        else if (!strcmp(a, "--trigger-every")) every = (int)parse_long(a, v, 2, 1000000);
+        else if (!strcmp(a, "--copy-len")) copy_len = (int)parse_long(a, v, 0, 65536);
+        else if (!strcmp(a, "--buckets")) mask = parse_buckets(v);
+        else die(EXIT_USAGE, "unknown option '%s' for gen (./probe --help)", a);
+    }
+    if (!out) die(EXIT_USAGE, "gen needs --out DIR");
+    probes_defaults(&p, task, (int)T);
+    if (alphabet > 0) p.alphabet = alphabet;
+    if (pairs > 0) p.pairs = pairs;
+    if (every > 0) p.trigger_every = every;
+    if (copy_len >= 0) p.copy_len = copy_len;
+    if (mask > 0) p.bucket_mask = mask;
+    char err[2048];
+    if (probes_validate(&p, err, sizeof(err))) die(EXIT_USAGE, "probe gen %s: %s",
+                                                    probes_task_name(task), err);
+    if (probes_write(out, &p, (size_t)ntrain, (size_t)nval, (uint64_t)seed, err, sizeof(err)))
+        die(1, "%s", err);
+    printf("%s/%s_train_000000.bin: %ld documents of %ld tokens\n", out, probes_task_name(task),
+           ntrain, T);
+    printf("%s/%s_val_000000.bin: %ld documents of %ld tokens\n", out, probes_task_name(task), nval,
+           T);
+    printf("train with: tokenizer = byte, vocab_size = 257, seq_len = %ld, block_size >= %ld,\n"
+           "            train_data = %s/%s_train_*.bin, val_data = %s/%s_val_*.bin\n",
+           T, T, out, probes_task_name(task), out, probes_task_name(task));
+    return 0;
+}
+
+// Concatenate the validation shards of `data` (a directory or a shard file).
+static uint16_t* read_val(const char* data, int task, size_t* ntok, char* first, size_t cap) {
+    struct stat st;
+    char pattern[2048];
+    glob_t g;
+    memset(&g, 0, sizeof(g));
+    if (stat(data, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(pattern, sizeof(pattern), "%s/%s_val_*.bin", data, probes_task_name(task));
+        if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+            die(EXIT_USAGE, "%s: no validation shard %s (make one with ./probe gen %s --out %s)",
+                data, pattern, probes_task_name(task), data);
+    } else {
+        if (glob(data, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+            die(EXIT_USAGE, "%s: no such shard", data);
+    }
+    uint16_t* all = NULL;
+    size_t n = 0;
+    util_strlcpy(first, g.gl_pathv[0], cap);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        Shard s;
+        char err[2048];
+        if (shard_read(&s, g.gl_pathv[i], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        all = reallocCheck(all, (n + s.ntok) * sizeof(uint16_t));
+        memcpy(all + n, s.tokens, s.ntok * sizeof(uint16_t));
+        n += s.ntok;
+        shard_free(&s);
+    }
+    globfree(&g);
+    *ntok = n;
+    return all;
+}
+
+static int cmd_eval(int task, int argc, char** argv) {
+    const char *ckpt = NULL, *data = NULL;
+    long batches = 0, B = 8, threads = 0;
+    for (int i = 0; i < argc; i++) {
+        const char* a = argv[i];
+        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
+        const char* v = argv[++i];
+        if (!strcmp(a, "--checkpoint")) ckpt = v;
+        else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--batches")) batches = parse_long(a, v, 0, 1000000000);
+        else if (!strcmp(a, "--batch-size")) B = parse_long(a, v, 1, 4096);
+        else if (!strcmp(a, "--threads")) threads = parse_long(a, v, 0, 4096);
+        else die(EXIT_USAGE, "unknown option '%s' for eval (./probe --help)", a);
+    }
+    if (!ckpt || !data) die(EXIT_USAGE, "eval needs --checkpoint PATH and --data DIR");
+    if (threads > 0) omp_set_num_threads((int)threads);
+
+    size_t ntok;
+    char first[2048];
+    uint16_t* tok = read_val(data, task, &ntok, first, sizeof(first));
+    long T = probes_doc_len(tok, ntok);
+    if (T < 4) die(EXIT_USAGE, "%s: not a %s probe shard (documents must start with EOT = %d)",
+                   first, probes_task_name(task), PROBE_EOT);
+    size_t ndocs = ntok / (size_t)T;
+    for (size_t d = 0; d < ndocs; d++)
+        if (tok[d * (size_t)T] != PROBE_EOT)
+            die(EXIT_USAGE, "%s: document %zu does not start with EOT at token %zu (documents "
+                "must all be %ld tokens)", first, d, d * (size_t)T, T);
+    if (batches > 0 && (size_t)(batches * B) < ndocs) ndocs = (size_t)(batches * B);
+
+    GPT2 m;
+    Config cfg;
+    long step;
+    char err[2048];
+    GPT2Config info;
+    char att[CONFIG_STR];
+    if (ckpt_read_info(ckpt, &info, att, sizeof(att), NULL, &step, err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    if (T > info.block_size)
+        die(EXIT_USAGE, "%s: documents are %ld tokens, longer than the model's block_size = %d",
+            first, T, info.block_size);
+    if (info.vocab_size < PROBE_VOCAB)
+        die(EXIT_USAGE, "%s: vocab_size = %d, the probe tasks need %d (tokenizer = byte)", ckpt,
+            info.vocab_size, PROBE_VOCAB);
+    if (gpt2_load_checkpoint(&m, &cfg, &step, ckpt, (int)B, (int)T, omp_get_max_threads(), err,
+                             sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+
+    ProbeScore sc;
+    memset(&sc, 0, sizeof(sc));
+    int* inputs = mallocCheck(sizeof(int) * (size_t)(B * T));
+    for (size_t d0 = 0; d0 < ndocs; d0 += (size_t)B) {
+        int nb = (int)((ndocs - d0) < (size_t)B ? (ndocs - d0) : (size_t)B);
+        for (size_t i = 0; i < (size_t)nb * (size_t)T; i++) inputs[i] = tok[d0 * (size_t)T + i];
+        gpt2_forward(&m, inputs, NULL, nb, (int)T);
+        for (int b = 0; b < nb; b++)
+            probes_score_doc(&sc, task, tok + (d0 + (size_t)b) * (size_t)T, (int)T,
+                             gpt2_logits(&m, b, 0), (size_t)m.cfg.padded_vocab,
+                             m.cfg.vocab_size);
+    }
+
+    const char* tn = probes_task_name(task);
+    int nbk = probes_nbuckets(task);
+    printf("# probe %s: %s (attention=%s, step %ld), %ld documents of %ld tokens from %s\n", tn,
+           ckpt, m.attention, step, sc.docs, T, first);
+    if (sc.malformed)
+        printf("# %ld documents without the %s layout were skipped\n", sc.malformed, tn);
+    printf("%-8s %-9s %s\n", "bucket", "accuracy", "correct/total");
+    long ctot = 0, ntot = 0;
+    for (int b = 0; b < nbk; b++) {
+        ctot += sc.correct[b];
+        ntot += sc.total[b];
+        if (nbk > 1 && sc.total[b])
+            printf("%-8s %-9.4f %ld/%ld\n", probes_bucket_name(task, b), probes_accuracy(&sc, b),
+                   sc.correct[b], sc.total[b]);
+    }
+    if (ntot == 0) die(EXIT_USAGE, "%s: no answer positions found", first);
+    printf("%-8s %-9.4f %ld/%ld\n", "all", probes_accuracy(&sc, -1), ctot, ntot);
+    printf("{\"probe\": \"%s\", \"checkpoint\": \"%s\", \"attention\": \"%s\", \"step\": %ld, "
+           "\"docs\": %ld, \"accuracy\": %.6f, \"correct\": %ld, \"total\": %ld",
+           tn, ckpt, m.attention, step, sc.docs, probes_accuracy(&sc, -1), ctot, ntot);
+    if (nbk > 1) {
+        printf(", \"buckets\": {");
+        int firstb = 1;
+        for (int b = 0; b < nbk; b++) {
+            if (!sc.total[b]) continue;
+            printf("%s\"%s\": %.6f", firstb ? "" : ", ", probes_bucket_name(task, b),
+                   probes_accuracy(&sc, b));
+            firstb = 0;
+        }
+        printf("}");
+    }
+    printf("}\n");
+    free(inputs);
+    free(tok);
+    gpt2_free(&m);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    openblas_set_num_threads(1);
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    if (strcmp(argv[1], "gen") && strcmp(argv[1], "eval"))
+        die(EXIT_USAGE, "unknown command '%s': gen or eval (./probe --help)", argv[1]);
+    if (argc < 3) die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey or copy", argv[1]);
+    int task = probes_task_from_name(argv[2]);
+    if (task < 0)
+        die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey or copy", argv[2]);
+    if (!strcmp(argv[1], "gen")) return cmd_gen(task, argc - 3, argv + 3);
+    return cmd_eval(task, argc - 3, argv + 3);
+}

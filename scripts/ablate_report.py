@@ -1,0 +1,551 @@
+#!/usr/bin/python3
+"""scripts/ablate_report.py: results table, claims and plots of a sweep run by scripts/ablate.
+
+    /usr/bin/python3 scripts/ablate_report.py OUT_DIR
+
+Reads OUT_DIR/ablate_sweep.tsv (written by scripts/ablate) and each run's metrics.jsonl,
+ablate_status.json, probe.json, long_context.txt and passkey.txt. Writes OUT_DIR/results.csv,
+OUT_DIR/results.md (one row per run, then mean and spread over seeds per group), OUT_DIR/claims.md
+and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
+
+Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text` (also `>`, and `~ TOL` for parity
+within TOL). A group is a label of the non-seed swept values (e.g. `softmax1`, or
+`quantized+attn.levels=8`; the part before '+' suffices when it is unique); GROUP_B may be a
+number. Verdict, from the per-seed values:
+reproduced when the difference of the group means has the claimed sign and exceeds the larger
+range (max - min) over seeds of the two groups; not reproduced when it has the opposite sign
+and exceeds it; inconclusive otherwise (the spread is larger than the effect), and also when a
+group has a single seed (no spread is known) or a value is missing.
+"""
+import bisect
+import csv
+import json
+import math
+import os
+import re
+import sys
+
+SPIKE_FACTOR = 5.0   # a gradient-norm spike: > 5x the running median of the earlier steps
+SPIKE_MIN_HISTORY = 10
+
+
+def fnum(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v
+
+
+def finite(v):
+    return v is not None and math.isfinite(v)
+
+
+def median(xs):
+    xs = sorted(x for x in xs if finite(x))
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def read_sweep(out):
+    keys, runs, settings, claims, meta = [], [], {}, [], {}
+    with open(os.path.join(out, "ablate_sweep.tsv")) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if parts[0] == "key":
+                keys.append(parts[1])
+            elif parts[0] == "run":
+                kv = []
+                for p in parts[2:]:
+                    k, _, v = p.partition("=")
+                    kv.append((k, v))
+                runs.append((parts[1], kv))
+            elif parts[0] == "setting":
+                settings[parts[1]] = parts[2] if len(parts) > 2 else ""
+            elif parts[0] == "claim":
+                claims.append(parts[1])
+            else:
+                meta[parts[0]] = parts[1] if len(parts) > 1 else ""
+    return keys, runs, settings, claims, meta
+
+
+def read_config(path):
+    """The resolved config.conf of a run (key = value lines), as a dict of strings."""
+    cfg = {}
+    if not os.path.exists(path):
+        return cfg
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            k, _, v = line.partition("=")
+            v = re.sub(r"\s+#.*$", "", v.strip())
+            cfg[k.strip()] = v.strip().strip('"')
+    return cfg
+
+
+def run_metrics(d):
+    """Every column derived from one run directory."""
+    r = {"status": "not run", "steps": 0, "wall_s": None, "diverged": 0}
+    st_path = os.path.join(d, "ablate_status.json")
+    rc = None
+    if os.path.exists(st_path):
+        with open(st_path) as f:
+            st = json.load(f)
+        rc = st.get("exit")
+        r["wall_s"] = st.get("wall_s")
+    train, evals, model, heads, events = [], [], [], {}, []
+    mpath = os.path.join(d, "metrics.jsonl")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by an interruption
+                kind = rec.get("kind")
+                if kind == "model":
+                    model.append(rec)
+                elif kind == "head":
+                    heads.setdefault(rec.get("step"), []).append(rec)
+                elif "event" in rec:
+                    events.append(rec)
+                elif "train_loss" in rec:
+                    train.append(rec)
+                elif "val_loss" in rec:
+                    evals.append(rec)
+    train.sort(key=lambda x: x["step"])
+    evals.sort(key=lambda x: x["step"])
+    cfg = read_config(os.path.join(d, "config.conf"))
+    max_steps = int(float(cfg.get("max_steps", "0") or 0))
+    r["steps"] = train[-1]["step"] if train else 0
+    vl = [fnum(e["val_loss"]) for e in evals]
+    tl = [fnum(t["train_loss"]) for t in train]
+    r["val_loss"] = vl[-1] if vl else None
+    fin = [v for v in vl if finite(v)]
+    r["best_val_loss"] = min(fin) if fin else None
+    r["train_loss"] = tl[-1] if tl else None
+    r["step_ms"] = median([fnum(t.get("step_ms")) for t in train])
+    r["tok_per_s"] = median([fnum(t.get("tok_per_s")) for t in train])
+    last = model[-1] if model else {}
+    for k in ("sink_rate", "kurtosis_mean", "kurtosis_max", "max_abs_act"):
+        r[k] = fnum(last.get(k))
+    if heads:
+        hs = heads[max(heads)]
+        en = [fnum(h.get("entropy_norm")) for h in hs]
+        en = [e for e in en if finite(e)]
+        r["entropy_norm"] = sum(en) / len(en) if en else None
+    else:
+        r["entropy_norm"] = None
+    # gradient-norm spikes against the running median of all earlier steps
+    hist, spikes = [], 0
+    for t in train:
+        g = fnum(t.get("grad_norm"))
+        if not finite(g):
+            continue
+        if len(hist) >= SPIKE_MIN_HISTORY:
+            n = len(hist)
+            med = hist[n // 2] if n % 2 else 0.5 * (hist[n // 2 - 1] + hist[n // 2])
+            if g > SPIKE_FACTOR * med:
+                spikes += 1
+        bisect.insort(hist, g)
+    r["grad_spikes"] = spikes
+    nonfinite = any(not finite(v) for v in tl + vl)
+    skipped = any(e.get("event") == "skipped_nonfinite" for e in events)
+    r["diverged"] = int(bool(rc == 3 or nonfinite or skipped))
+    done = max_steps > 0 and os.path.exists(os.path.join(d, "model_%08d.bin" % max_steps))
+    if rc == 3:
+        r["status"] = "diverged"
+    elif rc not in (None, 0):
+        r["status"] = "failed (exit %d)" % rc
+    elif done:
+        r["status"] = "ok"
+    elif train:
+        r["status"] = "incomplete"
+    # probe accuracy
+    ppath = os.path.join(d, "probe.json")
+    if os.path.exists(ppath):
+        try:
+            with open(ppath) as f:
+                p = json.loads(f.readline())
+            r["probe_acc"] = p.get("accuracy")
+            for b, acc in (p.get("buckets") or {}).items():
+                r["probe_acc_" + b] = acc
+        except ValueError:
+            pass
+    # long-context losses: "T  2x  val_loss ..." lines of ./evaluate
+    lpath = os.path.join(d, "long_context.txt")
+    if os.path.exists(lpath):
+        with open(lpath) as f:
+            for line in f:
+                m = re.match(r"^\s*\d+\s+(\d+)x\s+(\S+)\s+", line)
+                if m and fnum(m.group(2)) is not None:
+                    r["val_loss_%sx" % m.group(1)] = fnum(m.group(2))
+    kpath = os.path.join(d, "passkey.txt")
+    if os.path.exists(kpath):
+        length, tot = None, {}
+        with open(kpath) as f:
+            for line in f:
+                m = re.match(r"^# passkey: length (\d+)", line)
+                if m:
+                    length = int(m.group(1))
+                m = re.match(r"^(start|middle|end)\s+\S+\s+\S+\s+(\d+)/(\d+)", line)
+                if m and length:
+                    c, n = tot.get(length, (0, 0))
+                    tot[length] = (c + int(m.group(2)), n + int(m.group(3)))
+        for length, (c, n) in sorted(tot.items()):
+            if n:
+                r["passkey_acc_%d" % length] = c / n
+    r["_train"] = [(t["step"], fnum(t["train_loss"])) for t in train]
+    r["_val"] = [(e["step"], fnum(e["val_loss"])) for e in evals]
+    return r
+
+
+BASE_COLS = ["val_loss", "best_val_loss", "train_loss", "step_ms", "tok_per_s", "sink_rate",
+             "kurtosis_mean", "kurtosis_max", "max_abs_act", "entropy_norm", "grad_spikes",
+             "diverged"]
+
+
+def fmt(v, col=""):
+    if v is None or v == "":
+        return ""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) or col in ("grad_spikes", "diverged", "steps"):
+        return "%d" % v
+    if not math.isfinite(v):
+        return "nan"
+    if col in ("step_ms", "tok_per_s", "max_abs_act", "wall_s") or abs(v) >= 1000:
+        return "%.1f" % v if abs(v) < 100 else "%.0f" % v
+    return "%.4f" % v
+
+
+def fmt_mean(v, col):
+    """A mean or sd: counts get one decimal, the rest like the per-run cells."""
+    if col in ("grad_spikes", "diverged"):
+        return "%.1f" % v
+    return fmt(float(v), col)
+
+
+def group_stats(rows, col):
+    vals = [r.get(col) for r in rows]
+    vals = [float(v) for v in vals if isinstance(v, (int, float)) and finite(float(v))]
+    if not vals:
+        return None
+    n = len(vals)
+    mean = sum(vals) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else None
+    return {"n": n, "mean": mean, "sd": sd, "min": min(vals), "max": max(vals), "vals": vals}
+
+
+def resolve_group(name, groups):
+    """A claim names a group by its label, or by the label's first part when that is unique
+    (`ssmax` for `ssmax+attn.theta_init=inv_log_T`)."""
+    if name in groups:
+        return name
+    cand = [g for g in groups if g.split("+")[0] == name]
+    return cand[0] if len(cand) == 1 else name
+
+
+def evaluate_claim(text, groups):
+    """'METRIC: A < B | description' -> dict with the numbers and the verdict."""
+    desc = ""
+    if "|" in text:
+        text, desc = text.split("|", 1)
+    m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", text)
+    res = {"claim": text.strip(), "text": desc.strip()}
+    if not m:
+        res.update(verdict="invalid claim line", sentence="could not parse the claim line")
+        return res
+    metric, a, op, b, tol = m.groups()
+    a, b = resolve_group(a, groups), resolve_group(b, groups)
+    sa = group_stats(groups.get(a, []), metric)
+    if fnum(b) is not None and b not in groups:
+        sb = {"n": 0, "mean": float(b), "sd": None, "min": float(b), "max": float(b), "vals": []}
+    else:
+        sb = group_stats(groups.get(b, []), metric)
+    res.update(metric=metric, a=a, b=b, op=op, stats_a=sa, stats_b=sb)
+    if sa is None or sb is None:
+        res.update(verdict="inconclusive", sentence="no values for %s" % (a if sa is None else b))
+        return res
+    diff = sa["mean"] - sb["mean"]
+    spread = max(sa["max"] - sa["min"], sb["max"] - sb["min"])
+    single = sa["n"] < 2 or (sb["n"] == 1)
+
+    def desc_group(name, s):
+        if s["n"] == 0:
+            return "%s" % name
+        if s["n"] == 1:
+            return "%s %.4g (1 seed)" % (name, s["mean"])
+        return "%s %.4g ± %.2g (sd, %d seeds; range %.4g–%.4g)" % (name, s["mean"], s["sd"],
+                                                                   s["n"], s["min"], s["max"])
+    nums = "%s: %s vs %s; difference %.4g, largest seed range %.2g" % (
+        metric, desc_group(a, sa), desc_group(b, sb), diff, spread)
+    if op == "~":
+        t = fnum(tol) if tol else 0.0
+        if abs(diff) <= t and not single and abs(diff) + spread <= t:
+            verdict = "reproduced"
+        elif abs(diff) > t + spread and not single:
+            verdict = "not reproduced"
+        else:
+            verdict = "inconclusive (spread larger than effect)" if not single else \
+                "inconclusive (one seed)"
+        nums += "; tolerance %g" % t
+    else:
+        want = diff < 0 if op == "<" else diff > 0
+        if single:
+            verdict = "inconclusive (one seed)"
+        elif abs(diff) > spread:
+            verdict = "reproduced" if want else "not reproduced"
+        else:
+            verdict = "inconclusive (spread larger than effect)"
+    res.update(verdict=verdict, diff=diff, spread=spread, sentence=nums)
+    return res
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if len(sys.argv) == 2 else 2)
+    out = sys.argv[1]
+    if not os.path.exists(os.path.join(out, "ablate_sweep.tsv")):
+        sys.exit("%s: no ablate_sweep.tsv (not a sweep directory made by scripts/ablate)" % out)
+    keys, runs, settings, claims, meta = read_sweep(out)
+    rows = []
+    for name, kv in runs:
+        r = run_metrics(os.path.join(out, name))
+        r["run"] = name
+        d = dict(kv)
+        r["_kv"] = kv
+        for k, v in kv:
+            r[k] = v
+        cfg = read_config(os.path.join(out, name, "config.conf"))
+        if "attention" not in d:
+            r["attention"] = cfg.get("attention", "")
+        if "seed" not in d:
+            r["seed"] = cfg.get("seed", "")
+        rows.append(r)
+    # A one-key-plus-seed sweep labels groups by the value; extras show as key=value.
+    for r in rows:
+        parts = []
+        for k, v in r["_kv"]:
+            if k == "seed":
+                continue
+            parts.append(v if k in keys else "%s=%s" % (k, v))
+        r["group"] = "+".join(parts) if parts else "all"
+
+    extra_keys = []
+    for r in rows:
+        for k, _ in r["_kv"]:
+            if k not in keys and k not in extra_keys and k not in ("attention", "seed"):
+                extra_keys.append(k)
+    key_cols = [k for k in keys if k not in ("attention", "seed")] + extra_keys
+    opt_cols = sorted({k for r in rows for k in r if k.startswith(("probe_acc", "val_loss_",
+                                                                    "passkey_acc"))},
+                      key=lambda c: (c.split("_")[0], len(c), c))
+    cols = ["run"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
+        ["wall_s"]
+
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+
+    # groups over seeds
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["group"], []).append(r)
+    num_cols = BASE_COLS + opt_cols
+    md = []
+    title = meta.get("sweep", out)
+    md.append("### Sweep `%s`\n" % title)
+    md.append("Command: `%s`  " % meta.get("command", ""))
+    total = sum(float(r["wall_s"]) for r in rows if r.get("wall_s") is not None)
+    md.append("Runs: %d, total training wall time %s.\n" % (len(rows), dur(total)))
+    short = [c for c in cols if c not in ("run",)]
+    md.append("| " + " | ".join(short) + " |")
+    md.append("|" + "---|" * len(short))
+    for r in rows:
+        md.append("| " + " | ".join(fmt(r.get(c), c) for c in short) + " |")
+    nseeds = max(len(g) for g in groups.values()) if groups else 0
+    if nseeds > 1:
+        md.append("\nMean ± sd over seeds (n = seeds per group):\n")
+        gcols = [c for c in num_cols if any(isinstance(r.get(c), (int, float)) for r in rows)]
+        md.append("| group | n | " + " | ".join(gcols) + " |")
+        md.append("|---|---|" + "---|" * len(gcols))
+        for g, rs in groups.items():
+            cells = []
+            for c in gcols:
+                s = group_stats(rs, c)
+                if s is None:
+                    cells.append("")
+                elif s["sd"] is None:
+                    cells.append(fmt_mean(s["mean"], c))
+                else:
+                    cells.append("%s ± %s" % (fmt_mean(s["mean"], c), fmt_mean(s["sd"], c)))
+            md.append("| %s | %d | %s |" % (g, len(rs), " | ".join(cells)))
+    md.append("")
+    verdicts = [evaluate_claim(c, groups) for c in claims]
+    cm = []
+    for v in verdicts:
+        line = "- **%s** — %s: %s. (%s)" % (v["verdict"], v.get("text") or v["claim"],
+                                            v.get("claim"), v.get("sentence", ""))
+        cm.append(line)
+    with open(os.path.join(out, "claims.md"), "w") as f:
+        f.write("\n".join(cm) + ("\n" if cm else ""))
+    with open(os.path.join(out, "claims.json"), "w") as f:
+        json.dump(verdicts, f, indent=1)
+    if cm:
+        md.append("Claims:\n")
+        md.extend(cm)
+        md.append("")
+    plots = make_plots(out, rows, groups, opt_cols)
+    if plots:
+        md.append("Plots: " + ", ".join("`plots/%s`" % p for p in plots) + "\n")
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+    print("wrote %s/results.csv, results.md, claims.md and plots/ (%s)" % (out, ", ".join(plots)))
+
+
+def dur(s):
+    s = int(s)
+    if s >= 3600:
+        return "%dh%02dm" % (s // 3600, s % 3600 // 60)
+    if s >= 60:
+        return "%dm%02ds" % (s // 60, s % 60)
+    return "%ds" % s
+
+
+def make_plots(out, rows, groups, opt_cols):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (apt-get install python3-matplotlib): no plots",
+              file=sys.stderr)
+        return []
+    pdir = os.path.join(out, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    made = []
+    gnames = list(groups)
+    cmap = plt.get_cmap("tab10" if len(gnames) <= 10 else "tab20")
+    color = {g: cmap(i % cmap.N) for i, g in enumerate(gnames)}
+    styles = ["-", "--", ":", "-."]
+
+    def smooth(ys, k):
+        outv, acc = [], []
+        for y in ys:
+            acc.append(y)
+            if len(acc) > k:
+                acc.pop(0)
+            fin = [a for a in acc if finite(a)]
+            outv.append(sum(fin) / len(fin) if fin else float("nan"))
+        return outv
+
+    # loss curves overlaid, one line per run (colour = group, line style = seed)
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
+    for r in rows:
+        g = r["group"]
+        seeds = [x["seed"] for x in groups[g]]
+        ls = styles[seeds.index(r["seed"]) % len(styles)] if r["seed"] in seeds else "-"
+        if r["_train"]:
+            st, ys = zip(*r["_train"])
+            k = max(1, len(ys) // 50)
+            ax[0].plot(st, smooth(ys, k), ls, color=color[g], lw=1.2, label=r["run"])
+        if r["_val"]:
+            st, ys = zip(*r["_val"])
+            ax[1].plot(st, ys, ls, color=color[g], marker="o", ms=3, lw=1.2, label=r["run"])
+    late = [v for r in rows for s_, v in r["_val"] + r["_train"] if finite(v) and s_ > 0 and
+            s_ >= 0.1 * max(1, r["steps"])]
+    if late:
+        lo, hi = min(late), max(late)
+        pad = 0.1 * (hi - lo) + 1e-3
+        for a in ax:
+            a.set_ylim(lo - pad, hi + 3 * pad)
+    ax[0].set_title("train loss (moving average)")
+    ax[1].set_title("validation loss")
+    for a in ax:
+        a.set_xlabel("step")
+        a.grid(alpha=0.3)
+    ax[1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(pdir, "loss.png"), dpi=110)
+    plt.close(fig)
+    made.append("loss.png")
+
+    # mean +- spread over seeds of the validation curves
+    if any(len(rs) > 1 for rs in groups.values()):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for g, rs in groups.items():
+            curves = [dict(r["_val"]) for r in rs if r["_val"]]
+            if not curves:
+                continue
+            steps = sorted(set.intersection(*[set(c) for c in curves]))
+            if not steps:
+                continue
+            mean, lo, hi = [], [], []
+            for s in steps:
+                v = [c[s] for c in curves if finite(c[s])]
+                mean.append(sum(v) / len(v) if v else float("nan"))
+                lo.append(min(v) if v else float("nan"))
+                hi.append(max(v) if v else float("nan"))
+            ax.plot(steps, mean, color=color[g], lw=1.5, label="%s (n=%d)" % (g, len(curves)))
+            ax.fill_between(steps, lo, hi, color=color[g], alpha=0.2)
+        ax.set_xlabel("step")
+        ax.set_ylabel("validation loss")
+        ax.set_title("validation loss: mean over seeds, band = min..max")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, "loss_seeds.png"), dpi=110)
+        plt.close(fig)
+        made.append("loss_seeds.png")
+
+    def bars(cols, fname, title):
+        cols = [c for c in cols if any(isinstance(r.get(c), (int, float)) and
+                                       finite(float(r.get(c))) for r in rows)]
+        if not cols:
+            return
+        n = len(cols)
+        ncol = min(3, n)
+        nrow = (n + ncol - 1) // ncol
+        fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.4 * nrow), squeeze=False)
+        for i, c in enumerate(cols):
+            a = axs[i // ncol][i % ncol]
+            for j, g in enumerate(gnames):
+                s = group_stats(groups[g], c)
+                if s is None:
+                    continue
+                err = [[s["mean"] - s["min"]], [s["max"] - s["mean"]]]
+                a.bar(j, s["mean"], color=color[g], alpha=0.75,
+                      yerr=err if s["n"] > 1 else None, capsize=3)
+                a.scatter([j] * s["n"], s["vals"], color="k", s=8, zorder=3)
+            a.set_xticks(range(len(gnames)))
+            a.set_xticklabels(gnames, rotation=45, ha="right", fontsize=7)
+            a.set_title(c, fontsize=9)
+            a.grid(axis="y", alpha=0.3)
+        for i in range(n, nrow * ncol):
+            axs[i // ncol][i % ncol].axis("off")
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, fname), dpi=110)
+        plt.close(fig)
+        made.append(fname)
+
+    bars(["val_loss", "best_val_loss", "sink_rate", "kurtosis_mean", "kurtosis_max",
+          "max_abs_act", "entropy_norm", "grad_spikes", "tok_per_s"], "diagnostics.png",
+         "per group: bar = mean over seeds, whiskers = min..max, dots = seeds")
+    extra = [c for c in opt_cols]
+    if extra:
+        bars(extra, "probes.png", "probe accuracy / long-context loss (mean over seeds, min..max)")
+    return made
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+// tests/test_probes.c: the synthetic probe tasks (data/probes.c): shards are valid and
+// deterministic for a seed, every answer is right by construction (recomputed here from the
+// tokens with separate code), answer positions are located, and accuracy is computed from
+// logits as argmax on the answer positions only.
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "data/probes.h"
+#include "data/shard.h"
+#include "tests/testutil.h"
+
+static unsigned char* slurp(const char* path, size_t* n) {
+    FILE* f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char* b = malloc((size_t)len);
+    ck_assert_int_eq(fread(b, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+START_TEST(test_shards_valid_and_deterministic) {
+    const char* tasks[] = {"trigger", "recall", "passkey", "copy"};
+    for (int k = 0; k < 4; k++) {
+        int task = probes_task_from_name(tasks[k]);
+        ck_assert_int_eq(task, k);
+        ProbeParams p;
+        probes_defaults(&p, task, 64);
+        char d1[1024], d2[1024], d3[1024], err[1024];
+        snprintf(d1, sizeof(d1), "%s/probes_a", test_tmpdir());
+        snprintf(d2, sizeof(d2), "%s/probes_b", test_tmpdir());
+        snprintf(d3, sizeof(d3), "%s/probes_c", test_tmpdir());
+        ck_assert_int_eq(probes_write(d1, &p, 50, 20, 7, err, sizeof(err)), 0);
+        ck_assert_int_eq(probes_write(d2, &p, 50, 20, 7, err, sizeof(err)), 0);
+        ck_assert_int_eq(probes_write(d3, &p, 50, 20, 8, err, sizeof(err)), 0);
+        const char* split[2] = {"train", "val"};
+        size_t ndocs[2] = {50, 20};
+        for (int s = 0; s < 2; s++) {
+            char f1[2048], f2[2048], f3[2048];
+            snprintf(f1, sizeof(f1), "%s/%s_%s_000000.bin", d1, tasks[k], split[s]);
+            snprintf(f2, sizeof(f2), "%s/%s_%s_000000.bin", d2, tasks[k], split[s]);
+            snprintf(f3, sizeof(f3), "%s/%s_%s_000000.bin", d3, tasks[k], split[s]);
+            Shard sh;
+            ck_assert_msg(shard_read(&sh, f1, err, sizeof(err)) == 0, "%s", err);
+            ck_assert_uint_eq(sh.ntok, ndocs[s] * 64);
+            for (size_t i = 0; i < sh.ntok; i++) {
+                ck_assert_uint_lt(sh.tokens[i], PROBE_VOCAB);
+                // EOT exactly at every document start
+                ck_assert_int_eq(sh.tokens[i] == PROBE_EOT, i % 64 == 0);
+            }
+            ck_assert_int_eq(probes_doc_len(sh.tokens, sh.ntok), 64);
+            shard_free(&sh);
+            size_t n1, n2, n3;
+            unsigned char* b1 = slurp(f1, &n1);
+            unsigned char* b2 = slurp(f2, &n2);
+            unsigned char* b3 = slurp(f3, &n3);
+            ck_assert_uint_eq(n1, 1024 + 2 * 64 * ndocs[s]);
+            ck_assert_uint_eq(n1, n2);
+            ck_assert_int_eq(memcmp(b1, b2, n1), 0);            // same seed: same bytes
+            ck_assert_int_ne(memcmp(b1 + 1024, b3 + 1024, n1 - 1024), 0); // other seed differs
+            free(b1);
+            free(b2);
+            free(b3);
+        }
+        // train and val streams differ
+        char ft[2048], fv[2048];
+        snprintf(ft, sizeof(ft), "%s/%s_train_000000.bin", d1, tasks[k]);
+        snprintf(fv, sizeof(fv), "%s/%s_val_000000.bin", d1, tasks[k]);
+        size_t nt, nv;
+        unsigned char* bt = slurp(ft, &nt);
+        unsigned char* bv = slurp(fv, &nv);
+        ck_assert_int_ne(memcmp(bt + 1024, bv + 1024, nv - 1024), 0);
+        free(bt);
+        free(bv);
+    }
+}
+END_TEST
+
+// Independent check of every trigger answer: most frequent preceding symbol (smallest on
+// ties) after '!', '.' after a symbol.
+START_TEST(test_trigger_answers) {
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_TRIGGER, 65);
+    uint16_t* docs = probes_generate(&p, 11, 200);
+    long ntrig = 0, nnoop = 0;
+    int8_t bucket[65];
+    for (int d = 0; d < 200; d++) {
+        const uint16_t* doc = docs + d * 65;
+        ck_assert_int_eq(doc[0], PROBE_EOT);
+        int hist[256] = {0};
+        for (int t = 1; t + 1 < 65; t += 2) {
+            int x = doc[t], y = doc[t + 1];
+            if (x == '!') {
+                int best = -1, bc = -1;
+                for (int c = 'a'; c < 'a' + p.alphabet; c++)
+                    if (hist[c] > bc) {
+                        bc = hist[c];
+                        best = c;
+                    }
+                ck_assert_int_gt(bc, 0); // at least one symbol precedes every trigger
+                ck_assert_int_eq(y, best);
+                ntrig++;
+            } else {
+                ck_assert(x >= 'a' && x < 'a' + p.alphabet);
+                ck_assert_int_eq(y, '.');
+                hist[x]++;
+                nnoop++;
+            }
+        }
+        ck_assert_int_eq(probes_answers(bucket, doc, 65, PROBE_TASK_TRIGGER), 32);
+        for (int t = 0; t < 65; t++) {
+            int want = (t >= 2 && t % 2 == 0) ? (doc[t - 1] == '!' ? 0 : 1) : -1;
+            ck_assert_int_eq(bucket[t], want);
+        }
+    }
+    // about 1 in trigger_every inputs is a trigger
+    double frac = (double)ntrig / (double)(ntrig + nnoop);
+    ck_assert_msg(frac > 0.08 && frac < 0.17, "trigger fraction %.3f", frac);
+    free(docs);
+}
+END_TEST
+
+START_TEST(test_recall_answers) {
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_RECALL, 64);
+    p.pairs = 6;
+    uint16_t* docs = probes_generate(&p, 12, 100);
+    int8_t bucket[64];
+    for (int d = 0; d < 100; d++) {
+        const uint16_t* doc = docs + d * 64;
+        int val[256];
+        for (int i = 0; i < 256; i++) val[i] = -1;
+        // context: 6 distinct keys with their values, then '|'
+        for (int i = 0; i < 6; i++) {
+            int k = doc[1 + 2 * i], v = doc[2 + 2 * i];
+            ck_assert(k >= 'a' && k <= 'z');
+            ck_assert(v >= 'A' && v <= 'Z');
+            ck_assert_int_eq(val[k], -1);
+            val[k] = v;
+        }
+        ck_assert_int_eq(doc[13], '|');
+        int nq = 0;
+        for (int t = 14; t + 1 < 64; t += 2) {
+            ck_assert_int_ne(val[doc[t]], -1); // queries ask for context keys
+            ck_assert_int_eq(doc[t + 1], val[doc[t]]);
+            nq++;
+        }
+        ck_assert_int_eq(nq, (64 - 14) / 2);
+        ck_assert_int_eq(probes_answers(bucket, doc, 64, PROBE_TASK_RECALL), nq);
+        for (int t = 0; t < 64; t++) ck_assert_int_eq(bucket[t], (t >= 15 && t % 2 == 1) ? 0 : -1);
+    }
+    free(docs);
+}
+END_TEST
+
+START_TEST(test_passkey_answers) {
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_PASSKEY, 50);
+    uint16_t* docs = probes_generate(&p, 13, 300);
+    int8_t bucket[50];
+    int count[3] = {0, 0, 0};
+    for (int d = 0; d < 300; d++) {
+        const uint16_t* doc = docs + d * 50;
+        int needle = -1, nneedle = 0;
+        for (int t = 1; t < 48; t++)
+            if (doc[t] == '#') {
+                needle = t;
+                nneedle++;
+            } else if (t != needle + 1) {
+                ck_assert(doc[t] >= 'a' && doc[t] <= 'z');
+            }
+        ck_assert_int_eq(nneedle, 1);
+        ck_assert_int_eq(doc[48], '?');
+        ck_assert_int_eq(doc[49], doc[needle + 1]);
+        ck_assert(doc[49] >= 'A' && doc[49] <= 'Z');
+        // depth of the needle inside the filler (positions 1..47), in thirds
+        double depth = (double)(needle - 1) / (double)(50 - 3 - 1);
+        int want = depth < 1.0 / 3 ? 0 : depth < 2.0 / 3 ? 1 : 2;
+        ck_assert_int_eq(probes_answers(bucket, doc, 50, PROBE_TASK_PASSKEY), 1);
+        ck_assert_int_eq(bucket[49], want);
+        ck_assert_int_eq(want, d % 3); // documents cycle through the buckets
+        count[want]++;
+    }
+    ck_assert_int_eq(count[0], 100);
+    ck_assert_int_eq(count[2], 100);
+    // only the middle bucket
+    p.bucket_mask = 2;
+    free(docs);
+    docs = probes_generate(&p, 14, 30);
+    for (int d = 0; d < 30; d++) {
+        ck_assert_int_eq(probes_answers(bucket, docs + d * 50, 50, PROBE_TASK_PASSKEY), 1);
+        ck_assert_int_eq(bucket[49], 1);
+    }
+    free(docs);
+}
+END_TEST
+
+START_TEST(test_copy_answers) {
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_COPY, 40);
+    uint16_t* docs = probes_generate(&p, 15, 200);
+    int8_t bucket[40];
+    int minL = 100, maxL = 0;
+    for (int d = 0; d < 200; d++) {
+        const uint16_t* doc = docs + d * 40;
+        int L = 0;
+        while (doc[1 + L] != '|') {
+            ck_assert(doc[1 + L] >= 'a' && doc[1 + L] <= 'z');
+            L++;
+            ck_assert_int_le(L, 19);
+        }
+        for (int i = 0; i < L; i++) ck_assert_int_eq(doc[2 + L + i], doc[1 + i]);
+        for (int t = 2 + 2 * L; t < 40; t++) ck_assert_int_eq(doc[t], '.');
+        ck_assert_int_eq(probes_answers(bucket, doc, 40, PROBE_TASK_COPY), L);
+        for (int t = 0; t < 40; t++)
+            ck_assert_int_eq(bucket[t], (t >= L + 2 && t < 2 * L + 2) ? 0 : -1);
+        minL = L < minL ? L : minL;
+        maxL = L > maxL ? L : maxL;
+    }
+    ck_assert_int_eq(minL, 1);
+    ck_assert_int_eq(maxL, 19);
+    free(docs);
+}
+END_TEST
+
+// Logits built by hand: a one-hot "prediction" of the right answer on every other answer
+// position, a wrong one elsewhere; non-answer rows predict garbage and must not count.
+START_TEST(test_accuracy_from_logits) {
+    const int V = 257, stride = 384, T = 40;
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_COPY, T);
+    uint16_t* docs = probes_generate(&p, 16, 30);
+    float* logits = calloc((size_t)T * stride, sizeof(float));
+    ProbeScore sc;
+    memset(&sc, 0, sizeof(sc));
+    long want_c = 0, want_n = 0;
+    for (int d = 0; d < 30; d++) {
+        const uint16_t* doc = docs + d * T;
+        int L = 0;
+        while (doc[1 + L] != '|') L++;
+        for (int t = 0; t < T; t++) {
+            float* row = logits + (size_t)t * stride;
+            for (int v = 0; v < stride; v++) row[v] = 0.0f;
+            row[300] = 100.0f; // padded column beyond V: must be ignored
+            int target = t + 1 < T ? doc[t + 1] : 0;
+            int is_answer = t + 1 >= L + 2 && t + 1 < 2 * L + 2;
+            int k = t + 1 - (L + 2);
+            if (is_answer && k % 2 == 0) {
+                row[target] = 5.0f;
+                want_c++;
+            } else {
+                row[target == 'z' ? 'y' : 'z'] = 5.0f;
+            }
+            if (is_answer) want_n++;
+        }
+        probes_score_doc(&sc, PROBE_TASK_COPY, doc, T, logits, (size_t)stride, V);
+    }
+    ck_assert_int_eq(sc.docs, 30);
+    ck_assert_int_eq(sc.malformed, 0);
+    ck_assert_int_eq(sc.total[0], want_n);
+    ck_assert_int_eq(sc.correct[0], want_c);
+    ck_assert_double_eq_tol(probes_accuracy(&sc, -1), (double)want_c / (double)want_n, 1e-12);
+    ck_assert_double_eq(probes_accuracy(&sc, 1), -1.0); // no answers in bucket 1
+    free(logits);
+    free(docs);
+
+    // argmax ties go to the smallest id; only [0, V) is searched
+    float row[8] = {1, 3, 3, 0, 0, 0, 0, 9};
+    ck_assert_int_eq(probes_argmax(row, 7), 1);
+    ck_assert_int_eq(probes_argmax(row, 8), 7);
+}
+END_TEST
+
+START_TEST(test_malformed_and_validation) {
+    int8_t bucket[32];
+    uint16_t junk[32];
+    for (int t = 0; t < 32; t++) junk[t] = (uint16_t)(t * 37 % 300);
+    for (int task = 0; task < PROBE_NTASKS; task++)
+        ck_assert_int_eq(probes_answers(bucket, junk, 32, task), -1);
+    junk[0] = PROBE_EOT;
+    for (int t = 1; t < 32; t++) junk[t] = '5'; // no separator, trigger, query or symbol
+    for (int task = 0; task < PROBE_NTASKS; task++)
+        ck_assert_int_eq(probes_answers(bucket, junk, 32, task), -1);
+    float logits[32 * 257] = {0};
+    ProbeScore sc;
+    memset(&sc, 0, sizeof(sc));
+    probes_score_doc(&sc, PROBE_TASK_COPY, junk, 32, logits, 257, 257);
+    ck_assert_int_eq(sc.malformed, 1);
+    ck_assert_int_eq(sc.total[0], 0);
+    ck_assert_int_eq(probes_doc_len(junk + 1, 31), -1);
+
+    char err[512];
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_RECALL, 10);
+    ck_assert_int_eq(probes_validate(&p, err, sizeof(err)), -1); // 8 pairs need T >= 20
+    ck_assert_ptr_nonnull(strstr(err, "seq-len"));
+    p.T = 20;
+    ck_assert_int_eq(probes_validate(&p, err, sizeof(err)), 0);
+    probes_defaults(&p, PROBE_TASK_COPY, 20);
+    p.copy_len = 10;
+    ck_assert_int_eq(probes_validate(&p, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "copy-len"));
+    ck_assert_int_eq(probes_task_from_name("nope"), -1);
+    ck_assert_str_eq(probes_bucket_name(PROBE_TASK_PASSKEY, 2), "end");
+}
+END_TEST
+
+static Suite* probes_suite(void) {
+    Suite* s = suite_create("probes");
+    TCase* tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_shards_valid_and_deterministic);
+    tcase_add_test(tc, test_trigger_answers);
+    tcase_add_test(tc, test_recall_answers);
+    tcase_add_test(tc, test_passkey_answers);
+    tcase_add_test(tc, test_copy_answers);
+    tcase_add_test(tc, test_accuracy_from_logits);
+    tcase_add_test(tc, test_malformed_and_validation);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(probes_suite)
