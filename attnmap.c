@@ -56,7 +56,8 @@ static int parse_list(int* sel, int* n, const char* s, int limit) {
     int mark[GPT2_MAX_LAYERS * 4] = {0};
     if (limit > (int)(sizeof(mark) / sizeof(mark[0]))) return -1;
     if (strcmp(s, "all") == 0) {
-        for (int i = 0; i < limit; i++) sel[i] = i;
+        for (int i = 0; i < limit; i++)
+            sel[i] = i;
         *n = limit;
         return 0;
     }
@@ -73,9 +74,12 @@ static int parse_list(int* sel, int* n, const char* s, int limit) {
             if (end == p + 1 || errno || b < a || b >= limit) return -1;
             p = end;
         }
-        for (long i = a; i <= b; i++) mark[i] = 1;
-        if (*p == ',') p++;
-        else if (*p) return -1;
+        for (long i = a; i <= b; i++)
+            mark[i] = 1;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
     }
     *n = 0;
     for (int i = 0; i < limit; i++)
@@ -149,14 +153,14 @@ int main(int argc, char** argv) {
     GPT2Config gc;
     char* cfg_text = NULL;
     long step = 0;
-    if (ckpt_read_info(ckpt, &gc, attention, sizeof(attention), &cfg_text, &step, err,
-                       sizeof(err)))
+    if (ckpt_read_info(ckpt, &gc, attention, sizeof(attention), &cfg_text, &step, err, sizeof(err)))
         usage_error("--checkpoint: %s", err);
     char cfg_path[] = "/tmp/attnmap-config-XXXXXX";
     int fd = mkstemp(cfg_path);
     if (fd < 0) die(1, "cannot create a temporary file in /tmp");
     size_t cl = cfg_text ? strlen(cfg_text) : 0;
-    if (write(fd, cfg_text ? cfg_text : "", cl) != (ssize_t)cl) die(1, "%s: write failed", cfg_path);
+    if (write(fd, cfg_text ? cfg_text : "", cl) != (ssize_t)cl)
+        die(1, "%s: write failed", cfg_path);
     close(fd);
     Config c;
     config_defaults(&c);
@@ -173,8 +177,8 @@ int main(int argc, char** argv) {
         usage_error("--checkpoint: %s", err);
 
     // ---- tokens
-    Tokenizer* tok = tokenizer_load(c.tokenizer, tokdir ? tokdir : c.tokenizer_dir, err,
-                                    sizeof(err));
+    Tokenizer* tok =
+        tokenizer_load(c.tokenizer, tokdir ? tokdir : c.tokenizer_dir, err, sizeof(err));
     int T = 0, *ids = NULL;
     if (text) {
         if (!tok)

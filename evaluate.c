@@ -112,7 +112,8 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
         if (fac[i] * T0 <= maxT && fac[i] * T0 > Tmax) Tmax = fac[i] * T0;
     const char* pe = cfg->pos_encoding;
     printf("# checkpoint: attention=%s pos_encoding=%s seq_len=%d block_size=%d; %d batches of "
-           "%d sequences per length\n", cfg->attention, pe, T0, maxT, batches, B);
+           "%d sequences per length\n",
+           cfg->attention, pe, T0, maxT, batches, B);
     printf("%-8s %-7s %-10s %-12s %-12s %s\n", "length", "factor", "val_loss", "loss_t<train",
            "loss_t>=train", "tokens");
     if (Tmax > 0) gpt2_alloc_acts(m, B, Tmax, nthreads);
@@ -163,10 +164,12 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
         dataloader_free(&dl);
         double ntot = (double)(n_in + n_out);
         char bey[32];
-        if (n_out) snprintf(bey, sizeof(bey), "%.4f", beyond / (double)n_out);
-        else snprintf(bey, sizeof(bey), "-");
-        printf("%-8d %-7s %-10.4f %-12.4f %-12s %zu\n", T, fs, all / ntot,
-               in_train / (double)n_in, bey, n_in + n_out);
+        if (n_out)
+            snprintf(bey, sizeof(bey), "%.4f", beyond / (double)n_out);
+        else
+            snprintf(bey, sizeof(bey), "-");
+        printf("%-8d %-7s %-10.4f %-12.4f %-12s %zu\n", T, fs, all / ntot, in_train / (double)n_in,
+               bey, n_in + n_out);
         fflush(stdout);
     }
     free(in);
@@ -188,8 +191,10 @@ static void encode(Tokenizer* tok, const char* s, int** ids, size_t* n) {
 }
 
 static int probe_text(Probe* p, Tokenizer* tok) {
-    encode(tok, "The grass is green. The sky is blue. The sun is yellow. Here we go. There and "
-                "back again. ", &p->filler, &p->nfill);
+    encode(tok,
+           "The grass is green. The sky is blue. The sun is yellow. Here we go. There and "
+           "back again. ",
+           &p->filler, &p->nfill);
     encode(tok, "The pass key is", &p->needle_pre, &p->npre);
     encode(tok, ". Remember it. ", &p->needle_post, &p->npost);
     encode(tok, "What is the pass key? The pass key is", &p->query, &p->nquery);
@@ -221,14 +226,14 @@ static void probe_ids(Probe* p) {
     p->nquery = 3;
     p->filler = NULL;
     p->nfill = 0;
-    for (int d = 0; d < 10; d++) p->keys[d] = 10 + d;
+    for (int d = 0; d < 10; d++)
+        p->keys[d] = 10 + d;
     p->use_tok = 0;
 }
 
 // One sequence of length T with the key at filler depth `depth` in [0,1); returns the position
 // of the last query token (the answer is predicted there). Filler ids need rng (id mode).
-static int probe_build(int* seq, int T, const Probe* p, int key, double depth, int vocab,
-                       Rng* r) {
+static int probe_build(int* seq, int T, const Probe* p, int key, double depth, int vocab, Rng* r) {
     const size_t nneedle = p->npre + 1 + p->npost;
     const int nfill = T - (int)nneedle - (int)p->nquery;
     if (nfill < 1) return -1;
@@ -240,14 +245,17 @@ static int probe_build(int* seq, int T, const Probe* p, int key, double depth, i
     int pos = 0;
     for (int i = 0; i < nfill; i++) {
         if (i == ins) {
-            for (size_t j = 0; j < p->npre; j++) seq[pos++] = p->needle_pre[j];
+            for (size_t j = 0; j < p->npre; j++)
+                seq[pos++] = p->needle_pre[j];
             seq[pos++] = key;
-            for (size_t j = 0; j < p->npost; j++) seq[pos++] = p->needle_post[j];
+            for (size_t j = 0; j < p->npost; j++)
+                seq[pos++] = p->needle_post[j];
         }
         seq[pos++] = p->use_tok ? p->filler[(size_t)i % p->nfill]
                                 : 20 + (int)rng_below(r, (uint64_t)(vocab - 20));
     }
-    for (size_t j = 0; j < p->nquery; j++) seq[pos++] = p->query[j];
+    for (size_t j = 0; j < p->nquery; j++)
+        seq[pos++] = p->query[j];
     return pos - 1;
 }
 
@@ -264,8 +272,10 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
     char err[512];
     Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, err, sizeof(err));
     const char* mode = "token ids";
-    if (tok && tokenizer_vocab_size(tok) <= V && probe_text(&p, tok) == 0) mode = "text";
-    else probe_ids(&p);
+    if (tok && tokenizer_vocab_size(tok) <= V && probe_text(&p, tok) == 0)
+        mode = "text";
+    else
+        probe_ids(&p);
     if (V < 32) die(EXIT_USAGE, "passkey probe needs vocab_size >= 32 (model has %d)", V);
     gpt2_alloc_acts(m, 1, T, nthreads);
     int* seq = mallocCheck(sizeof(int) * (size_t)T);
@@ -293,7 +303,8 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
                     best = v;
                 }
             double s = 0;
-            for (int v = 0; v < V; v++) s += exp((double)lg[v] - mx);
+            for (int v = 0; v < V; v++)
+                s += exp((double)lg[v] - mx);
             lp += (double)lg[key] - mx - log(s);
             correct += best == key;
         }
@@ -360,9 +371,10 @@ int main(int argc, char** argv) {
     memset(&m, 0, sizeof(m));
     Config cfg;
     load_model(&m, &cfg, ckpt);
-    if (passkey) eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed,
-                              threads);
-    else eval_lengths(&m, &cfg, data, lengths, batches, B > 0 ? B : cfg.batch_size, threads);
+    if (passkey)
+        eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed, threads);
+    else
+        eval_lengths(&m, &cfg, data, lengths, batches, B > 0 ? B : cfg.batch_size, threads);
     gpt2_free(&m);
     return 0;
 }

@@ -49,12 +49,18 @@ int main(int argc, char** argv) {
             die(EXIT_USAGE, "%s needs a value", a);
         }
         const char* v = argv[++i];
-        if (!strcmp(a, "--checkpoint")) ckpt = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--n")) n = (int)parse_long(a, v, 1, 1000);
-        else if (!strcmp(a, "--tokens")) tokens = (int)parse_long(a, v, 1, 100000);
-        else if (!strcmp(a, "--top-k")) top_k = (int)parse_long(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "--seed")) seed = parse_long(a, v, 0, 1L << 62);
+        if (!strcmp(a, "--checkpoint"))
+            ckpt = v;
+        else if (!strcmp(a, "--prompt"))
+            prompt = v;
+        else if (!strcmp(a, "--n"))
+            n = (int)parse_long(a, v, 1, 1000);
+        else if (!strcmp(a, "--tokens"))
+            tokens = (int)parse_long(a, v, 1, 100000);
+        else if (!strcmp(a, "--top-k"))
+            top_k = (int)parse_long(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "--seed"))
+            seed = parse_long(a, v, 0, 1L << 62);
         else if (!strcmp(a, "--temperature")) {
             char* end;
             temperature = strtof(v, &end);
@@ -95,7 +101,8 @@ int main(int argc, char** argv) {
     for (int s = 0; s < n; s++) {
         int len = 0;
         ids[len++] = tokenizer_eot(tok);
-        for (size_t k = 0; k < np; k++) ids[len++] = pids[k];
+        for (size_t k = 0; k < np; k++)
+            ids[len++] = pids[k];
         int total = gpt2_generate(&m, ids, len, tokens, temperature, top_k, -1, &rng);
         size_t bl;
         char* text = tokenizer_decode(tok, ids + 1, (size_t)(total - 1), &bl);

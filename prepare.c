@@ -15,32 +15,34 @@
 #define CHUNK_BYTES (1u << 20) // encode in pieces of about this size (progress, memory)
 
 static void usage(FILE* f) {
-    fprintf(f,
-            "usage: ./prepare [options] FILE...\n"
-            "Tokenize text files into llm.c shards PREFIX_val_000000.bin, PREFIX_train_000000.bin, ...\n"
-            "Every document starts with the EOT token; the first tokens of the stream are the\n"
-            "validation split, the rest the training split.\n"
-            "options:\n"
-            "  --out PREFIX         output path prefix (default data_cache/NAME/NAME, NAME = the\n"
-            "                       first file's name without extension)\n"
-            "  --split MODE         document boundaries: file (each file is one document, default),\n"
-            "                       paragraph (a new document after each run of blank lines; the\n"
-            "                       blank lines stay with the paragraph before them), or any other\n"
-            "                       string = a separator, removed from the text (\\n \\t \\r \\\\\n"
-            "                       escapes understood), e.g. --split '<|endoftext|>'\n"
-            "  --val-tokens N       the first N tokens are the validation split\n"
-            "  --val-fraction F     the first fraction F of the tokens (default 0.1)\n"
-            "  --shard-tokens N     tokens per shard (default 100000000, as llm.c)\n"
-            "  --tokenizer gpt2|byte  (default gpt2)\n"
-            "  --dir DIR            directory with vocab.bpe (default data_cache/gpt2)\n"
-            "  --allow-special      the literal <|endoftext|> in the text becomes EOT (default: text)\n"
-            "  --quiet              no progress output\n"
-            "  -h, --help           this text\n");
+    fprintf(
+        f,
+        "usage: ./prepare [options] FILE...\n"
+        "Tokenize text files into llm.c shards PREFIX_val_000000.bin, PREFIX_train_000000.bin, "
+        "...\n"
+        "Every document starts with the EOT token; the first tokens of the stream are the\n"
+        "validation split, the rest the training split.\n"
+        "options:\n"
+        "  --out PREFIX         output path prefix (default data_cache/NAME/NAME, NAME = the\n"
+        "                       first file's name without extension)\n"
+        "  --split MODE         document boundaries: file (each file is one document, default),\n"
+        "                       paragraph (a new document after each run of blank lines; the\n"
+        "                       blank lines stay with the paragraph before them), or any other\n"
+        "                       string = a separator, removed from the text (\\n \\t \\r \\\\\n"
+        "                       escapes understood), e.g. --split '<|endoftext|>'\n"
+        "  --val-tokens N       the first N tokens are the validation split\n"
+        "  --val-fraction F     the first fraction F of the tokens (default 0.1)\n"
+        "  --shard-tokens N     tokens per shard (default 100000000, as llm.c)\n"
+        "  --tokenizer gpt2|byte  (default gpt2)\n"
+        "  --dir DIR            directory with vocab.bpe (default data_cache/gpt2)\n"
+        "  --allow-special      the literal <|endoftext|> in the text becomes EOT (default: text)\n"
+        "  --quiet              no progress output\n"
+        "  -h, --help           this text\n");
 }
 
 typedef struct {
     const char* out;
-    const char* split; // "file", "paragraph" or a separator string (escapes decoded)
+    const char* split;    // "file", "paragraph" or a separator string (escapes decoded)
     long long val_tokens; // -1: use val_fraction
     double val_fraction;
     long long shard_tokens;
@@ -68,7 +70,8 @@ static void progress_update(Progress* p, size_t add, int final) {
     util_format_duration(eta, sizeof eta, frac > 0 ? el * (1.0 - frac) / frac : 0.0);
     int w = 30, fill = (int)(frac * w);
     char bar[64];
-    for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+    for (int i = 0; i < w; i++)
+        bar[i] = i < fill ? '#' : '.';
     bar[w] = 0;
     fprintf(stderr, "%s[%s] %5.1f%%  %.0f/%.0f MB  %.1f MB/s  ETA %s%s", p->tty ? "\r" : "", bar,
             100.0 * frac, (double)p->done / 1e6, (double)p->total / 1e6, mbs, eta,
@@ -89,7 +92,8 @@ static void tokbuf_add(TokBuf* b, const int* ids, size_t n) {
         b->cap = 2 * (b->n + n) + 4096;
         b->tok = reallocCheck(b->tok, b->cap * sizeof(uint16_t));
     }
-    for (size_t i = 0; i < n; i++) b->tok[b->n + i] = (uint16_t)ids[i];
+    for (size_t i = 0; i < n; i++)
+        b->tok[b->n + i] = (uint16_t)ids[i];
     b->n += n;
 }
 
@@ -224,12 +228,18 @@ int main(int argc, char** argv) {
                    !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
             if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", o);
             const char* v = argv[++i];
-            if (!strcmp(o, "--out")) a.out = v;
-            else if (!strcmp(o, "--split")) a.split = v;
-            else if (!strcmp(o, "--val-tokens")) a.val_tokens = parse_count(o, v);
-            else if (!strcmp(o, "--shard-tokens")) a.shard_tokens = parse_count(o, v);
-            else if (!strcmp(o, "--tokenizer")) kind = v;
-            else if (!strcmp(o, "--dir")) dir = v;
+            if (!strcmp(o, "--out"))
+                a.out = v;
+            else if (!strcmp(o, "--split"))
+                a.split = v;
+            else if (!strcmp(o, "--val-tokens"))
+                a.val_tokens = parse_count(o, v);
+            else if (!strcmp(o, "--shard-tokens"))
+                a.shard_tokens = parse_count(o, v);
+            else if (!strcmp(o, "--tokenizer"))
+                kind = v;
+            else if (!strcmp(o, "--dir"))
+                dir = v;
             else {
                 char* end;
                 a.val_fraction = strtod(v, &end);
@@ -307,17 +317,20 @@ int main(int argc, char** argv) {
     progress_update(&pr, 0, 1);
     if (b.n == 0) die(EXIT_USAGE, "no text in the input files: nothing to write");
 
-    size_t nval = a.val_tokens >= 0 ? (size_t)a.val_tokens
-                                     : (size_t)(a.val_fraction * (double)b.n + 0.5);
+    size_t nval =
+        a.val_tokens >= 0 ? (size_t)a.val_tokens : (size_t)(a.val_fraction * (double)b.n + 0.5);
     if (nval >= b.n)
-        die(EXIT_USAGE, "the validation split (%zu tokens) leaves nothing for training (%zu tokens "
-                        "in total)", nval, b.n);
+        die(EXIT_USAGE,
+            "the validation split (%zu tokens) leaves nothing for training (%zu tokens "
+            "in total)",
+            nval, b.n);
     int nv = write_split(prefix, "val", b.tok, nval, (size_t)a.shard_tokens, a.quiet);
-    int nt = write_split(prefix, "train", b.tok + nval, b.n - nval, (size_t)a.shard_tokens,
-                         a.quiet);
+    int nt =
+        write_split(prefix, "train", b.tok + nval, b.n - nval, (size_t)a.shard_tokens, a.quiet);
     if (!a.quiet) {
-        fprintf(stderr, "prepare: %zu documents, %zu tokens (%s): val %zu tokens in %d shard%s, "
-                        "train %zu tokens in %d shard%s\n",
+        fprintf(stderr,
+                "prepare: %zu documents, %zu tokens (%s): val %zu tokens in %d shard%s, "
+                "train %zu tokens in %d shard%s\n",
                 b.ndocs, b.n, tokenizer_kind(t), nval, nv, nv == 1 ? "" : "s", b.n - nval, nt,
                 nt == 1 ? "" : "s");
         if (empty_files) fprintf(stderr, "prepare: %zu input file(s) held no text\n", empty_files);

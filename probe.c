@@ -81,17 +81,28 @@ static int cmd_gen(int task, int argc, char** argv) {
         const char* a = argv[i];
         if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
         const char* v = argv[++i];
-        if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--n-train")) ntrain = parse_long(a, v, 1, 100000000);
-        else if (!strcmp(a, "--n-val")) nval = parse_long(a, v, 1, 100000000);
-        else if (!strcmp(a, "--seq-len")) T = parse_long(a, v, 1, 65536);
-        else if (!strcmp(a, "--seed")) seed = parse_long(a, v, 0, 0x7fffffffffffffffL);
-        else if (!strcmp(a, "--alphabet")) alphabet = (int)parse_long(a, v, 2, 26);
-        else if (!strcmp(a, "--pairs")) pairs = (int)parse_long(a, v, 1, 26);
-        else if (!strcmp(a, "--trigger-every")) every = (int)parse_long(a, v, 2, 1000000);
-        else if (!strcmp(a, "--copy-len")) copy_len = (int)parse_long(a, v, 0, 65536);
-        else if (!strcmp(a, "--buckets")) mask = parse_buckets(v);
-        else die(EXIT_USAGE, "unknown option '%s' for gen (./probe --help)", a);
+        if (!strcmp(a, "--out"))
+            out = v;
+        else if (!strcmp(a, "--n-train"))
+            ntrain = parse_long(a, v, 1, 100000000);
+        else if (!strcmp(a, "--n-val"))
+            nval = parse_long(a, v, 1, 100000000);
+        else if (!strcmp(a, "--seq-len"))
+            T = parse_long(a, v, 1, 65536);
+        else if (!strcmp(a, "--seed"))
+            seed = parse_long(a, v, 0, 0x7fffffffffffffffL);
+        else if (!strcmp(a, "--alphabet"))
+            alphabet = (int)parse_long(a, v, 2, 26);
+        else if (!strcmp(a, "--pairs"))
+            pairs = (int)parse_long(a, v, 1, 26);
+        else if (!strcmp(a, "--trigger-every"))
+            every = (int)parse_long(a, v, 2, 1000000);
+        else if (!strcmp(a, "--copy-len"))
+            copy_len = (int)parse_long(a, v, 0, 65536);
+        else if (!strcmp(a, "--buckets"))
+            mask = parse_buckets(v);
+        else
+            die(EXIT_USAGE, "unknown option '%s' for gen (./probe --help)", a);
     }
     if (!out) die(EXIT_USAGE, "gen needs --out DIR");
     probes_defaults(&p, task, (int)T);
@@ -101,8 +112,8 @@ static int cmd_gen(int task, int argc, char** argv) {
     if (copy_len >= 0) p.copy_len = copy_len;
     if (mask > 0) p.bucket_mask = mask;
     char err[2048];
-    if (probes_validate(&p, err, sizeof(err))) die(EXIT_USAGE, "probe gen %s: %s",
-                                                    probes_task_name(task), err);
+    if (probes_validate(&p, err, sizeof(err)))
+        die(EXIT_USAGE, "probe gen %s: %s", probes_task_name(task), err);
     if (probes_write(out, &p, (size_t)ntrain, (size_t)nval, (uint64_t)seed, err, sizeof(err)))
         die(1, "%s", err);
     printf("%s/%s_train_000000.bin: %ld documents of %ld tokens\n", out, probes_task_name(task),
@@ -154,12 +165,18 @@ static int cmd_eval(int task, int argc, char** argv) {
         const char* a = argv[i];
         if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
         const char* v = argv[++i];
-        if (!strcmp(a, "--checkpoint")) ckpt = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--batches")) batches = parse_long(a, v, 0, 1000000000);
-        else if (!strcmp(a, "--batch-size")) B = parse_long(a, v, 1, 4096);
-        else if (!strcmp(a, "--threads")) threads = parse_long(a, v, 0, 4096);
-        else die(EXIT_USAGE, "unknown option '%s' for eval (./probe --help)", a);
+        if (!strcmp(a, "--checkpoint"))
+            ckpt = v;
+        else if (!strcmp(a, "--data"))
+            data = v;
+        else if (!strcmp(a, "--batches"))
+            batches = parse_long(a, v, 0, 1000000000);
+        else if (!strcmp(a, "--batch-size"))
+            B = parse_long(a, v, 1, 4096);
+        else if (!strcmp(a, "--threads"))
+            threads = parse_long(a, v, 0, 4096);
+        else
+            die(EXIT_USAGE, "unknown option '%s' for eval (./probe --help)", a);
     }
     if (!ckpt || !data) die(EXIT_USAGE, "eval needs --checkpoint PATH and --data DIR");
     if (threads > 0) omp_set_num_threads((int)threads);
@@ -168,13 +185,16 @@ static int cmd_eval(int task, int argc, char** argv) {
     char first[2048];
     uint16_t* tok = read_val(data, task, &ntok, first, sizeof(first));
     long T = probes_doc_len(tok, ntok);
-    if (T < 4) die(EXIT_USAGE, "%s: not a %s probe shard (documents must start with EOT = %d)",
-                   first, probes_task_name(task), PROBE_EOT);
+    if (T < 4)
+        die(EXIT_USAGE, "%s: not a %s probe shard (documents must start with EOT = %d)", first,
+            probes_task_name(task), PROBE_EOT);
     size_t ndocs = ntok / (size_t)T;
     for (size_t d = 0; d < ndocs; d++)
         if (tok[d * (size_t)T] != PROBE_EOT)
-            die(EXIT_USAGE, "%s: document %zu does not start with EOT at token %zu (documents "
-                "must all be %ld tokens)", first, d, d * (size_t)T, T);
+            die(EXIT_USAGE,
+                "%s: document %zu does not start with EOT at token %zu (documents "
+                "must all be %ld tokens)",
+                first, d, d * (size_t)T, T);
     if (batches > 0 && (size_t)(batches * B) < ndocs) ndocs = (size_t)(batches * B);
 
     GPT2 m;
@@ -200,12 +220,12 @@ static int cmd_eval(int task, int argc, char** argv) {
     int* inputs = mallocCheck(sizeof(int) * (size_t)(B * T));
     for (size_t d0 = 0; d0 < ndocs; d0 += (size_t)B) {
         int nb = (int)((ndocs - d0) < (size_t)B ? (ndocs - d0) : (size_t)B);
-        for (size_t i = 0; i < (size_t)nb * (size_t)T; i++) inputs[i] = tok[d0 * (size_t)T + i];
+        for (size_t i = 0; i < (size_t)nb * (size_t)T; i++)
+            inputs[i] = tok[d0 * (size_t)T + i];
         gpt2_forward(&m, inputs, NULL, nb, (int)T);
         for (int b = 0; b < nb; b++)
             probes_score_doc(&sc, task, tok + (d0 + (size_t)b) * (size_t)T, (int)T,
-                             gpt2_logits(&m, b, 0), (size_t)m.cfg.padded_vocab,
-                             m.cfg.vocab_size);
+                             gpt2_logits(&m, b, 0), (size_t)m.cfg.padded_vocab, m.cfg.vocab_size);
     }
 
     const char* tn = probes_task_name(task);
@@ -261,8 +281,7 @@ int main(int argc, char** argv) {
         die(EXIT_USAGE, "unknown command '%s': gen or eval (./probe --help)", argv[1]);
     if (argc < 3) die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey or copy", argv[1]);
     int task = probes_task_from_name(argv[2]);
-    if (task < 0)
-        die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey or copy", argv[2]);
+    if (task < 0) die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey or copy", argv[2]);
     if (!strcmp(argv[1], "gen")) return cmd_gen(task, argc - 3, argv + 3);
     return cmd_eval(task, argc - 3, argv + 3);
 }

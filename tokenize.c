@@ -11,21 +11,20 @@
 #include "data/tokenizer.h" // defines: Tokenizer, tokenizer_load/encode/decode
 
 static void usage(FILE* f) {
-    fprintf(f,
-            "usage: ./tokenize encode [FILE] [options]   text -> ids, one per line\n"
-            "       ./tokenize decode [FILE] [options]   ids (whitespace-separated) -> bytes\n"
-            "       ./tokenize bench FILE [options]      encode speed (median MB/s)\n"
-            "Reads stdin when FILE is missing or '-'.\n"
-            "options:\n"
-            "  --tokenizer gpt2|byte  tokenizer (default gpt2)\n"
-            "  --dir DIR              directory with vocab.bpe (default data_cache/gpt2)\n"
-            "  --allow-special        encode the literal <|endoftext|> as the EOT id\n"
-            "                         (default: encode it as ordinary text)\n"
-            "  --js-whitespace        JavaScript's \\s in the pre-tokenizer (js-tiktoken),\n"
-            "                         default Python's (encoder.py, tiktoken); differs only\n"
-            "                         for U+0085 and U+FEFF\n"
-            "  --runs N               bench: number of timed runs (default 7)\n"
-            "  -h, --help             this text\n");
+    fprintf(f, "usage: ./tokenize encode [FILE] [options]   text -> ids, one per line\n"
+               "       ./tokenize decode [FILE] [options]   ids (whitespace-separated) -> bytes\n"
+               "       ./tokenize bench FILE [options]      encode speed (median MB/s)\n"
+               "Reads stdin when FILE is missing or '-'.\n"
+               "options:\n"
+               "  --tokenizer gpt2|byte  tokenizer (default gpt2)\n"
+               "  --dir DIR              directory with vocab.bpe (default data_cache/gpt2)\n"
+               "  --allow-special        encode the literal <|endoftext|> as the EOT id\n"
+               "                         (default: encode it as ordinary text)\n"
+               "  --js-whitespace        JavaScript's \\s in the pre-tokenizer (js-tiktoken),\n"
+               "                         default Python's (encoder.py, tiktoken); differs only\n"
+               "                         for U+0085 and U+FEFF\n"
+               "  --runs N               bench: number of timed runs (default 7)\n"
+               "  -h, --help             this text\n");
 }
 
 // Read FILE (or stdin for NULL / "-") whole.
@@ -85,8 +84,10 @@ static void cmd_decode(Tokenizer* t, const char* path) {
         long v = 0;
         int ok = 1;
         while (j < n && !strchr(" \t\n\r\v\f", text[j]) && text[j]) {
-            if (text[j] < '0' || text[j] > '9' || j - i >= 9) ok = 0;
-            else v = v * 10 + (text[j] - '0');
+            if (text[j] < '0' || text[j] > '9' || j - i >= 9)
+                ok = 0;
+            else
+                v = v * 10 + (text[j] - '0');
             j++;
         }
         if (j < n && text[j] == 0) ok = 0, j++;
@@ -125,8 +126,8 @@ static void cmd_bench(Tokenizer* t, const char* path, int runs, int allow_specia
     printf("%s: %zu bytes -> %zu tokens (%.3f bytes/token), tokenizer %s\n", path, n, ntok,
            ntok ? (double)n / (double)ntok : 0.0, tokenizer_kind(t));
     printf("encode: median %.1f MB/s over %d runs (best %.1f, worst %.1f), %.0f ktok/s\n",
-           (double)n / med / 1e6, runs, (double)n / secs[0] / 1e6,
-           (double)n / secs[runs - 1] / 1e6, (double)ntok / med / 1e3);
+           (double)n / med / 1e6, runs, (double)n / secs[0] / 1e6, (double)n / secs[runs - 1] / 1e6,
+           (double)ntok / med / 1e3);
     free(secs);
     free(text);
 }
@@ -145,12 +146,15 @@ int main(int argc, char** argv) {
         } else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--dir") || !strcmp(a, "--runs")) {
             if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", a);
             const char* v = argv[++i];
-            if (!strcmp(a, "--tokenizer")) kind = v;
-            else if (!strcmp(a, "--dir")) dir = v;
+            if (!strcmp(a, "--tokenizer"))
+                kind = v;
+            else if (!strcmp(a, "--dir"))
+                dir = v;
             else {
                 char* end;
                 long r = strtol(v, &end, 10);
-                if (*end || r < 1 || r > 1000) die(EXIT_USAGE, "--runs: expected 1..1000, got '%s'", v);
+                if (*end || r < 1 || r > 1000)
+                    die(EXIT_USAGE, "--runs: expected 1..1000, got '%s'", v);
                 runs = (int)r;
             }
         } else if (!strcmp(a, "--allow-special")) {
@@ -177,9 +181,12 @@ int main(int argc, char** argv) {
     Tokenizer* t = tokenizer_load(kind, dir, err, sizeof err);
     if (!t) die(EXIT_USAGE, "%s", err);
     tokenizer_set_js_whitespace(t, js);
-    if (!strcmp(cmd, "encode")) cmd_encode(t, file, allow_special);
-    else if (!strcmp(cmd, "decode")) cmd_decode(t, file);
-    else cmd_bench(t, file, runs, allow_special);
+    if (!strcmp(cmd, "encode"))
+        cmd_encode(t, file, allow_special);
+    else if (!strcmp(cmd, "decode"))
+        cmd_decode(t, file);
+    else
+        cmd_bench(t, file, runs, allow_special);
     tokenizer_free(t);
     if (fflush(stdout) != 0) die(1, "stdout: write error: %s", strerror(errno));
     return 0;

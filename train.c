@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--list-attention-names")) {
-            for (int k = 0; k < attn_count(); k++) printf("%s\n", attn_get(k)->name);
+            for (int k = 0; k < attn_count(); k++)
+                printf("%s\n", attn_get(k)->name);
             return 0;
         }
         if (!strcmp(argv[i], "--sgemm-peak")) { // used by scripts/bench

@@ -26,7 +26,8 @@
 //   dalpha_i = <obar_i, dO_i>;  dbeta_i = <V_i, dO_i>;  dv_j += sum_{i>=j} beta_i dO_i
 //   free: dza_i = dalpha_i alpha_i (1 - alpha_i/2);  dzb_i = dbeta_i (1 - tanh^2) / n_i
 //   tied: dza_i = (dalpha_i - dbeta_i / n_i) alpha_i (1 - alpha_i/2)
-//   dwa_h += sum_i dza_i x_i, dba_h += sum_i dza_i (same for wb, bb); dx_i += sum_h dza wa_h + dzb wb_h
+//   dwa_h += sum_i dza_i x_i, dba_h += sum_i dza_i (same for wb, bb); dx_i += sum_h dza wa_h + dzb
+//   wb_h
 // The core's backward needs p, not A': p is recomputed into att by a second core forward at the
 // start of backward (one extra score pass instead of a stored (B,NH,T,T) copy), and att is set
 // back to A' at the end. Parameter gradients are summed over (b, t) in index order per head.
@@ -48,15 +49,15 @@ static const AttnHParamSpec AFFINE_HP[N_HP] = {
 };
 
 static int affine_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
-    out[T_AW] = (AttnTensorSpec){.name = "alpha_w", .ndim = 2, .shape = {d->NH, d->C},
-                                 .decay = 1, .init = ATTN_INIT_ZERO};
-    out[T_AB] = (AttnTensorSpec){.name = "alpha_b", .ndim = 1, .shape = {d->NH}, .decay = 0,
-                                 .init = ATTN_INIT_ZERO};
+    out[T_AW] = (AttnTensorSpec){
+        .name = "alpha_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1, .init = ATTN_INIT_ZERO};
+    out[T_AB] = (AttnTensorSpec){
+        .name = "alpha_b", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_ZERO};
     if ((int)hp->v[HP_BETA] == BETA_TIED) return 2;
-    out[T_BW] = (AttnTensorSpec){.name = "beta_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1,
-                                 .init = ATTN_INIT_ZERO};
-    out[T_BB] = (AttnTensorSpec){.name = "beta_b", .ndim = 1, .shape = {d->NH}, .decay = 0,
-                                 .init = ATTN_INIT_ZERO};
+    out[T_BW] = (AttnTensorSpec){
+        .name = "beta_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1, .init = ATTN_INIT_ZERO};
+    out[T_BB] = (AttnTensorSpec){
+        .name = "beta_b", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_ZERO};
     return N_T;
 }
 
@@ -93,7 +94,8 @@ static void affine_apply_att(const AttnLayer* L, const AffineCache* k) {
                 const size_t r = ((size_t)b * T + t) * NH + h;
                 const float al = k->alpha[r], be = k->beta[r];
                 float* row = A + (size_t)t * T;
-                for (int j = 0; j <= t; j++) row[j] = al * row[j] + be;
+                for (int j = 0; j <= t; j++)
+                    row[j] = al * row[j] + be;
             }
         }
     }
@@ -115,7 +117,8 @@ static void affine_forward(AttnLayer* L) {
         for (int h = 0; h < NH; h++) {
             const float* wa = L->tp[T_AW] + (size_t)h * C;
             float za = L->tp[T_AB][h];
-            for (size_t i = 0; i < C; i++) za += wa[i] * x[i];
+            for (size_t i = 0; i < C; i++)
+                za += wa[i] * x[i];
             const float al = 2.0f / (1.0f + expf(-za));
             float be;
             if (tied) {
@@ -123,7 +126,8 @@ static void affine_forward(AttnLayer* L) {
             } else {
                 const float* wb = L->tp[T_BW] + (size_t)h * C;
                 float zb = L->tp[T_BB][h];
-                for (size_t i = 0; i < C; i++) zb += wb[i] * x[i];
+                for (size_t i = 0; i < C; i++)
+                    zb += wb[i] * x[i];
                 be = tanhf(zb) / (float)n;
             }
             k.alpha[(size_t)r * NH + h] = al;
@@ -224,11 +228,13 @@ static void affine_backward(AttnLayer* L) {
         for (int h = 0; h < NH; h++) {
             const float dza = k.dza[(size_t)r * NH + h];
             const float* wa = L->tp[T_AW] + (size_t)h * C;
-            for (size_t i = 0; i < C; i++) dx[i] += dza * wa[i];
+            for (size_t i = 0; i < C; i++)
+                dx[i] += dza * wa[i];
             if (!tied) {
                 const float dzb = k.dzb[(size_t)r * NH + h];
                 const float* wb = L->tp[T_BW] + (size_t)h * C;
-                for (size_t i = 0; i < C; i++) dx[i] += dzb * wb[i];
+                for (size_t i = 0; i < C; i++)
+                    dx[i] += dzb * wb[i];
             }
         }
     }
@@ -241,11 +247,13 @@ static void affine_backward(AttnLayer* L) {
         for (long r = 0; r < BT; r++) {
             const float* x = L->x + (size_t)r * C;
             const float dza = k.dza[(size_t)r * NH + h];
-            for (size_t i = 0; i < C; i++) dwa[i] += dza * x[i];
+            for (size_t i = 0; i < C; i++)
+                dwa[i] += dza * x[i];
             sa += dza;
             if (dwb) {
                 const float dzb = k.dzb[(size_t)r * NH + h];
-                for (size_t i = 0; i < C; i++) dwb[i] += dzb * x[i];
+                for (size_t i = 0; i < C; i++)
+                    dwb[i] += dzb * x[i];
                 sb += dzb;
             }
         }

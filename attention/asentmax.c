@@ -48,10 +48,10 @@ static const AttnHParamSpec AS_HP[N_HP] = {
 
 static int as_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
-    out[T_W] = (AttnTensorSpec){.name = "w", .ndim = 2, .shape = {d->NH, d->hs}, .decay = 1,
-                                .init = ATTN_INIT_ZERO};
-    out[T_LG] = (AttnTensorSpec){.name = "log_gamma", .ndim = 1, .shape = {d->NH}, .decay = 0,
-                                 .init = ATTN_INIT_ZERO};
+    out[T_W] = (AttnTensorSpec){
+        .name = "w", .ndim = 2, .shape = {d->NH, d->hs}, .decay = 1, .init = ATTN_INIT_ZERO};
+    out[T_LG] = (AttnTensorSpec){
+        .name = "log_gamma", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_ZERO};
     return N_T;
 }
 
@@ -140,8 +140,10 @@ static void as_run(const AttnLayer* L, const AsCache* k, int backward) {
         c.rowp_stride = 0;
         c.drowp = NULL;
     }
-    if (backward) rowops_core_backward(&c, L);
-    else rowops_core_forward(&c, L);
+    if (backward)
+        rowops_core_backward(&c, L);
+    else
+        rowops_core_forward(&c, L);
 }
 
 static inline float softplusf(float u) {
@@ -165,7 +167,8 @@ static void as_forward(AttnLayer* L) {
             for (int t = 0; t < T; t++) {
                 const float* q = L->qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
                 float u = 0.0f;
-                for (int i = 0; i < hs; i++) u += w[i] * q[i];
+                for (int i = 0; i < hs; i++)
+                    u += w[i] * q[i];
                 const size_t r = ((size_t)b * NH + h) * T + t;
                 k.u[r] = u;
                 k.theta[r] = delta + softplusf(u) * powf(ln_len(t), gamma);
@@ -212,7 +215,8 @@ static void as_backward(AttnLayer* L) {
 const AttnVariant attn_asentmax = {
     .name = "asentmax",
     .formula = "A = entmax_1.5(theta_i s), theta_i = delta + softplus(w_h . q_i) (ln n_i)^gamma_h",
-    .source = "Vasylenko et al. 2025, Long-Context Generalization with Sparse Attention (2506.16640)",
+    .source =
+        "Vasylenko et al. 2025, Long-Context Generalization with Sparse Attention (2506.16640)",
     .rows_sum_to_one = 0, // 1 with entmax; depends on attn.inner with as_map = inner
     .shift_invariant = 0,
     .hparams = AS_HP,

@@ -25,16 +25,16 @@
 
 struct AttnWorkspace {
     int B, T, NH, nthreads, maxP;
-    size_t per_thread;  // floats per thread
-    float* buf;         // nthreads * per_thread
-    float* dp_slots;    // (B, NH, maxP) private parameter-gradient slots
-    float* slopes;      // (NH) ALiBi slopes
+    size_t per_thread; // floats per thread
+    float* buf;        // nthreads * per_thread
+    float* dp_slots;   // (B, NH, maxP) private parameter-gradient slots
+    float* slopes;     // (NH) ALiBi slopes
     // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
     float *rope_cos, *rope_sin;
     int rope_hs;
-    float* posgrad;     // (B,T,2C) rotated-space gradient of q, k under rope
+    float* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
     size_t posgrad_n;
-    float* extra;       // nthreads * extra_n: scratch reserved by layer-level variants
+    float* extra; // nthreads * extra_n: scratch reserved by layer-level variants
     size_t extra_n;
 };
 
@@ -53,10 +53,12 @@ AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row
     ws->maxP = max_params_per_head;
     ws->per_thread = (ws_fixed(T) + row_scratch + 15) & ~(size_t)15;
     ws->buf = allocFloats(ws->per_thread * (size_t)ws->nthreads);
-    ws->dp_slots = allocFloats((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
+    ws->dp_slots =
+        allocFloats((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
     ws->slopes = allocFloats((size_t)NH);
     // ALiBi (Press et al.): geometric slopes 2^(-8(h+1)/NH), as negative distance penalties
-    for (int h = 0; h < NH; h++) ws->slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)NH);
+    for (int h = 0; h < NH; h++)
+        ws->slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)NH);
     return ws;
 }
 
@@ -85,11 +87,12 @@ static float* thread_buf(AttnWorkspace* ws) {
 // S = scale * q k^T (+ ALiBi) for one (b, h): q, k point at row 0 of that head.
 static void scores(float* S, const float* q, size_t ldq, const float* k, size_t ldk, int T, int hs,
                    float scale, float slope) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, (int)ldq, k,
-                (int)ldk, 0.0f, S, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, (int)ldq, k, (int)ldk,
+                0.0f, S, T);
     if (slope != 0.0f) {
         for (int t = 0; t < T; t++)
-            for (int j = 0; j <= t; j++) S[(size_t)t * T + j] -= slope * (float)(t - j);
+            for (int j = 0; j <= t; j++)
+                S[(size_t)t * T + j] -= slope * (float)(t - j);
     }
 }
 
@@ -97,7 +100,8 @@ static void key_norms(float* key_sq, const float* k, size_t ldk, int T, int hs) 
     for (int j = 0; j < T; j++) {
         const float* kj = k + (size_t)j * ldk;
         float s = 0.0f;
-        for (int i = 0; i < hs; i++) s += kj[i] * kj[i];
+        for (int i = 0; i < hs; i++)
+            s += kj[i] * kj[i];
         key_sq[j] = s;
     }
 }
@@ -135,7 +139,8 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
             for (int t = 0; t < T; t++) {
                 float* srow = S + (size_t)t * T;
                 if (rs)
-                    for (int j = 0; j <= t; j++) srow[j] *= rs[t];
+                    for (int j = 0; j <= t; j++)
+                        srow[j] *= rs[t];
                 ctx.t = t;
                 c->row->forward_row(A + (size_t)t * T, srow, t + 1, &ctx);
                 memset(A + (size_t)t * T + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
@@ -178,8 +183,8 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                 memset(dkey_sq, 0, sizeof(float) * (size_t)T);
             }
             // dA = do v^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout,
-                        (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, (int)c->ldo,
+                        v, (int)c->ldv, 0.0f, dA, T);
             AttnRowCtx ctx = {.hp = c->hp,
                               .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
                               .dp = P > 0 ? ws->dp_slots + ((size_t)b * NH + h) * P : NULL,
@@ -197,19 +202,21 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                 const float* s_raw = S + (size_t)t * T;
                 const float* s_in = s_raw;
                 if (rs) {
-                    for (int j = 0; j <= t; j++) srow[j] = rs[t] * s_raw[j];
+                    for (int j = 0; j <= t; j++)
+                        srow[j] = rs[t] * s_raw[j];
                     s_in = srow;
                 }
                 float* dsr = dS + (size_t)t * T;
                 memset(dsr, 0, sizeof(float) * (size_t)T);
                 ctx.t = t;
-                c->row->backward_row(dsr, dA + (size_t)t * T, s_in, A + (size_t)t * T, t + 1,
-                                     &ctx);
+                c->row->backward_row(dsr, dA + (size_t)t * T, s_in, A + (size_t)t * T, t + 1, &ctx);
                 if (rs) {
                     float g = 0.0f;
-                    for (int j = 0; j <= t; j++) g += s_raw[j] * dsr[j];
+                    for (int j = 0; j <= t; j++)
+                        g += s_raw[j] * dsr[j];
                     if (drs) drs[t] += g;
-                    for (int j = 0; j <= t; j++) dsr[j] *= rs[t];
+                    for (int j = 0; j <= t; j++)
+                        dsr[j] *= rs[t];
                 }
             }
             float* dq = c->dq + bt * c->ldq + (size_t)h * hs;
@@ -226,7 +233,8 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                     float g = 2.0f * dkey_sq[j];
                     const float* kj = k + (size_t)j * c->ldk;
                     float* dkj = dk + (size_t)j * c->ldk;
-                    for (int i = 0; i < hs; i++) dkj[i] += g * kj[i];
+                    for (int i = 0; i < hs; i++)
+                        dkj[i] += g * kj[i];
                 }
             }
         }
@@ -300,8 +308,11 @@ void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDi
 void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk) {
     c->score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL;
     if (L->pos_encoding != ATTN_POS_ROPE) return;
-    if (!qk) die(EXIT_USAGE, "attention layer %d: pos_encoding = rope but no buffer for the "
-                 "rotated q, k", L->layer);
+    if (!qk)
+        die(EXIT_USAGE,
+            "attention layer %d: pos_encoding = rope but no buffer for the "
+            "rotated q, k",
+            L->layer);
     const size_t C = (size_t)L->d.C;
     attn_rope(qk, 2 * C, c->q, c->ldq, &L->d, L->ws, 0, 0);
     attn_rope(qk + C, 2 * C, c->k, c->ldk, &L->d, L->ws, 0, 0);

@@ -56,17 +56,17 @@ typedef struct {
 
 typedef struct {
     const AttnHParams* hp;
-    const float* p;        // this head's learnable params (params_per_head floats) or NULL
-    float* dp;             // this (b,h)'s private gradient slot for p (+=), or NULL in forward
-    float* scratch;        // per-thread scratch of scratch_floats(T) floats
-    const float* key_sq;   // |k_j|^2 for j < n when needs_key_sq, else NULL
-    float* dkey_sq;        // gradient slot for key_sq (+=) in backward when needs_key_sq
-    int t;                 // query position; the row length is n = t + 1
-    int T;                 // sequence length of this call
-    int h;                 // head index
-    long step;             // training step (stochastic variants); -1 at evaluation
-    uint64_t seed;         // run seed (stochastic variants derive their draws from seed, step)
-    int layer;             // layer index (stochastic variants may draw per layer)
+    const float* p;      // this head's learnable params (params_per_head floats) or NULL
+    float* dp;           // this (b,h)'s private gradient slot for p (+=), or NULL in forward
+    float* scratch;      // per-thread scratch of scratch_floats(T) floats
+    const float* key_sq; // |k_j|^2 for j < n when needs_key_sq, else NULL
+    float* dkey_sq;      // gradient slot for key_sq (+=) in backward when needs_key_sq
+    int t;               // query position; the row length is n = t + 1
+    int T;               // sequence length of this call
+    int h;               // head index
+    long step;           // training step (stochastic variants); -1 at evaluation
+    uint64_t seed;       // run seed (stochastic variants derive their draws from seed, step)
+    int layer;           // layer index (stochastic variants may draw per layer)
 } AttnRowCtx;
 
 // ---------------------------------------------------------------------------------------------
@@ -90,34 +90,34 @@ typedef struct {
 typedef struct AttnWorkspace AttnWorkspace;
 
 typedef struct {
-    const AttnVariant* v;    // this layer's variant
-    const AttnVariant* row;  // row map of the core: v for row maps, hp->inner for wrappers
-    const AttnHParams* hp;   // hyperparameters of v
+    const AttnVariant* v;      // this layer's variant
+    const AttnVariant* row;    // row map of the core: v for row maps, hp->inner for wrappers
+    const AttnHParams* hp;     // hyperparameters of v
     const AttnHParams* row_hp; // hyperparameters of row
     AttnDims d;
     int layer;
-    long step;               // training step, -1 at evaluation
+    long step; // training step, -1 at evaluation
     uint64_t seed;
-    int pos_encoding;        // ATTN_POS_*
+    int pos_encoding; // ATTN_POS_*
     int qk_norm;
-    float* qk_pos;           // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
-                             // owned by the caller (the model allocates one per layer)
+    float* qk_pos; // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
+                   // owned by the caller (the model allocates one per layer)
     // parameters (this layer's slices) and their gradients
-    const float* rowp;       // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
+    const float* rowp; // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
     float* drowp;
-    int rowp_stride;         // floats between heads in rowp (0 = row->params_per_head)
+    int rowp_stride;                   // floats between heads in rowp (0 = row->params_per_head)
     const float* tp[ATTN_MAX_TENSORS]; // v's layer tensors, in layer_tensors order
     float* dtp[ATTN_MAX_TENSORS];
     // activations
-    const float* x;          // (B,T,C) input of the attention block (ln_1 output)
-    const float* qkv;        // (B,T,3C)
-    float* out;              // (B,T,C) head outputs, input of the output projection
-    float* att;              // (B,NH,T,T) weights, kept for backward and diagnostics
-    float* cache;            // layer_cache_floats(d) floats owned by the variant
+    const float* x;   // (B,T,C) input of the attention block (ln_1 output)
+    const float* qkv; // (B,T,3C)
+    float* out;       // (B,T,C) head outputs, input of the output projection
+    float* att;       // (B,NH,T,T) weights, kept for backward and diagnostics
+    float* cache;     // layer_cache_floats(d) floats owned by the variant
     // backward (+= into all of these)
-    const float* dout;       // (B,T,C)
-    float* dx;               // (B,T,C)
-    float* dqkv;             // (B,T,3C)
+    const float* dout; // (B,T,C)
+    float* dx;         // (B,T,C)
+    float* dqkv;       // (B,T,3C)
     AttnWorkspace* ws;
 } AttnLayer;
 
@@ -127,20 +127,20 @@ enum { ATTN_POS_LEARNED, ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE };
 // The variant interface
 
 struct AttnVariant {
-    const char* name;     // config / CLI name
-    const char* formula;  // one line for --list-attention
-    const char* source;   // paper reference
-    int rows_sum_to_one;  // 1: every causal row sums to 1
-    int shift_invariant;  // 1: f(s + c) == f(s) for a per-row constant c; 0: it must not be
+    const char* name;    // config / CLI name
+    const char* formula; // one line for --list-attention
+    const char* source;  // paper reference
+    int rows_sum_to_one; // 1: every causal row sums to 1
+    int shift_invariant; // 1: f(s + c) == f(s) for a per-row constant c; 0: it must not be
     const AttnHParamSpec* hparams;
     int n_hparams;
     // ---- learnable per-head parameters of a row map (stored in the model tensor "attnp")
     int params_per_head;
-    const char* const* param_names;                    // params_per_head names
+    const char* const* param_names;                       // params_per_head names
     void (*init_params)(float* p, const AttnHParams* hp); // one head; NULL = zeros
     // ---- row map (required unless layer_forward is set)
-    int needs_key_sq;                 // driver supplies |k_j|^2 (and takes its gradient)
-    size_t (*scratch_floats)(int T);  // per-thread scratch for the row functions, NULL = 0
+    int needs_key_sq;                // driver supplies |k_j|^2 (and takes its gradient)
+    size_t (*scratch_floats)(int T); // per-thread scratch for the row functions, NULL = 0
     void (*forward_row)(float* a, const float* s, int n, const AttnRowCtx* ctx);
     void (*backward_row)(float* ds, const float* da, const float* s, const float* a, int n,
                          const AttnRowCtx* ctx); // ds += J^T da; ctx->dp += dL/dp
@@ -198,20 +198,20 @@ void attention_backward(AttnLayer* L);
 
 // ---- the core, for layer-level variants: rows of A from given q, k and A·V from v.
 typedef struct {
-    const float* q;  // element (b,t,h,i) at q[(b*T + t)*ldq + h*hs + i]
+    const float* q; // element (b,t,h,i) at q[(b*T + t)*ldq + h*hs + i]
     const float* k;
     const float* v;
     size_t ldq, ldk, ldv;
-    float* out;      // (b,t,h,i) at out[(b*T + t)*ldo + h*hs + i]; overwritten in forward
+    float* out; // (b,t,h,i) at out[(b*T + t)*ldo + h*hs + i]; overwritten in forward
     size_t ldo;
-    float* att;      // (B,NH,T,T)
-    float scale;     // score scale, usually 1/sqrt(hs)
-    const float* row_scale; // (B,NH,T) per-row multiplier of s before the row map, or NULL
+    float* att;                     // (B,NH,T,T)
+    float scale;                    // score scale, usually 1/sqrt(hs)
+    const float* row_scale;         // (B,NH,T) per-row multiplier of s before the row map, or NULL
     const float* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
     const AttnVariant* row;
     const AttnHParams* hp;
-    const float* rowp;  // (NH, rowp_stride) or NULL
-    int rowp_stride;    // 0 = P
+    const float* rowp; // (NH, rowp_stride) or NULL
+    int rowp_stride;   // 0 = P
     long step;
     uint64_t seed;
     int layer;
@@ -220,8 +220,8 @@ typedef struct {
     float* dq;
     float* dk;
     float* dv;
-    float* drowp;       // (NH, rowp_stride)
-    float* drow_scale;  // (B,NH,T), or NULL
+    float* drowp;      // (NH, rowp_stride)
+    float* drow_scale; // (B,NH,T), or NULL
 } AttnCore;
 
 void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);

@@ -43,29 +43,37 @@ enum { T_QKVW, T_QKVB, T_GATEW, T_GATEB };
 static int boosted_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const int C = d->C;
-    out[T_QKVW] = (AttnTensorSpec){.name = "qkvw", .ndim = 2, .shape = {3 * C, C}, .decay = 1,
-                                   .init = ATTN_INIT_NORMAL, .init_value = 0.02f};
-    out[T_QKVB] = (AttnTensorSpec){.name = "qkvb", .ndim = 1, .shape = {3 * C}, .decay = 0,
-                                   .init = ATTN_INIT_ZERO};
-    out[T_GATEW] = (AttnTensorSpec){.name = "gatew", .ndim = 2, .shape = {C, 2 * C}, .decay = 1,
-                                    .init = ATTN_INIT_NORMAL, .init_value = 0.02f};
-    out[T_GATEB] = (AttnTensorSpec){.name = "gateb", .ndim = 1, .shape = {C}, .decay = 0,
-                                    .init = ATTN_INIT_ZERO};
+    out[T_QKVW] = (AttnTensorSpec){.name = "qkvw",
+                                   .ndim = 2,
+                                   .shape = {3 * C, C},
+                                   .decay = 1,
+                                   .init = ATTN_INIT_NORMAL,
+                                   .init_value = 0.02f};
+    out[T_QKVB] = (AttnTensorSpec){
+        .name = "qkvb", .ndim = 1, .shape = {3 * C}, .decay = 0, .init = ATTN_INIT_ZERO};
+    out[T_GATEW] = (AttnTensorSpec){.name = "gatew",
+                                    .ndim = 2,
+                                    .shape = {C, 2 * C},
+                                    .decay = 1,
+                                    .init = ATTN_INIT_NORMAL,
+                                    .init_value = 0.02f};
+    out[T_GATEB] = (AttnTensorSpec){
+        .name = "gateb", .ndim = 1, .shape = {C}, .decay = 0, .init = ATTN_INIT_ZERO};
     return 4;
 }
 
 // cache layout, in units of BTC = B*T*C floats, then att1
 typedef struct {
-    float *cat;   // (BT, 2C): P0 | P1
-    float *res;   // (BT, C)
-    float *qkv1;  // (BT, 3C)
-    float *g;     // (BT, C)
-    float *qk1;   // (BT, 2C) round 1's rotated q, k under rope
-    float *dcat;  // (BT, 2C)
-    float *dqkv1; // (BT, 3C)
-    float *dres;  // (BT, C)
-    float *dpre;  // (BT, C)
-    float *att1;  // (B, NH, T, T)
+    float* cat;   // (BT, 2C): P0 | P1
+    float* res;   // (BT, C)
+    float* qkv1;  // (BT, 3C)
+    float* g;     // (BT, C)
+    float* qk1;   // (BT, 2C) round 1's rotated q, k under rope
+    float* dcat;  // (BT, 2C)
+    float* dqkv1; // (BT, 3C)
+    float* dres;  // (BT, C)
+    float* dpre;  // (BT, C)
+    float* att1;  // (B, NH, T, T)
 } BoostedCache;
 
 static size_t boosted_cache_floats(const AttnDims* d, const AttnHParams* hp) {
@@ -149,7 +157,8 @@ static void boosted_backward(AttnLayer* L) {
         const float* g = bc.g + (size_t)r * C;
         const float* d = dout + (size_t)r * C;
         float* dp = bc.dpre + (size_t)r * C;
-        for (int i = 0; i < C; i++) dp[i] = d[i] * p1[i] * g[i] * (1.0f - g[i]);
+        for (int i = 0; i < C; i++)
+            dp[i] = d[i] * p1[i] * g[i] * (1.0f - g[i]);
     }
     memset(bc.dcat, 0, sizeof(float) * 2 * BTC);
     matmul_backward(bc.dcat, L->dtp[T_GATEW], L->dtp[T_GATEB], bc.dpre, bc.cat, L->tp[T_GATEW], BT,

@@ -66,7 +66,8 @@ static void clipped_backward_row(float* ds, const float* da, const float* s, con
         dp[j] = (y >= 0.0f && y <= 1.0f) ? stretch * da[j] : 0.0f;
         dot += p[j] * dp[j];
     }
-    for (int j = 0; j < n; j++) ds[j] += p[j] * (dp[j] - dot);
+    for (int j = 0; j < n; j++)
+        ds[j] += p[j] * (dp[j] - dot);
 }
 
 static size_t clipped_scratch(int T) {

@@ -29,7 +29,8 @@ static inline float max_f(float x, float y) {
 static void cog_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     float m = 0.0f;
-    for (int j = 0; j < n; j++) m = max_f(m, fabsf(s[j]));
+    for (int j = 0; j < n; j++)
+        m = max_f(m, fabsf(s[j]));
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = expf(fabsf(s[j]) - m);
@@ -47,8 +48,10 @@ static void cog_backward_row(float* ds, const float* da, const float* s, const f
     (void)s;
     (void)ctx;
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    for (int j = 0; j < n; j++) ds[j] += fabsf(a[j]) * da[j] - a[j] * dot;
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        ds[j] += fabsf(a[j]) * da[j] - a[j] * dot;
 }
 
 const AttnVariant attn_cog = {

@@ -74,7 +74,8 @@ static void credal_forward_row(float* a, const float* s, int n, const AttnRowCtx
     double sum = 0.0;
     if (mode == EV_EXP) {
         float m = 0.0f; // M = max(0, max s): exponents s - M <= 0 and -M <= 0
-        for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+        for (int j = 0; j < n; j++)
+            m = fmaxf(m, s[j]);
         double prior = exp(-(double)m);
         for (int j = 0; j < n; j++) {
             al[j] = exp((double)s[j] - (double)m) + prior;
@@ -93,7 +94,8 @@ static void credal_forward_row(float* a, const float* s, int n, const AttnRowCtx
         }
     }
     double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(al[j] * inv);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)(al[j] * inv);
 }
 
 // 1/S from the forward output: a_j / (1 + e(s_j)) at the smallest score.
@@ -109,11 +111,14 @@ static void credal_backward_row(float* ds, const float* da, const float* s, cons
     int mode = credal_mode(ctx);
     float invS = credal_inv_total(a, s, n, mode);
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
     if (mode == EV_EXP) {
-        for (int j = 0; j < n; j++) ds[j] += (da[j] - dot) * (a[j] - invS);
+        for (int j = 0; j < n; j++)
+            ds[j] += (da[j] - dot) * (a[j] - invS);
     } else if (mode == EV_SOFTPLUS) {
-        for (int j = 0; j < n; j++) ds[j] += (da[j] - dot) * invS / (1.0f + expf(-s[j]));
+        for (int j = 0; j < n; j++)
+            ds[j] += (da[j] - dot) * invS / (1.0f + expf(-s[j]));
     } else {
         for (int j = 0; j < n; j++)
             if (s[j] > 0.0f) ds[j] += (da[j] - dot) * invS;

@@ -158,7 +158,8 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
     for (int j = 0; j < n; j++)
         if (x[j] > lo) scratch[m++] = x[j];
     if (m == 0) // only when lo overshot by rounding: take the whole row
-        for (int j = 0; j < n; j++) scratch[m++] = x[j];
+        for (int j = 0; j < n; j++)
+            scratch[m++] = x[j];
     qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
     double s1 = 0, s2 = 0, tau = (double)scratch[0] - 1.0;
     for (int k = 1; k <= m; k++) {
@@ -180,10 +181,12 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
 // in double; the final p /= sum p makes the row sum to 1 to float precision.
 static void entmax_general(float* a, const float* s, int n, float alpha) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = max_f(m, s[j]);
     const float am1 = alpha - 1.0f;
     const double b = 1.0 / (double)am1;
-    for (int j = 0; j < n; j++) a[j] = am1 * (s[j] - m); // x, in place; max x = 0
+    for (int j = 0; j < n; j++)
+        a[j] = am1 * (s[j] - m); // x, in place; max x = 0
     double tau = -1.0;
     for (int it = 0; it < 100; it++) {
         double F = 0.0, G = 0.0; // sum y^b, sum y^(b-1) over y = x - tau > 0
@@ -209,7 +212,8 @@ static void entmax_general(float* a, const float* s, int n, float alpha) {
         sum += a[j];
     }
     double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)(a[j] * inv);
 }
 
 static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
@@ -221,9 +225,11 @@ static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx
         return;
     }
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = max_f(m, s[j]);
     const float c = q == 2 ? 0.5f : 1.0f;
-    for (int j = 0; j < n; j++) a[j] = c * (s[j] - m); // x, in place
+    for (int j = 0; j < n; j++)
+        a[j] = c * (s[j] - m); // x, in place
     // x - tau in double: rounding tau to float would shift all |S| weights the same way
     const double tau = entmax_threshold(a, n, q, ctx->scratch);
     if (q == 2) {
@@ -246,11 +252,14 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
     float* g = ctx->scratch;
     float sg = 0.0f, sgd = 0.0f;
     if (q == 2) {
-        for (int j = 0; j < n; j++) g[j] = sqrtf(a[j]);
+        for (int j = 0; j < n; j++)
+            g[j] = sqrtf(a[j]);
     } else if (q == 1) {
-        for (int j = 0; j < n; j++) g[j] = a[j] > 0.0f ? 1.0f : 0.0f;
+        for (int j = 0; j < n; j++)
+            g[j] = a[j] > 0.0f ? 1.0f : 0.0f;
     } else {
-        for (int j = 0; j < n; j++) g[j] = a[j] > 0.0f ? powf(a[j], 2.0f - alpha) : 0.0f;
+        for (int j = 0; j < n; j++)
+            g[j] = a[j] > 0.0f ? powf(a[j], 2.0f - alpha) : 0.0f;
     }
 #pragma omp simd reduction(+ : sg, sgd)
     for (int j = 0; j < n; j++) {
@@ -258,11 +267,13 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
         sgd += g[j] * da[j];
     }
     float mean = sgd / sg;
-    for (int j = 0; j < n; j++) ds[j] += g[j] * (da[j] - mean);
+    for (int j = 0; j < n; j++)
+        ds[j] += g[j] * (da[j] - mean);
     if (learned && ctx->dp) {
         // h_j / b = g_j z_j - p_j ln p_j on the support, z = s - max s
         float m = -INFINITY;
-        for (int j = 0; j < n; j++) m = max_f(m, s[j]);
+        for (int j = 0; j < n; j++)
+            m = max_f(m, s[j]);
         double sh = 0, shd = 0;
         for (int j = 0; j < n; j++) {
             if (a[j] <= 0.0f) continue;
@@ -281,7 +292,8 @@ static float entmax_support(const float* a, const float* s, int n, const AttnRow
     (void)s;
     (void)ctx;
     int k = 0;
-    for (int j = 0; j < n; j++) k += a[j] > 0.0f;
+    for (int j = 0; j < n; j++)
+        k += a[j] > 0.0f;
     return (float)k / (float)n;
 }
 

@@ -42,11 +42,18 @@ static const AttnHParamSpec GATED_HP[N_HP] = {
 
 static int gated_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     float p = hp->v[HP_GATE_INIT];
-    out[T_W] = (AttnTensorSpec){.name = "w", .ndim = 2, .shape = {d->NH, d->hs}, .decay = 1,
+    out[T_W] = (AttnTensorSpec){.name = "w",
+                                .ndim = 2,
+                                .shape = {d->NH, d->hs},
+                                .decay = 1,
                                 .init = ATTN_INIT_NORMAL,
                                 .init_value = 1.0f / sqrtf(3.0f * (float)d->hs)};
-    out[T_B] = (AttnTensorSpec){.name = "b", .ndim = 1, .shape = {d->NH}, .decay = 0,
-                                .init = ATTN_INIT_CONST, .init_value = logf(p / (1.0f - p))};
+    out[T_B] = (AttnTensorSpec){.name = "b",
+                                .ndim = 1,
+                                .shape = {d->NH},
+                                .decay = 0,
+                                .init = ATTN_INIT_CONST,
+                                .init_value = logf(p / (1.0f - p))};
     return N_T;
 }
 
@@ -85,12 +92,14 @@ static void gated_forward(AttnLayer* L) {
             const float* xh = L->x + (size_t)r * C + (size_t)h * hs;
             const float* wh = w + (size_t)h * hs;
             float z = bias[h];
-            for (int i = 0; i < hs; i++) z += wh[i] * xh[i];
+            for (int i = 0; i < hs; i++)
+                z += wh[i] * xh[i];
             float g = 1.0f / (1.0f + expf(-z));
             k.G[(size_t)r * NH + h] = g;
             const float* ob = k.obar + (size_t)r * C + (size_t)h * hs;
             float* o = L->out + (size_t)r * C + (size_t)h * hs;
-            for (int i = 0; i < hs; i++) o[i] = g * ob[i];
+            for (int i = 0; i < hs; i++)
+                o[i] = g * ob[i];
         }
     }
 }
@@ -119,7 +128,8 @@ static void gated_backward(AttnLayer* L) {
             k.dz[(size_t)r * NH + h] = dz;
             const float* wh = w + (size_t)h * hs;
             float* dxh = L->dx + off;
-            for (int i = 0; i < hs; i++) dxh[i] += dz * wh[i];
+            for (int i = 0; i < hs; i++)
+                dxh[i] += dz * wh[i];
         }
     }
     // gate parameters: one head per thread, rows in index order
@@ -130,7 +140,8 @@ static void gated_backward(AttnLayer* L) {
         for (long r = 0; r < BT; r++) {
             const float dz = k.dz[(size_t)r * NH + h];
             const float* xh = L->x + (size_t)r * C + (size_t)h * hs;
-            for (int i = 0; i < hs; i++) dw[i] += dz * xh[i];
+            for (int i = 0; i < hs; i++)
+                dw[i] += dz * xh[i];
             db += dz;
         }
         L->dtp[T_B][h] += db;

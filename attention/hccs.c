@@ -96,13 +96,16 @@ static void hccs_forward_row(float* a, const float* s, int n, const AttnRowCtx* 
     float z = hccs_ramp(a, s, n, alpha, beta, &js, &m);
     if (z > 0.0f) {
         double inv = 1.0 / (double)z;
-        for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
+        for (int j = 0; j < n; j++)
+            a[j] = (float)(a[j] * inv);
         return;
     }
     int ties = 0;
-    for (int j = 0; j < n; j++) ties += s[j] == m;
+    for (int j = 0; j < n; j++)
+        ties += s[j] == m;
     float u = 1.0f / (float)ties;
-    for (int j = 0; j < n; j++) a[j] = s[j] == m ? u : 0.0f;
+    for (int j = 0; j < n; j++)
+        a[j] = s[j] == m ? u : 0.0f;
 }
 
 static void hccs_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
@@ -115,10 +118,12 @@ static void hccs_backward_row(float* ds, const float* da, const float* s, const 
         if (s[j] > s[js]) js = j;
     const float m = s[js], ejs = clip01(alpha);
     if (ejs <= 0.0f) return; // all-zero row: locally constant fallback
-    float z = 0.0f; // the forward's sum, same order
-    for (int j = 0; j < n; j++) z += clip01(alpha + beta * (s[j] - m));
+    float z = 0.0f;          // the forward's sum, same order
+    for (int j = 0; j < n; j++)
+        z += clip01(alpha + beta * (s[j] - m));
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
     const float invz = 1.0f / z;
     float sl = 0.0f, slx = 0.0f;
     for (int j = 0; j < n; j++) {

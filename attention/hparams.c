@@ -14,7 +14,8 @@ void attn_hparams_default(AttnHParams* hp, const AttnVariant* v, int T_train, in
                           int head_size, int n_embd, int n_layer) {
     memset(hp, 0, sizeof(*hp));
     ASSERT(v->n_hparams <= ATTN_MAX_HP);
-    for (int i = 0; i < v->n_hparams; i++) hp->v[i] = v->hparams[i].def;
+    for (int i = 0; i < v->n_hparams; i++)
+        hp->v[i] = v->hparams[i].def;
     hp->T_train = T_train;
     hp->n_head = n_head;
     hp->head_size = head_size;
@@ -81,14 +82,15 @@ int attn_hparams_set(AttnHParams* hp, const AttnVariant* v, const char* name, co
     char* end;
     errno = 0;
     double x = strtod(value, &end);
-    while (*end == ' ' || *end == '\t') end++;
+    while (*end == ' ' || *end == '\t')
+        end++;
     if (end == value || *end != '\0' || errno == ERANGE || !isfinite(x)) {
         snprintf(err, errcap, "key 'attn.%s': '%s' is not a number", name, value);
         return -1;
     }
     if (x < s->min || x > s->max) {
-        snprintf(err, errcap, "key 'attn.%s': %g is out of range [%g, %g]", name, x,
-                 (double)s->min, (double)s->max);
+        snprintf(err, errcap, "key 'attn.%s': %g is out of range [%g, %g]", name, x, (double)s->min,
+                 (double)s->max);
         return -1;
     }
     hp->v[i] = (float)x;
@@ -113,7 +115,8 @@ static int levenshtein(const char* a, const char* b) {
     int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 63 || lb > 63) return 99;
     int prev[64], cur[64];
-    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int j = 0; j <= lb; j++)
+        prev[j] = j;
     for (int i = 1; i <= la; i++) {
         cur[0] = i;
         for (int j = 1; j <= lb; j++) {
@@ -143,7 +146,8 @@ const char* attn_closest(const char* name) {
 
 void attn_print_list(void* file) {
     FILE* f = file;
-    fprintf(f, "attention variants (%d); choose with `attention = NAME`, set `attn.<key> = value`\n\n",
+    fprintf(f,
+            "attention variants (%d); choose with `attention = NAME`, set `attn.<key> = value`\n\n",
             attn_count());
     for (int i = 0; i < attn_count(); i++) {
         const AttnVariant* v = attn_get(i);
@@ -154,7 +158,8 @@ void attn_print_list(void* file) {
         if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
         if (v->params_per_head > 0) {
             fprintf(f, "%-12s learnable per head:", "");
-            for (int k = 0; k < v->params_per_head; k++) fprintf(f, " %s", v->param_names[k]);
+            for (int k = 0; k < v->params_per_head; k++)
+                fprintf(f, " %s", v->param_names[k]);
             fputc('\n', f);
         }
         for (int k = 0; k < v->n_hparams; k++) {

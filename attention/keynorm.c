@@ -42,7 +42,8 @@ static void keynorm_forward_row(float* a, const float* s, int n, const AttnRowCt
     const double c = keynorm_c(ctx);
     const float* ks = ctx->key_sq;
     double* z = rowops_scratch_double(ctx->scratch);
-    for (int j = 0; j < n; j++) z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
+    for (int j = 0; j < n; j++)
+        z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
     rowops_softmax_double(a, z, n);
 }
 

@@ -62,45 +62,53 @@ static int lin_fdim(const AttnHParams* hp, int hs) {
 
 static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     if (lin_kind(hp) != F_HEDGEHOG) return 0;
-    out[0] = (AttnTensorSpec){.name = "phi_w", .ndim = 3, .shape = {d->NH, d->hs, d->hs},
-                              .decay = 1, .init = ATTN_INIT_ZERO};
+    out[0] = (AttnTensorSpec){.name = "phi_w",
+                              .ndim = 3,
+                              .shape = {d->NH, d->hs, d->hs},
+                              .decay = 1,
+                              .init = ATTN_INIT_ZERO};
     return 1;
 }
 
 static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
-    size_t n = (size_t)d->B * d->NH * d->T; // Z
+    size_t n = (size_t)d->B * d->NH * d->T;                                    // Z
     if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs; // dW slots
     return n;
 }
 
 static void softmax_vec(float* y, const float* u, float sign, int n) {
     float m = -INFINITY;
-    for (int i = 0; i < n; i++) m = fmaxf(m, sign * u[i]);
+    for (int i = 0; i < n; i++)
+        m = fmaxf(m, sign * u[i]);
     float s = 0.0f;
     for (int i = 0; i < n; i++) {
         y[i] = expf(sign * u[i] - m);
         s += y[i];
     }
-    for (int i = 0; i < n; i++) y[i] /= s;
+    for (int i = 0; i < n; i++)
+        y[i] /= s;
 }
 
 // phi of one vector x (hs) into y (F); W = this head's phi_w (hedgehog) or NULL; u: hs scratch
 static void feat_forward(float* y, const float* x, int hs, int kind, const float* W, float* u) {
     switch (kind) {
     case F_ELU1:
-        for (int i = 0; i < hs; i++) y[i] = x[i] > 0.0f ? x[i] + 1.0f : expf(x[i]);
+        for (int i = 0; i < hs; i++)
+            y[i] = x[i] > 0.0f ? x[i] + 1.0f : expf(x[i]);
         break;
     case F_HEDGEHOG:
         for (int i = 0; i < hs; i++) {
             float s = x[i];
-            for (int j = 0; j < hs; j++) s += W[(size_t)i * hs + j] * x[j];
+            for (int j = 0; j < hs; j++)
+                s += W[(size_t)i * hs + j] * x[j];
             u[i] = s;
         }
         softmax_vec(y, u, 1.0f, hs);
         softmax_vec(y + hs, u, -1.0f, hs);
         break;
     default: // relu, cosformer
-        for (int i = 0; i < hs; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (int i = 0; i < hs; i++)
+            y[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     }
 }
@@ -110,7 +118,8 @@ static void feat_backward(float* dx, float* dW, const float* dy, const float* y,
                           int hs, int kind, const float* W, float* du) {
     switch (kind) {
     case F_ELU1:
-        for (int i = 0; i < hs; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
+        for (int i = 0; i < hs; i++)
+            dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
         break;
     case F_HEDGEHOG: {
         const float* fp = y;
@@ -120,18 +129,22 @@ static void feat_backward(float* dx, float* dW, const float* dy, const float* y,
             dp += fp[i] * dy[i];
             dm += fm[i] * dy[hs + i];
         }
-        for (int i = 0; i < hs; i++) du[i] = fp[i] * (dy[i] - dp) - fm[i] * (dy[hs + i] - dm);
+        for (int i = 0; i < hs; i++)
+            du[i] = fp[i] * (dy[i] - dp) - fm[i] * (dy[hs + i] - dm);
         for (int j = 0; j < hs; j++) {
             float s = du[j];
-            for (int i = 0; i < hs; i++) s += W[(size_t)i * hs + j] * du[i];
+            for (int i = 0; i < hs; i++)
+                s += W[(size_t)i * hs + j] * du[i];
             dx[j] += s;
         }
         for (int i = 0; i < hs; i++)
-            for (int j = 0; j < hs; j++) dW[(size_t)i * hs + j] += du[i] * x[j];
+            for (int j = 0; j < hs; j++)
+                dW[(size_t)i * hs + j] += du[i] * x[j];
         break;
     }
     default:
-        for (int i = 0; i < hs; i++) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+        for (int i = 0; i < hs; i++)
+            dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
         break;
     }
 }
@@ -150,7 +163,8 @@ static float lin_weight(int t, int j, const AttnHParams* hp, int T, float slope)
 // features of the T rows of one (b,h) head view x (row stride ld) into Phi (T, F)
 static void feat_rows(float* Phi, const float* x, size_t ld, int T, int hs, int F, int kind,
                       const float* W, float* u) {
-    for (int t = 0; t < T; t++) feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
+    for (int t = 0; t < T; t++)
+        feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
 }
 
 static void linear_forward(AttnLayer* L) {
@@ -187,7 +201,8 @@ static void linear_forward(AttnLayer* L) {
                 }
                 Z[t] = z;
                 const float inv = 1.0f / z;
-                for (int j = 0; j <= t; j++) row[j] *= inv;
+                for (int j = 0; j <= t; j++)
+                    row[j] *= inv;
                 memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, A, T,
@@ -239,7 +254,8 @@ static void linear_backward(AttnLayer* L) {
                 float* row = dA + (size_t)t * T;
                 const float* a = A + (size_t)t * T;
                 float dot = 0.0f;
-                for (int j = 0; j <= t; j++) dot += a[j] * row[j];
+                for (int j = 0; j <= t; j++)
+                    dot += a[j] * row[j];
                 const float inv = 1.0f / Z[t];
                 for (int j = 0; j <= t; j++)
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);

@@ -26,7 +26,8 @@ static float linear_scale_inv(int n, const AttnRowCtx* ctx) {
 
 static void linear_scale_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float inv = linear_scale_inv(n, ctx);
-    for (int j = 0; j < n; j++) a[j] = s[j] * inv;
+    for (int j = 0; j < n; j++)
+        a[j] = s[j] * inv;
 }
 
 static void linear_scale_backward_row(float* ds, const float* da, const float* s, const float* a,
@@ -34,7 +35,8 @@ static void linear_scale_backward_row(float* ds, const float* da, const float* s
     (void)s;
     (void)a;
     const float inv = linear_scale_inv(n, ctx);
-    for (int j = 0; j < n; j++) ds[j] += da[j] * inv;
+    for (int j = 0; j < n; j++)
+        ds[j] += da[j] * inv;
 }
 
 const AttnVariant attn_linear_scale = {

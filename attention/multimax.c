@@ -54,13 +54,14 @@ static void multimax_forward_row(float* a, const float* s, int n, const AttnRowC
     rowops_softmax(a, a, n);
 }
 
-static void multimax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                  int n, const AttnRowCtx* ctx) {
+static void multimax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                  const AttnRowCtx* ctx) {
     const float* t = ctx->p;
     const float* r = ctx->p + 4;
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
     // `omp simd reduction` lets the eight parameter sums vectorise; their order is fixed by the
     // compiled code, so results do not depend on the thread count
     float g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0;

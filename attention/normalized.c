@@ -11,10 +11,10 @@
 // `attn.gain = off` (default) g = 1 and the stored value gets no gradient. `attn.eps` (default
 // 1e-12, range [1e-13, 1]) is added to the variance: the map stays (numerically) scale-free, and a
 // row of two keys is +-1 up to float rounding; raise it (e.g. 1e-5) to bound the 1/sigma gain of
-// the gradient on nearly constant rows. `attn.len_scale = inv_sqrt_n` divides by sqrt(n), which gives
-// each row unit Euclidean norm (sum_j x_j^2 = n when var >> eps).
-// Row of one key (n = 1): sigma = 0 and s - mu = 0, so a = 0 (defined, finite: eps > 0); the
-// same holds for any constant row. Rows sum to 0, not 1; shift-invariant (mu absorbs a constant).
+// the gradient on nearly constant rows. `attn.len_scale = inv_sqrt_n` divides by sqrt(n), which
+// gives each row unit Euclidean norm (sum_j x_j^2 = n when var >> eps). Row of one key (n = 1):
+// sigma = 0 and s - mu = 0, so a = 0 (defined, finite: eps > 0); the same holds for any constant
+// row. Rows sum to 0, not 1; shift-invariant (mu absorbs a constant).
 //
 // Numerics: two-pass mean and variance in double, so each weight is rounded to float once;
 // |x_j| <= sqrt(n - 1) whatever sigma is; rstd <= 1/sqrt(eps); finite for any finite scores.
@@ -58,7 +58,8 @@ static NormStats normalized_stats(const float* s, int n, const AttnRowCtx* ctx) 
     st.len = (int)ctx->hp->v[2] == LS_INV_SQRT_N ? 1.0 / sqrt((double)n) : 1.0;
     st.G = (st.learn ? (double)ctx->p[0] : 1.0) * st.len;
     double sum = 0.0;
-    for (int j = 0; j < n; j++) sum += s[j];
+    for (int j = 0; j < n; j++)
+        sum += s[j];
     st.mu = sum / n;
     double var = 0.0;
     for (int j = 0; j < n; j++) {
@@ -73,7 +74,8 @@ static NormStats normalized_stats(const float* s, int n, const AttnRowCtx* ctx) 
 static void normalized_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     NormStats st = normalized_stats(s, n, ctx);
     const double scale = st.G * st.rstd;
-    for (int j = 0; j < n; j++) a[j] = (float)((s[j] - st.mu) * scale);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)((s[j] - st.mu) * scale);
 }
 
 static void normalized_backward_row(float* ds, const float* da, const float* s, const float* a,

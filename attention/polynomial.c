@@ -51,7 +51,8 @@ static float poly_clamp(float x, float c) {
 
 static float poly_ipow(float x, int e) {
     float r = 1.0f;
-    for (int i = 0; i < e; i++) r *= x;
+    for (int i = 0; i < e; i++)
+        r *= x;
     return r;
 }
 
@@ -65,7 +66,8 @@ static void poly_forward_row(float* a, const float* s, int n, const AttnRowCtx* 
             a[j] = x * x * x * k;
         }
     } else {
-        for (int j = 0; j < n; j++) a[j] = poly_ipow(poly_clamp(s[j], c), p) * k;
+        for (int j = 0; j < n; j++)
+            a[j] = poly_ipow(poly_clamp(s[j], c), p) * k;
     }
 }
 

@@ -59,21 +59,26 @@ static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* c
     const float R = ldexpf(1.0f, r), step = 0.69314718055994531f / R; // ln2 2^-r
     const float c = 1.4426950408889634f * R;                          // log2(e) 2^r
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = rowops_max_f(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = rowops_max_f(m, s[j]);
     for (int j = 0; j < n; j++) { // the integer grid index q = Q(t) 2^r, clamped at -200 2^r
         float x = c * (s[j] - m);
         a[j] = rowops_max_f(use_floor ? floorf(x) : rintf(x), -200.0f * R);
     }
     if (r == 0) {
-        for (int j = 0; j < n; j++) a[j] = pow2i((int)a[j]);
+        for (int j = 0; j < n; j++)
+            a[j] = pow2i((int)a[j]);
     } else {
-        for (int j = 0; j < n; j++) a[j] = rowops_exp_neg(a[j] * step);
+        for (int j = 0; j < n; j++)
+            a[j] = rowops_exp_neg(a[j] * step);
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += a[j];
+    for (int j = 0; j < n; j++)
+        sum += a[j];
     float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
 }
 
 static void pot_backward_row(float* ds, const float* da, const float* s, const float* a, int n,

@@ -81,7 +81,8 @@ static void quant_round(float* x, int n, float pre_scale, const AttnRowCtx* ctx)
             x[j] = min_f(floorf(x[j] * sc + u), L) * invL;
         }
     } else {
-        for (int j = 0; j < n; j++) x[j] = rintf(x[j] * sc) * invL;
+        for (int j = 0; j < n; j++)
+            x[j] = rintf(x[j] * sc) * invL;
     }
 }
 
@@ -91,9 +92,11 @@ static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx*
     if (hp->v[HP_STE] >= 0.5f) { // pre: quantise e in (0, 1], then normalise
         quant_round(a, n, 1.0f, ctx);
         float z = 0.0f;
-        for (int j = 0; j < n; j++) z += a[j];
+        for (int j = 0; j < n; j++)
+            z += a[j];
         float inv = 1.0f / z; // the maximum e = 1 is a grid point, so z >= 1
-        for (int j = 0; j < n; j++) a[j] *= inv;
+        for (int j = 0; j < n; j++)
+            a[j] *= inv;
         return;
     }
     int jmax = 0;
@@ -102,10 +105,12 @@ static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx*
     quant_round(a, n, 1.0f / sum, ctx);
     if (hp->v[HP_RENORM] >= 0.5f) {
         float z = 0.0f;
-        for (int j = 0; j < n; j++) z += a[j];
+        for (int j = 0; j < n; j++)
+            z += a[j];
         if (z > 0.0f) {
             float inv = 1.0f / z;
-            for (int j = 0; j < n; j++) a[j] *= inv;
+            for (int j = 0; j < n; j++)
+                a[j] *= inv;
         } else {
             a[jmax] = 1.0f;
         }

@@ -51,10 +51,18 @@ static const AttnHParamSpec RELA_HP[N_HP] = {
 
 static int rela_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
-    out[T_GW] = (AttnTensorSpec){.name = "gate_w", .ndim = 2, .shape = {d->C, d->C}, .decay = 1,
-                                 .init = ATTN_INIT_NORMAL, .init_value = 0.02f};
-    out[T_GAIN] = (AttnTensorSpec){.name = "gain", .ndim = 2, .shape = {d->NH, d->hs},
-                                   .decay = 0, .init = ATTN_INIT_CONST, .init_value = 1.0f};
+    out[T_GW] = (AttnTensorSpec){.name = "gate_w",
+                                 .ndim = 2,
+                                 .shape = {d->C, d->C},
+                                 .decay = 1,
+                                 .init = ATTN_INIT_NORMAL,
+                                 .init_value = 0.02f};
+    out[T_GAIN] = (AttnTensorSpec){.name = "gain",
+                                   .ndim = 2,
+                                   .shape = {d->NH, d->hs},
+                                   .decay = 0,
+                                   .init = ATTN_INIT_CONST,
+                                   .init_value = 1.0f};
     return N_T;
 }
 
@@ -98,8 +106,10 @@ static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
         c.rowp_stride = 0;
         c.drowp = NULL;
     }
-    if (backward) rowops_core_backward(&c, L);
-    else rowops_core_forward(&c, L);
+    if (backward)
+        rowops_core_backward(&c, L);
+    else
+        rowops_core_forward(&c, L);
 }
 
 static void rela_forward(AttnLayer* L) {
@@ -117,7 +127,8 @@ static void rela_forward(AttnLayer* L) {
         float* G = k.G + (size_t)r0 * C;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, C, C, 1.0f,
                     L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G, C);
-        for (size_t i = 0; i < (size_t)m * C; i++) G[i] = 1.0f / (1.0f + expf(-G[i]));
+        for (size_t i = 0; i < (size_t)m * C; i++)
+            G[i] = 1.0f / (1.0f + expf(-G[i]));
     }
     // o = G * gain * RMSNorm(obar) per head
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
@@ -126,13 +137,15 @@ static void rela_forward(AttnLayer* L) {
             const size_t off = (size_t)r * C + (size_t)h * hs;
             const float* ob = k.obar + off;
             float ss = 0.0f;
-            for (int i = 0; i < hs; i++) ss += ob[i] * ob[i];
+            for (int i = 0; i < hs; i++)
+                ss += ob[i] * ob[i];
             const float rs = 1.0f / sqrtf(ss / (float)hs + eps);
             k.r[(size_t)r * NH + h] = rs;
             const float* g = L->tp[T_GAIN] + (size_t)h * hs;
             const float* G = k.G + off;
             float* o = L->out + off;
-            for (int i = 0; i < hs; i++) o[i] = G[i] * g[i] * ob[i] * rs;
+            for (int i = 0; i < hs; i++)
+                o[i] = G[i] * g[i] * ob[i] * rs;
         }
     }
 }
@@ -163,7 +176,8 @@ static void rela_backward(AttnLayer* L) {
                 dZ[i] = dO[i] * g[i] * nh * G[i] * (1.0f - G[i]);
             }
             m /= (float)hs;
-            for (int i = 0; i < hs; i++) dob[i] = rs * (dob[i] - ob[i] * rs * m);
+            for (int i = 0; i < hs; i++)
+                dob[i] = rs * (dob[i] - ob[i] * rs * m);
         }
     }
     // gain: one channel per iteration, rows in index order
@@ -185,8 +199,8 @@ static void rela_backward(AttnLayer* L) {
 #pragma omp for schedule(static) nowait
         for (int blk = 0; blk < cblk; blk++) {
             const int c0 = blk * RELA_BLOCK, m = C - c0 < RELA_BLOCK ? C - c0 : RELA_BLOCK;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, C, (int)BT, 1.0f, k.dZ + c0,
-                        C, L->x, C, 1.0f, L->dtp[T_GW] + (size_t)c0 * C, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, C, (int)BT, 1.0f, k.dZ + c0, C,
+                        L->x, C, 1.0f, L->dtp[T_GW] + (size_t)c0 * C, C);
         }
 #pragma omp for schedule(static)
         for (long blk = 0; blk < rblk; blk++) {

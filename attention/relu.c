@@ -42,7 +42,8 @@ static void relu_forward_row(float* a, const float* s, int n, const AttnRowCtx* 
             a[j] = r * r * inv_n;
         }
     } else {
-        for (int j = 0; j < n; j++) a[j] = (s[j] > 0.0f ? s[j] : 0.0f) * inv_n;
+        for (int j = 0; j < n; j++)
+            a[j] = (s[j] > 0.0f ? s[j] : 0.0f) * inv_n;
     }
 }
 
@@ -53,9 +54,11 @@ static void relu_backward_row(float* ds, const float* da, const float* s, const 
     const float inv_n = form == FORM_RELU ? 1.0f : 1.0f / (float)n;
     if (form == FORM_RELU2) {
         const float c = 2.0f * inv_n;
-        for (int j = 0; j < n; j++) ds[j] += da[j] * c * (s[j] > 0.0f ? s[j] : 0.0f);
+        for (int j = 0; j < n; j++)
+            ds[j] += da[j] * c * (s[j] > 0.0f ? s[j] : 0.0f);
     } else {
-        for (int j = 0; j < n; j++) ds[j] += s[j] > 0.0f ? da[j] * inv_n : 0.0f;
+        for (int j = 0; j < n; j++)
+            ds[j] += s[j] > 0.0f ? da[j] * inv_n : 0.0f;
     }
 }
 

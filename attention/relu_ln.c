@@ -59,7 +59,8 @@ static ReluLnStats relu_ln_stats(const float* s, int n, const AttnRowCtx* ctx) {
     st.g = st.learn ? ctx->p[0] : 1.0f;
     st.b = st.learn ? ctx->p[1] : 0.0f;
     double sum = 0.0;
-    for (int j = 0; j < n; j++) sum += fmaxf(s[j], 0.0f);
+    for (int j = 0; j < n; j++)
+        sum += fmaxf(s[j], 0.0f);
     st.mu = sum / n;
     double var = 0.0;
     for (int j = 0; j < n; j++) {
@@ -74,7 +75,8 @@ static ReluLnStats relu_ln_stats(const float* s, int n, const AttnRowCtx* ctx) {
 static void relu_ln_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     ReluLnStats st = relu_ln_stats(s, n, ctx);
     const double scale = st.g * st.rstd;
-    for (int j = 0; j < n; j++) a[j] = (float)((fmaxf(s[j], 0.0f) - st.mu) * scale + st.b);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)((fmaxf(s[j], 0.0f) - st.mu) * scale + st.b);
 }
 
 static void relu_ln_backward_row(float* ds, const float* da, const float* s, const float* a, int n,

@@ -47,7 +47,8 @@ static inline float rowops_exp_neg(float x) {
 // <x, y> = sum_j x_j y_j over j < n, summed in index order
 static inline float rowops_dot(const float* x, const float* y, int n) {
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += x[j] * y[j];
+    for (int j = 0; j < n; j++)
+        dot += x[j] * y[j];
     return dot;
 }
 
@@ -57,27 +58,31 @@ static inline float rowops_dot(const float* x, const float* y, int n) {
 // a = softmax(s): a_j = exp(s_j - m) / sum_k exp(s_k - m), m = max_k s_k. a may equal s.
 static inline void rowops_softmax(float* a, const float* s, int n) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int j = 0; j < n; j++)
+        m = s[j] > m ? s[j] : m;
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = expf(s[j] - m);
         sum += a[j];
     }
     float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
 }
 
 // Softmax VJP: ds_j += a_j (da_j - <a, da>) with a = softmax(.); returns <a, da>.
 static inline float rowops_softmax_backward(float* ds, const float* da, const float* a, int n) {
     float dot = rowops_dot(a, da, n);
-    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    for (int j = 0; j < n; j++)
+        ds[j] += a[j] * (da[j] - dot);
     return dot;
 }
 
 // Scaled softmax a = softmax(beta s) (z_j = beta s_j; the max is taken over z, so every exponent
 // is <= 0 whatever the sign of beta).
 static inline void rowops_softmax_scaled(float* a, const float* s, int n, float beta) {
-    for (int j = 0; j < n; j++) a[j] = beta * s[j];
+    for (int j = 0; j < n; j++)
+        a[j] = beta * s[j];
     rowops_softmax(a, a, n);
 }
 
@@ -101,27 +106,32 @@ static inline float rowops_softmax_scaled_backward(float* ds, const float* da, c
 // e_j = exp(s_j - max s) in (0, 1] through rowops_exp_neg; returns sum_j e_j (>= 1).
 static inline float rowops_exp_shifted(float* e, const float* s, int n) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = rowops_max_f(m, s[j]);
-    for (int j = 0; j < n; j++) e[j] = rowops_exp_neg(s[j] - m);
+    for (int j = 0; j < n; j++)
+        m = rowops_max_f(m, s[j]);
+    for (int j = 0; j < n; j++)
+        e[j] = rowops_exp_neg(s[j] - m);
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) sum += e[j];
+    for (int j = 0; j < n; j++)
+        sum += e[j];
     return sum;
 }
 
 // a = softmax(s) through rowops_exp_shifted (each weight within a few ulp of the expf version).
 static inline void rowops_softmax_fast(float* a, const float* s, int n) {
     float inv = 1.0f / rowops_exp_shifted(a, s, n);
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
 }
 
 // Softmax VJP as rowops_softmax_backward, with the <a, da> sum under `omp simd`.
-static inline void rowops_softmax_backward_simd(float* ds, const float* da, const float* a,
-                                                int n) {
+static inline void rowops_softmax_backward_simd(float* ds, const float* da, const float* a, int n) {
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        ds[j] += a[j] * (da[j] - dot);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -136,14 +146,16 @@ static inline double* rowops_scratch_double(float* scratch) {
 // a = (float) softmax(z) for logits z[0..n) in double; z is overwritten with exp(z_j - max z).
 static inline void rowops_softmax_double(float* a, double* z, int n) {
     double m = -INFINITY;
-    for (int j = 0; j < n; j++) m = z[j] > m ? z[j] : m;
+    for (int j = 0; j < n; j++)
+        m = z[j] > m ? z[j] : m;
     double sum = 0.0;
     for (int j = 0; j < n; j++) {
         z[j] = exp(z[j] - m);
         sum += z[j];
     }
     double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(z[j] * inv);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)(z[j] * inv);
 }
 
 // ---------------------------------------------------------------------------------------------

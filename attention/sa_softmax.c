@@ -64,7 +64,8 @@ static void sa_range(float* lo, float* hi, int* kmin, int* kmax, const float* s,
 static void sa_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     rowops_softmax(a, s, n);
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
-        for (int j = 0; j < n; j++) a[j] *= s[j];
+        for (int j = 0; j < n; j++)
+            a[j] *= s[j];
         return;
     }
     float lo, hi;
@@ -72,10 +73,12 @@ static void sa_forward_row(float* a, const float* s, int n, const AttnRowCtx* ct
     sa_range(&lo, &hi, &kmin, &kmax, s, n);
     float r = hi - lo;
     if (r < SA_MIN_RANGE) {
-        for (int j = 0; j < n; j++) a[j] = 0.0f;
+        for (int j = 0; j < n; j++)
+            a[j] = 0.0f;
         return;
     }
-    for (int j = 0; j < n; j++) a[j] *= (s[j] - lo) / r; // exact: w = 1 at the max, 0 at lo
+    for (int j = 0; j < n; j++)
+        a[j] *= (s[j] - lo) / r; // exact: w = 1 at the max, 0 at lo
 }
 
 static void sa_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
@@ -84,8 +87,10 @@ static void sa_backward_row(float* ds, const float* da, const float* s, const fl
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
         rowops_softmax(p, s, n);
         float Q = 0.0f;
-        for (int j = 0; j < n; j++) Q += da[j] * a[j];
-        for (int j = 0; j < n; j++) ds[j] += p[j] * (da[j] * (1.0f + s[j]) - Q);
+        for (int j = 0; j < n; j++)
+            Q += da[j] * a[j];
+        for (int j = 0; j < n; j++)
+            ds[j] += p[j] * (da[j] * (1.0f + s[j]) - Q);
         return;
     }
     float lo, hi;

@@ -29,7 +29,8 @@ enum { TAU_WIDTH, TAU_NONE };
 static const AttnHParamSpec shaped_hparams[] = {
     {"tau", 1.0f, 1e-3f, 1e3f, NULL, "temperature factor tau0"},
     {"tau_scale", TAU_WIDTH, 0, 0, "width|none",
-     "width: tau = tau0 * sqrt(n_embd) (the paper's width-dependent temperature); none: tau = tau0"},
+     "width: tau = tau0 * sqrt(n_embd) (the paper's width-dependent temperature); none: tau = "
+     "tau0"},
 };
 
 static float shaped_inv_tau(const AttnRowCtx* ctx) {
@@ -47,14 +48,16 @@ static void shaped_forward_row(float* a, const float* s, int n, const AttnRowCtx
     const double it = shaped_inv_tau(ctx);
     double* e = (double*)(((uintptr_t)ctx->scratch + 7) & ~(uintptr_t)7);
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = fmaxf(m, s[j]);
     double sum = 0.0;
     for (int j = 0; j < n; j++) {
         e[j] = exp(((double)s[j] - (double)m) * it);
         sum += e[j];
     }
     double inv = 1.0 / sum, u = 1.0 / (double)n;
-    for (int j = 0; j < n - 1; j++) a[j] = (float)(e[j] * inv - u);
+    for (int j = 0; j < n - 1; j++)
+        a[j] = (float)(e[j] * inv - u);
     a[n - 1] = (float)(1.0 + (e[n - 1] * inv - u));
 }
 
@@ -65,8 +68,10 @@ static void shaped_backward_row(float* ds, const float* da, const float* s, cons
     const float u = 1.0f / (float)n;
     const float p_last = a[n - 1] - 1.0f + u;
     float dot = p_last * da[n - 1];
-    for (int j = 0; j < n - 1; j++) dot += (a[j] + u) * da[j];
-    for (int j = 0; j < n - 1; j++) ds[j] += it * (a[j] + u) * (da[j] - dot);
+    for (int j = 0; j < n - 1; j++)
+        dot += (a[j] + u) * da[j];
+    for (int j = 0; j < n - 1; j++)
+        ds[j] += it * (a[j] + u) * (da[j] - dot);
     ds[n - 1] += it * p_last * (da[n - 1] - dot);
 }
 

@@ -54,11 +54,16 @@ static void sigmoid_init_params(float* p, const AttnHParams* hp) {
 
 static float sigmoid_bias(int n, const AttnRowCtx* ctx) {
     switch ((int)ctx->hp->v[HP_BIAS_MODE]) {
-    case BIAS_LN_N: return -logf((float)n);
-    case BIAS_LN_T: return -sigmoid_ln_t(ctx->hp);
-    case BIAS_FIXED: return ctx->hp->v[HP_BIAS];
-    case BIAS_LEARN: return ctx->p ? ctx->p[0] : -sigmoid_ln_t(ctx->hp);
-    default: return 0.0f;
+    case BIAS_LN_N:
+        return -logf((float)n);
+    case BIAS_LN_T:
+        return -sigmoid_ln_t(ctx->hp);
+    case BIAS_FIXED:
+        return ctx->hp->v[HP_BIAS];
+    case BIAS_LEARN:
+        return ctx->p ? ctx->p[0] : -sigmoid_ln_t(ctx->hp);
+    default:
+        return 0.0f;
     }
 }
 

@@ -55,17 +55,19 @@ static void slowgrow_forward_row(float* a, const float* s, int n, const AttnRowC
     const int kernel = (int)ctx->hp->v[0];
     const double p = ctx->hp->v[1];
     double* z = rowops_scratch_double(ctx->scratch);
-    for (int j = 0; j < n; j++) z[j] = slowgrow_z(kernel, p, (double)s[j]);
+    for (int j = 0; j < n; j++)
+        z[j] = slowgrow_z(kernel, p, (double)s[j]);
     rowops_softmax_double(a, z, n);
 }
 
-static void slowgrow_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                  int n, const AttnRowCtx* ctx) {
+static void slowgrow_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                  const AttnRowCtx* ctx) {
     const int kernel = (int)ctx->hp->v[0];
     const float p = ctx->hp->v[1];
     const float dot = rowops_dot(a, da, n);
     if (kernel == K_POLY) {
-        for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot) * p / (1.0f + fabsf(s[j]));
+        for (int j = 0; j < n; j++)
+            ds[j] += a[j] * (da[j] - dot) * p / (1.0f + fabsf(s[j]));
     } else if (kernel == K_LOG) {
         for (int j = 0; j < n; j++) {
             float u = fabsf(s[j]);

@@ -48,21 +48,25 @@ static float softmax1_sink(const AttnRowCtx* ctx) {
 static void softmax1_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const float b = softmax1_sink(ctx);
     float m = b;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = fmaxf(m, s[j]);
     float sum = expf(b - m);
     for (int j = 0; j < n; j++) {
         a[j] = expf(s[j] - m);
         sum += a[j];
     }
     float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++) a[j] *= inv;
+    for (int j = 0; j < n; j++)
+        a[j] *= inv;
 }
 
-static void softmax1_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                  int n, const AttnRowCtx* ctx) {
+static void softmax1_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                  const AttnRowCtx* ctx) {
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
-    for (int j = 0; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        ds[j] += a[j] * (da[j] - dot);
     if (ctx->dp && (int)ctx->hp->v[HP_SINK] == SINK_LEARN) {
         const float b = softmax1_sink(ctx);
         int kmax = 0;

@@ -42,7 +42,8 @@ static const AttnHParamSpec SOFTPICK_HP[] = {
 // m' = max(max s, 0)
 static float softpick_shift(const float* s, int n) {
     float m = 0.0f;
-    for (int j = 0; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++)
+        m = fmaxf(m, s[j]);
     return m;
 }
 
@@ -57,11 +58,12 @@ static void softpick_forward_row(float* a, const float* s, int n, const AttnRowC
     }
     // a division, not a reciprocal product: correctly rounded, so a lone positive key gets
     // exactly the float nearest to 1 - O(eps) instead of jittering by one ulp with s
-    for (int j = 0; j < n; j++) a[j] /= den;
+    for (int j = 0; j < n; j++)
+        a[j] /= den;
 }
 
-static void softpick_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                  int n, const AttnRowCtx* ctx) {
+static void softpick_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                  const AttnRowCtx* ctx) {
     float* E = ctx->scratch; // exp(s_k - m'), n floats
     const float m = softpick_shift(s, n);
     const float e0 = expf(-m);

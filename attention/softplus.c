@@ -79,13 +79,16 @@ static void softplus_forward_row(float* a, const float* s, int n, const AttnRowC
     }
     const float kappa = softplus_kappa(hp, n);
     float mx = -INFINITY;
-    for (int j = 0; j < n; j++) mx = rowops_max_f(mx, kappa * s[j]);
+    for (int j = 0; j < n; j++)
+        mx = rowops_max_f(mx, kappa * s[j]);
     float emax;
     if (mx < -20.0f) { // every weight is exp(x) to float precision: normalise at the max
-        for (int j = 0; j < n; j++) a[j] = rowops_exp_neg(kappa * s[j] - mx);
+        for (int j = 0; j < n; j++)
+            a[j] = rowops_exp_neg(kappa * s[j] - mx);
         emax = 1.0f;
     } else {
-        for (int j = 0; j < n; j++) a[j] = softplus_f(kappa * s[j]);
+        for (int j = 0; j < n; j++)
+            a[j] = softplus_f(kappa * s[j]);
         emax = softplus_f(mx);
     }
     if (hp->v[HP_REWEIGHT] >= 0.5f) { // stage 2 on e / max e in [0, 1]
@@ -96,13 +99,15 @@ static void softplus_forward_row(float* a, const float* s, int n, const AttnRowC
         }
     }
     double sum = 0.0; // double: the rounding of 1/sum would move every weight the same way
-    for (int j = 0; j < n; j++) sum += a[j];
+    for (int j = 0; j < n; j++)
+        sum += a[j];
     double inv = 1.0 / sum;
-    for (int j = 0; j < n; j++) a[j] = (float)(a[j] * inv);
+    for (int j = 0; j < n; j++)
+        a[j] = (float)(a[j] * inv);
 }
 
-static void softplus_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                  int n, const AttnRowCtx* ctx) {
+static void softplus_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+                                  const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
     if (n == 1) return; // constant weight 1
     const float kappa = softplus_kappa(hp, n);
@@ -111,10 +116,12 @@ static void softplus_backward_row(float* ds, const float* da, const float* s, co
         if (s[j] > s[ks]) ks = j;
     const float mx = kappa * s[ks]; // kappa > 0 for n > 1
     float dot = 0.0f;
-    for (int j = 0; j < n; j++) dot += a[j] * da[j];
+    for (int j = 0; j < n; j++)
+        dot += a[j] * da[j];
     if (mx < -20.0f) { // exp regime: the softmax of x, times kappa (and P in stage 2)
         float c = kappa * (hp->v[HP_REWEIGHT] >= 0.5f ? hp->v[HP_POWER] : 1.0f);
-        for (int j = 0; j < n; j++) ds[j] += c * a[j] * (da[j] - dot);
+        for (int j = 0; j < n; j++)
+            ds[j] += c * a[j] * (da[j] - dot);
         return;
     }
     if (hp->v[HP_REWEIGHT] >= 0.5f) {

@@ -83,7 +83,8 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
     for (int j = 0; j < n; j++)
         if (z[j] > lo) scratch[m++] = z[j];
     if (m == 0)
-        for (int j = 0; j < n; j++) scratch[m++] = z[j];
+        for (int j = 0; j < n; j++)
+            scratch[m++] = z[j];
     qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
     double c = 0, tau = (double)scratch[0] - 1.0;
     for (int k = 1; k <= m; k++) {
@@ -96,8 +97,10 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
 
 static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     float m = -INFINITY;
-    for (int j = 0; j < n; j++) m = max_f(m, s[j]);
-    for (int j = 0; j < n; j++) a[j] = s[j] - m;
+    for (int j = 0; j < n; j++)
+        m = max_f(m, s[j]);
+    for (int j = 0; j < n; j++)
+        a[j] = s[j] - m;
     // z - tau in double: rounding tau to float would shift all |S| weights the same way
     const double tau = sparsemax_threshold(a, n, ctx->scratch);
     for (int j = 0; j < n; j++) {
@@ -127,7 +130,8 @@ static float sparsemax_support(const float* a, const float* s, int n, const Attn
     (void)s;
     (void)ctx;
     int k = 0;
-    for (int j = 0; j < n; j++) k += a[j] > 0.0f;
+    for (int j = 0; j < n; j++)
+        k += a[j] > 0.0f;
     return (float)k / (float)n;
 }
 

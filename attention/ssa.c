@@ -47,13 +47,13 @@ static int ssa_value_on(const AttnHParams* hp) {
 }
 
 static int ssa_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
-    out[T_TW] = (AttnTensorSpec){.name = "tau_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1,
-                                 .init = ATTN_INIT_ZERO};
-    out[T_POS] = (AttnTensorSpec){.name = "tau_pos", .ndim = 1, .shape = {d->NH}, .decay = 0,
-                                  .init = ATTN_INIT_ZERO};
+    out[T_TW] = (AttnTensorSpec){
+        .name = "tau_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1, .init = ATTN_INIT_ZERO};
+    out[T_POS] = (AttnTensorSpec){
+        .name = "tau_pos", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_ZERO};
     if (!ssa_value_on(hp)) return 2;
-    out[T_VW] = (AttnTensorSpec){.name = "val_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1,
-                                 .init = ATTN_INIT_ZERO};
+    out[T_VW] = (AttnTensorSpec){
+        .name = "val_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1, .init = ATTN_INIT_ZERO};
     return N_T;
 }
 
@@ -65,8 +65,8 @@ static size_t ssa_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *tau, *dtau, *th;          // (B,NH,T)
-    float *phi, *dphi, *vp, *dvp;    // (B,T,NH) x2, (B,T,C) x2; NULL without value temperature
+    float *tau, *dtau, *th;       // (B,NH,T)
+    float *phi, *dphi, *vp, *dvp; // (B,T,NH) x2, (B,T,C) x2; NULL without value temperature
 } SsaCache;
 
 static SsaCache ssa_cache(const AttnLayer* L) {
@@ -101,7 +101,8 @@ static AttnCore ssa_core(const AttnLayer* L, const SsaCache* k) {
 
 static float dot(const float* a, const float* b, size_t n) {
     float s = 0.0f;
-    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    for (size_t i = 0; i < n; i++)
+        s += a[i] * b[i];
     return s;
 }
 
@@ -124,7 +125,8 @@ static void ssa_forward(AttnLayer* L) {
                 k.phi[r * NH + h] = ph;
                 const float* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
                 float* vp = k.vp + r * C + (size_t)h * hs;
-                for (int q = 0; q < hs; q++) vp[q] = ph * v[q];
+                for (int q = 0; q < hs; q++)
+                    vp[q] = ph * v[q];
             }
         }
     }
@@ -156,7 +158,8 @@ static void ssa_backward(AttnLayer* L) {
             const float dz = k.dtau[i] * (1.0f - th * th);
             k.th[i] = dz; // tanh no longer needed: keep d(tw . x) here for the parameter pass
             const float* tw = L->tp[T_TW] + (size_t)h * C;
-            for (size_t q = 0; q < C; q++) dx[q] += dz * tw[q];
+            for (size_t q = 0; q < C; q++)
+                dx[q] += dz * tw[q];
             if (!k.vp) continue;
             const size_t off = (size_t)r * C + (size_t)h * hs;
             const float* v = L->qkv + (size_t)r * 3 * C + 2 * C + (size_t)h * hs;
@@ -172,7 +175,8 @@ static void ssa_backward(AttnLayer* L) {
             const float dzv = dph * (1.0f - tv * tv);
             k.dphi[(size_t)r * NH + h] = dzv;
             const float* vw = L->tp[T_VW] + (size_t)h * C;
-            for (size_t q = 0; q < C; q++) dx[q] += dzv * vw[q];
+            for (size_t q = 0; q < C; q++)
+                dx[q] += dzv * vw[q];
         }
     }
     // parameters: one head per thread, (b, t) in index order
@@ -186,11 +190,13 @@ static void ssa_backward(AttnLayer* L) {
             const size_t i = ((size_t)b * NH + h) * T + t;
             const float* x = L->x + (size_t)r * C;
             const float dz = k.th[i];
-            for (size_t q = 0; q < C; q++) dtw[q] += dz * x[q];
+            for (size_t q = 0; q < C; q++)
+                dtw[q] += dz * x[q];
             dpos += k.dtau[i] * logf((float)(t + 1));
             if (dvw) {
                 const float dzv = k.dphi[(size_t)r * NH + h];
-                for (size_t q = 0; q < C; q++) dvw[q] += dzv * x[q];
+                for (size_t q = 0; q < C; q++)
+                    dvw[q] += dzv * x[q];
             }
         }
         L->dtp[T_POS][h] += dpos;

@@ -80,7 +80,8 @@ static int swat_lo(int n, const AttnRowCtx* ctx) {
 static void swat_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const int lo = swat_lo(n, ctx), t = n - 1;
     const float m = swat_slope(ctx), b = swat_bias(ctx);
-    for (int j = 0; j < lo; j++) a[j] = 0.0f;
+    for (int j = 0; j < lo; j++)
+        a[j] = 0.0f;
     for (int j = lo; j < n; j++) {
         float x = s[j] + m * (float)(j - t) + b;
         a[j] = 1.0f / (1.0f + expf(-x));

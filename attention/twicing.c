@@ -65,7 +65,8 @@ static void twicing_backward(AttnLayer* L) {
     float* dP = P + 2 * BTC;
     float* discard = P + 3 * BTC;
     twicing_apply(dP, L->dout, L->att, 1, &L->d, L->ws);
-    for (size_t i = 0; i < BTC; i++) neg_dout[i] = -L->dout[i];
+    for (size_t i = 0; i < BTC; i++)
+        neg_dout[i] = -L->dout[i];
     AttnPosSave save;
     // pass 1: dA = dP V^T, dV += A^T dP
     AttnCore c1 = attn_layer_core(L);

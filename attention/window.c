@@ -55,8 +55,8 @@ static long window_size(const AttnRowCtx* ctx) {
         lo = hi;
         hi = tmp;
     }
-    uint64_t h = window_mix(ctx->seed ^ window_mix((uint64_t)ctx->step ^
-                                                   window_mix((uint64_t)(ctx->layer + 1))));
+    uint64_t h = window_mix(
+        ctx->seed ^ window_mix((uint64_t)ctx->step ^ window_mix((uint64_t)(ctx->layer + 1))));
     return lo + (long)(h % (uint64_t)(hi - lo + 1));
 }
 
@@ -67,16 +67,19 @@ static int window_lo(int n, const AttnRowCtx* ctx) {
 
 static void window_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const int lo = window_lo(n, ctx);
-    for (int j = 0; j < lo; j++) a[j] = 0.0f;
+    for (int j = 0; j < lo; j++)
+        a[j] = 0.0f;
     float m = -INFINITY;
-    for (int j = lo; j < n; j++) m = fmaxf(m, s[j]);
+    for (int j = lo; j < n; j++)
+        m = fmaxf(m, s[j]);
     float sum = 0.0f;
     for (int j = lo; j < n; j++) {
         a[j] = expf(s[j] - m);
         sum += a[j];
     }
     const float inv = 1.0f / sum;
-    for (int j = lo; j < n; j++) a[j] *= inv;
+    for (int j = lo; j < n; j++)
+        a[j] *= inv;
 }
 
 static void window_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
@@ -84,8 +87,10 @@ static void window_backward_row(float* ds, const float* da, const float* s, cons
     (void)s;
     const int lo = window_lo(n, ctx);
     float dot = 0.0f;
-    for (int j = lo; j < n; j++) dot += a[j] * da[j];
-    for (int j = lo; j < n; j++) ds[j] += a[j] * (da[j] - dot);
+    for (int j = lo; j < n; j++)
+        dot += a[j] * da[j];
+    for (int j = lo; j < n; j++)
+        ds[j] += a[j] * (da[j] - dot);
 }
 
 const AttnVariant attn_window = {

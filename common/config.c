@@ -42,7 +42,6 @@ static char* trim(char* s) {
     return s;
 }
 
-
 static int attn_set(Config* c, const char* key, const char* v, const char* where, char* err,
                     size_t errcap) {
     if (strlen(key) <= 5) {

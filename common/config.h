@@ -8,20 +8,20 @@
 
 #include <stdio.h>
 
-#define CONFIG_STR 256
+#define CONFIG_STR      256
 #define CONFIG_MAX_ATTN 32
 
 typedef struct {
-    char key[64];         // full key, e.g. "attn.alpha"
+    char key[64]; // full key, e.g. "attn.alpha"
     char value[CONFIG_STR];
-    char origin[300];     // "configs/x.conf:12" or "command line"
+    char origin[300]; // "configs/x.conf:12" or "command line"
 } ConfigKV;
 
 typedef struct {
     // ---- model
     int n_layer, n_head, n_embd, block_size, vocab_size;
-    char pos_encoding[32]; // learned | rope | alibi | none
-    int qk_norm;           // 0/1: LayerNorm-free RMS normalisation of q and k per head
+    char pos_encoding[32];      // learned | rope | alibi | none
+    int qk_norm;                // 0/1: LayerNorm-free RMS normalisation of q and k per head
     char init_from[CONFIG_STR]; // scratch | PATH | llmc:PATH | hf:DIR
     // ---- attention
     char attention[CONFIG_STR]; // variant name (or per-layer spec "0-3:softmax,4-11:ssmax")
@@ -29,9 +29,9 @@ typedef struct {
     int n_attn;
     // ---- data
     char train_data[CONFIG_STR], val_data[CONFIG_STR]; // globs of llm.c shards
-    char tokenizer[32];                                 // gpt2 | byte
-    char tokenizer_dir[CONFIG_STR];                     // where vocab.bpe / encoder.json live
-    int shuffle;                                        // 0 sequential, 1 seeded shuffle
+    char tokenizer[32];                                // gpt2 | byte
+    char tokenizer_dir[CONFIG_STR];                    // where vocab.bpe / encoder.json live
+    int shuffle;                                       // 0 sequential, 1 seeded shuffle
     // ---- training
     int batch_size, seq_len, max_steps, grad_accum, threads, resume;
     long long seed;
@@ -44,10 +44,10 @@ typedef struct {
     char out_dir[CONFIG_STR];
     int log_every, eval_every, eval_steps, metrics_every, checkpoint_every, sample_every;
     int sample_tokens, keep_last, dump_attention_every;
-    float sink_eps;       // sink-rate threshold (Gu et al.: 0.3)
-    char nan_policy[16];  // stop | skip
-    int max_skips;        // with nan_policy=skip: stop after this many consecutive skips
-    int eval_seq_len;     // 0 = seq_len
+    float sink_eps;      // sink-rate threshold (Gu et al.: 0.3)
+    char nan_policy[16]; // stop | skip
+    int max_skips;       // with nan_policy=skip: stop after this many consecutive skips
+    int eval_seq_len;    // 0 = seq_len
 } Config;
 
 typedef enum { CF_INT, CF_LONG, CF_FLOAT, CF_STR } ConfigType;

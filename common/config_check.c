@@ -100,8 +100,8 @@ static int parse_bool_word(const char* s, int* out) {
 }
 
 // Set field f from text. `where` is "FILE:LINE" or "command line".
-int config_field_set(Config* c, const ConfigField* f, const char* v, const char* where,
-                     char* err, size_t errcap) {
+int config_field_set(Config* c, const ConfigField* f, const char* v, const char* where, char* err,
+                     size_t errcap) {
     for (const char* p = v; *p; p++) {
         if ((unsigned char)*p < 0x20 || *p == 0x7f) {
             snprintf(err, errcap, "%s: key '%s': the value contains a control character", where,
@@ -275,7 +275,8 @@ int config_validate(const Config* c, char* err, size_t errcap) {
         return -1;
     }
     if (strcmp(c->tokenizer, "byte") == 0 && c->vocab_size < 257) {
-        snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = byte (needs 257: 256 bytes + EOT)",
+        snprintf(err, errcap,
+                 "vocab_size = %d is too small for tokenizer = byte (needs 257: 256 bytes + EOT)",
                  c->vocab_size);
         return -1;
     }

@@ -30,7 +30,8 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("block_size", block_size, "1024", 1, 65536, "model",
           "maximum context length (size of the learned position table)"),
     F_INT("vocab_size", vocab_size, "50257", 1, 65536, "model",
-          "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are uint16)"),
+          "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are "
+          "uint16)"),
     F_STR("pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none", "model",
           "positions: learned table, rotary, ALiBi biases, or none (causal mask only)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
@@ -122,7 +123,8 @@ void config_defaults(Config* c) {
     memset(c, 0, sizeof(*c));
     char err[512];
     for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        int rc = config_field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err, sizeof(err));
+        int rc = config_field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err,
+                                  sizeof(err));
         if (rc != 0) util_assert_fail(err, __FILE__, __LINE__);
     }
 }

@@ -12,7 +12,8 @@ static uint64_t splitmix64(uint64_t* x) {
 
 void rng_seed(Rng* r, uint64_t seed) {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) {
@@ -50,7 +51,8 @@ uint64_t rng_below(Rng* r, uint64_t n) {
     // rejection sampling avoids modulo bias
     uint64_t lim = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = rng_u64(r);
+    do
+        x = rng_u64(r);
     while (x >= lim);
     return x % n;
 }

@@ -52,8 +52,9 @@ float* util_alloc_floats(size_t n, const char* file, int line) {
     size_t bytes = (n ? n : 1) * sizeof(float);
     bytes = (bytes + 63) & ~(size_t)63;
     float* p = aligned_alloc(64, bytes);
-    if (!p) die(1, "out of memory allocating %zu floats (%.1f MiB) at %s:%d", n,
-                (double)bytes / 1048576.0, file, line);
+    if (!p)
+        die(1, "out of memory allocating %zu floats (%.1f MiB) at %s:%d", n,
+            (double)bytes / 1048576.0, file, line);
     memset(p, 0, bytes);
     return p;
 }

@@ -28,9 +28,9 @@ _Noreturn void die(int code, const char* fmt, ...) __attribute__((format(printf,
 void* util_malloc(size_t n, const char* file, int line);
 void* util_calloc(size_t n, size_t sz, const char* file, int line);
 void* util_realloc(void* p, size_t n, const char* file, int line);
-#define mallocCheck(n)      util_malloc((n), __FILE__, __LINE__)
-#define callocCheck(n, sz)  util_calloc((n), (sz), __FILE__, __LINE__)
-#define reallocCheck(p, n)  util_realloc((p), (n), __FILE__, __LINE__)
+#define mallocCheck(n)     util_malloc((n), __FILE__, __LINE__)
+#define callocCheck(n, sz) util_calloc((n), (sz), __FILE__, __LINE__)
+#define reallocCheck(p, n) util_realloc((p), (n), __FILE__, __LINE__)
 
 // 64-byte aligned, zeroed allocation for large float buffers; free with free().
 float* util_alloc_floats(size_t n, const char* file, int line);
@@ -63,10 +63,10 @@ typedef struct {
     uint32_t crc; // crc32 of everything written so far
 } AtomicFile;
 
-int atomic_open(AtomicFile* af, const char* path);               // 0 ok, -1 error (af->err)
-int atomic_write(AtomicFile* af, const void* data, size_t n);    // 0 ok, -1 error
-int atomic_commit(AtomicFile* af);                                // 0 ok, -1 error (temp removed)
-void atomic_abort(AtomicFile* af);                                // drop the temp file
+int atomic_open(AtomicFile* af, const char* path);            // 0 ok, -1 error (af->err)
+int atomic_write(AtomicFile* af, const void* data, size_t n); // 0 ok, -1 error
+int atomic_commit(AtomicFile* af);                            // 0 ok, -1 error (temp removed)
+void atomic_abort(AtomicFile* af);                            // drop the temp file
 
 // Read a whole file into a malloc'd buffer (NUL-terminated). Returns NULL and sets err on error.
 char* util_read_file(const char* path, size_t* len, char* err, size_t errcap);

@@ -26,15 +26,15 @@ typedef struct {
     int shuffle;
     uint64_t seed;
     int nfiles;
-    char** files;        // sorted glob matches
-    size_t* ntok;        // tokens per file
+    char** files; // sorted glob matches
+    size_t* ntok; // tokens per file
     DataLoaderState st;
     uint64_t* shard_order;  // nfiles
     uint64_t* window_order; // windows of the current shard
     uint64_t nwindows;      // windows in the current shard
     int loaded;             // index of the shard currently in memory, -1 none
     Shard shard;
-    uint64_t total_tokens;  // over all files
+    uint64_t total_tokens; // over all files
 } DataLoader;
 
 // Open every shard matching `glob` (validating each header), ready at the first batch.

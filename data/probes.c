@@ -122,7 +122,8 @@ static void make_trigger(uint16_t* doc, const ProbeParams* p, Rng* r) {
 
 static void make_recall(uint16_t* doc, const ProbeParams* p, Rng* r) {
     int keys[26], vals[26];
-    for (int i = 0; i < 26; i++) keys[i] = i;
+    for (int i = 0; i < 26; i++)
+        keys[i] = i;
     for (int i = 0; i < p->pairs; i++) { // partial Fisher-Yates: pairs distinct keys
         int j = i + (int)rng_below(r, (uint64_t)(26 - i));
         int t = keys[i];
@@ -155,7 +156,8 @@ static void make_passkey(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t i
         o = (int)rng_below(r, (uint64_t)(F - 1));
     } while (passkey_bucket(o, T) != bucket);
     int key = (int)rng_below(r, (uint64_t)p->alphabet);
-    for (int t = 1; t <= F; t++) doc[t] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
+    for (int t = 1; t <= F; t++)
+        doc[t] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
     doc[1 + o] = PROBE_NEEDLE;
     doc[2 + o] = (uint16_t)('A' + key);
     doc[T - 2] = PROBE_QUERY;
@@ -165,19 +167,30 @@ static void make_passkey(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t i
 static void make_copy(uint16_t* doc, const ProbeParams* p, Rng* r) {
     int maxL = p->copy_len > 0 ? p->copy_len : (p->T - 2) / 2;
     int L = 1 + (int)rng_below(r, (uint64_t)maxL);
-    for (int i = 0; i < L; i++) doc[1 + i] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
+    for (int i = 0; i < L; i++)
+        doc[1 + i] = (uint16_t)('a' + rng_below(r, (uint64_t)p->alphabet));
     doc[1 + L] = PROBE_SEP;
-    for (int i = 0; i < L; i++) doc[2 + L + i] = doc[1 + i];
-    for (int t = 2 + 2 * L; t < p->T; t++) doc[t] = PROBE_NOOP;
+    for (int i = 0; i < L; i++)
+        doc[2 + L + i] = doc[1 + i];
+    for (int t = 2 + 2 * L; t < p->T; t++)
+        doc[t] = PROBE_NOOP;
 }
 
 void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
     doc[0] = PROBE_EOT;
     switch (p->task) {
-    case PROBE_TASK_TRIGGER: make_trigger(doc, p, r); break;
-    case PROBE_TASK_RECALL: make_recall(doc, p, r); break;
-    case PROBE_TASK_PASSKEY: make_passkey(doc, p, r, index); break;
-    default: make_copy(doc, p, r); break;
+    case PROBE_TASK_TRIGGER:
+        make_trigger(doc, p, r);
+        break;
+    case PROBE_TASK_RECALL:
+        make_recall(doc, p, r);
+        break;
+    case PROBE_TASK_PASSKEY:
+        make_passkey(doc, p, r, index);
+        break;
+    default:
+        make_copy(doc, p, r);
+        break;
     }
 }
 
@@ -185,12 +198,13 @@ uint16_t* probes_generate(const ProbeParams* p, uint64_t seed, size_t ndocs) {
     uint16_t* out = mallocCheck(ndocs * (size_t)p->T * sizeof(uint16_t));
     Rng r;
     rng_seed(&r, seed);
-    for (size_t i = 0; i < ndocs; i++) probes_make_doc(out + i * (size_t)p->T, p, &r, i);
+    for (size_t i = 0; i < ndocs; i++)
+        probes_make_doc(out + i * (size_t)p->T, p, &r, i);
     return out;
 }
 
-int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval,
-                 uint64_t seed, char* err, size_t errcap) {
+int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval, uint64_t seed,
+                 char* err, size_t errcap) {
     if (probes_validate(p, err, errcap)) return -1;
     if (util_mkdirs(dir, err, errcap)) return -1;
     const char* split[2] = {"train", "val"};
@@ -213,11 +227,16 @@ int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nv
     return 0;
 }
 
-static int is_lower(int c) { return c >= 'a' && c <= 'z'; }
-static int is_upper(int c) { return c >= 'A' && c <= 'Z'; }
+static int is_lower(int c) {
+    return c >= 'a' && c <= 'z';
+}
+static int is_upper(int c) {
+    return c >= 'A' && c <= 'Z';
+}
 
 int probes_answers(int8_t* bucket, const uint16_t* doc, int T, int task) {
-    for (int t = 0; t < T; t++) bucket[t] = -1;
+    for (int t = 0; t < T; t++)
+        bucket[t] = -1;
     if (T < 4 || doc[0] != PROBE_EOT) return -1;
     int n = 0;
     if (task == PROBE_TASK_TRIGGER) {

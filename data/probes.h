@@ -26,13 +26,13 @@
 
 #include "common/rng.h"
 
-#define PROBE_EOT      256
-#define PROBE_VOCAB    257
-#define PROBE_NOOP     '.'
-#define PROBE_TRIGGER  '!'
-#define PROBE_SEP      '|'
-#define PROBE_QUERY    '?'
-#define PROBE_NEEDLE   '#'
+#define PROBE_EOT         256
+#define PROBE_VOCAB       257
+#define PROBE_NOOP        '.'
+#define PROBE_TRIGGER     '!'
+#define PROBE_SEP         '|'
+#define PROBE_QUERY       '?'
+#define PROBE_NEEDLE      '#'
 #define PROBE_MAX_BUCKETS 4
 
 enum { PROBE_TASK_TRIGGER, PROBE_TASK_RECALL, PROBE_TASK_PASSKEY, PROBE_TASK_COPY, PROBE_NTASKS };
@@ -73,8 +73,8 @@ void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index
 uint16_t* probes_generate(const ProbeParams* p, uint64_t seed, size_t ndocs);
 // DIR/<task>_train_000000.bin (ntrain documents from seed) and DIR/<task>_val_000000.bin (nval
 // documents from an independent stream of the same seed). 0, or -1 with err.
-int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval,
-                 uint64_t seed, char* err, size_t errcap);
+int probes_write(const char* dir, const ProbeParams* p, size_t ntrain, size_t nval, uint64_t seed,
+                 char* err, size_t errcap);
 
 // bucket[t] = bucket of the answer at position t (predicted from position t-1), -1 elsewhere.
 // Returns the number of answers, or -1 when the document does not have the task's layout.

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SHARD_MAGIC   20240520
-#define SHARD_VERSION 1
+#define SHARD_MAGIC       20240520
+#define SHARD_VERSION     1
 #define SHARD_HEADER_INTS 256
 
 typedef struct {

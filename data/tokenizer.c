@@ -25,8 +25,8 @@ enum { KIND_GPT2, KIND_BYTE };
 enum { CL_LETTER, CL_NUMBER, CL_SPACE, CL_OTHER };
 
 typedef struct {
-    uint64_t key;  // (left << 32 | right) + 1; 0 = empty slot
-    int32_t rank;  // merge line index; the merged token id is 256 + rank
+    uint64_t key; // (left << 32 | right) + 1; 0 = empty slot
+    int32_t rank; // merge line index; the merged token id is 256 + rank
 } PairSlot;
 
 typedef struct {
@@ -49,10 +49,10 @@ struct Tokenizer {
     int kind;
     int vocab, eot;
     int js_whitespace;
-    uint32_t* tok_off;    // (vocab+1) offsets into tok_bytes
+    uint32_t* tok_off; // (vocab+1) offsets into tok_bytes
     unsigned char* tok_bytes;
-    int byte_id[256];     // byte value -> token id
-    PairSlot* pairs;      // open addressing, pair_mask+1 slots
+    int byte_id[256]; // byte value -> token id
+    PairSlot* pairs;  // open addressing, pair_mask+1 slots
     size_t pair_mask;
     // cache of encoded pieces
     CacheSlot* cache;
@@ -72,7 +72,8 @@ struct Tokenizer {
 
 static uint64_t hash_bytes(const unsigned char* s, size_t n) {
     uint64_t h = 1469598103934665603ULL; // FNV-1a
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ULL;
     return h | 1; // never 0 (0 marks an empty slot)
 }
 
@@ -115,7 +116,8 @@ static int byte_printable(int b) {
 // order[i] = byte with id i; cp_byte[cp] = byte for a code point < 324, or -1.
 static void byte_tables(int order[256], int cp_byte[324]) {
     int n = 0, extra = 0;
-    for (int i = 0; i < 324; i++) cp_byte[i] = -1;
+    for (int i = 0; i < 324; i++)
+        cp_byte[i] = -1;
     for (int b = 0; b < 256; b++)
         if (byte_printable(b)) {
             order[n++] = b;
@@ -154,7 +156,8 @@ static int field_bytes(unsigned char* out, size_t* outlen, const char* f, size_t
     size_t i = 0, k = 0;
     while (i < n) {
         utf8proc_int32_t cp;
-        utf8proc_ssize_t l = utf8proc_iterate((const utf8proc_uint8_t*)f + i, (utf8proc_ssize_t)(n - i), &cp);
+        utf8proc_ssize_t l =
+            utf8proc_iterate((const utf8proc_uint8_t*)f + i, (utf8proc_ssize_t)(n - i), &cp);
         if (l <= 0) {
             snprintf(err, errcap, "%s:%d: invalid UTF-8 in merge symbol", path, line);
             return -1;
@@ -365,10 +368,14 @@ static int utf8_decode(const unsigned char* s, size_t n, int32_t* cp) {
     }
     int len;
     uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;
     if ((size_t)len > n) return 0;
     for (int i = 1; i < len; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -393,14 +400,18 @@ static int class_of_cp(int32_t cp, int js) {
     case UTF8PROC_CATEGORY_LL:
     case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO: return CL_LETTER;
+    case UTF8PROC_CATEGORY_LO:
+        return CL_LETTER;
     case UTF8PROC_CATEGORY_ND:
     case UTF8PROC_CATEGORY_NL:
-    case UTF8PROC_CATEGORY_NO: return CL_NUMBER;
+    case UTF8PROC_CATEGORY_NO:
+        return CL_NUMBER;
     case UTF8PROC_CATEGORY_ZS:
     case UTF8PROC_CATEGORY_ZL:
-    case UTF8PROC_CATEGORY_ZP: return CL_SPACE;
-    default: break;
+    case UTF8PROC_CATEGORY_ZP:
+        return CL_SPACE;
+    default:
+        break;
     }
     if (cp == (js ? 0xFEFF : 0x85)) return CL_SPACE;
     return CL_OTHER;
@@ -425,7 +436,8 @@ static inline int char_class(const unsigned char* s, size_t n, size_t i, int js,
 // End of the run of characters of class `cls` starting at i.
 static size_t run_end(const unsigned char* s, size_t n, size_t i, int cls, int js) {
     int l;
-    while (i < n && char_class(s, n, i, js, &l) == cls) i += (size_t)l;
+    while (i < n && char_class(s, n, i, js, &l) == cls)
+        i += (size_t)l;
     return i;
 }
 
@@ -531,7 +543,8 @@ static void bpe_piece(Tokenizer* t, IdBuf* out, const unsigned char* s, size_t n
         sy[i].prev = (int)i - 1;
         sy[i].next = i + 1 < n ? (int)i + 1 : -1;
     }
-    for (size_t i = 0; i + 1 < n; i++) push_pair(t, h, &nh, (int)i);
+    for (size_t i = 0; i + 1 < n; i++)
+        push_pair(t, h, &nh, (int)i);
     while (nh > 0) {
         HeapItem it = heap_pop(h, &nh);
         int l = it.left, r = sy[l].next;
@@ -543,7 +556,8 @@ static void bpe_piece(Tokenizer* t, IdBuf* out, const unsigned char* s, size_t n
         if (sy[l].prev >= 0) push_pair(t, h, &nh, sy[l].prev);
         push_pair(t, h, &nh, l);
     }
-    for (int i = 0; i >= 0; i = sy[i].next) idbuf_push(out, sy[i].id);
+    for (int i = 0; i >= 0; i = sy[i].next)
+        idbuf_push(out, sy[i].id);
 }
 
 #define CACHE_MAX_PIECE 256
@@ -563,7 +577,8 @@ static void encode_piece(Tokenizer* t, IdBuf* out, const unsigned char* s, size_
     for (; t->cache[i].hash; i = (i + 1) & t->cache_mask) {
         const CacheSlot* c = &t->cache[i];
         if (c->hash == hsh && c->key_len == n && memcmp(t->ckeys + c->key_off, s, n) == 0) {
-            for (uint32_t k = 0; k < c->nids; k++) idbuf_push(out, t->cids[c->ids_off + k]);
+            for (uint32_t k = 0; k < c->nids; k++)
+                idbuf_push(out, t->cids[c->ids_off + k]);
             return;
         }
     }
@@ -594,7 +609,8 @@ static void encode_piece(Tokenizer* t, IdBuf* out, const unsigned char* s, size_
 
 static void encode_ordinary(Tokenizer* t, IdBuf* out, const unsigned char* s, size_t n) {
     if (t->kind == KIND_BYTE) {
-        for (size_t i = 0; i < n; i++) idbuf_push(out, s[i]);
+        for (size_t i = 0; i < n; i++)
+            idbuf_push(out, s[i]);
         return;
     }
     int js = t->js_whitespace;

@@ -17,17 +17,23 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->vocab_size = c->vocab_size;
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
-    if (strcmp(c->pos_encoding, "learned") == 0) g->pos_encoding = ATTN_POS_LEARNED;
-    else if (strcmp(c->pos_encoding, "rope") == 0) g->pos_encoding = ATTN_POS_ROPE;
-    else if (strcmp(c->pos_encoding, "alibi") == 0) g->pos_encoding = ATTN_POS_ALIBI;
-    else if (strcmp(c->pos_encoding, "none") == 0) g->pos_encoding = ATTN_POS_NONE;
+    if (strcmp(c->pos_encoding, "learned") == 0)
+        g->pos_encoding = ATTN_POS_LEARNED;
+    else if (strcmp(c->pos_encoding, "rope") == 0)
+        g->pos_encoding = ATTN_POS_ROPE;
+    else if (strcmp(c->pos_encoding, "alibi") == 0)
+        g->pos_encoding = ATTN_POS_ALIBI;
+    else if (strcmp(c->pos_encoding, "none") == 0)
+        g->pos_encoding = ATTN_POS_NONE;
     else {
-        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi or none)",
+        snprintf(err, errcap,
+                 "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi or none)",
                  c->pos_encoding);
         return -1;
     }
     if (g->n_layer > GPT2_MAX_LAYERS) {
-        snprintf(err, errcap, "key 'n_layer': %d exceeds the maximum %d", g->n_layer, GPT2_MAX_LAYERS);
+        snprintf(err, errcap, "key 'n_layer': %d exceeds the maximum %d", g->n_layer,
+                 GPT2_MAX_LAYERS);
         return -1;
     }
     if (g->qk_norm) {
@@ -40,28 +46,35 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
 static int unknown_variant(const char* name, char* err, size_t errcap) {
     const char* near = attn_closest(name);
     if (near)
-        snprintf(err, errcap, "key 'attention': unknown variant '%s' (did you mean '%s'?); "
-                 "`./train --list-attention` lists them", name, near);
+        snprintf(err, errcap,
+                 "key 'attention': unknown variant '%s' (did you mean '%s'?); "
+                 "`./train --list-attention` lists them",
+                 name, near);
     else
-        snprintf(err, errcap, "key 'attention': unknown variant '%s'; `./train --list-attention` "
-                 "lists them", name);
+        snprintf(err, errcap,
+                 "key 'attention': unknown variant '%s'; `./train --list-attention` "
+                 "lists them",
+                 name);
     return -1;
 }
 
 // Parse "softmax" or "0-3:softmax,4-11:ssmax" into per-layer variants.
 static int parse_spec(const AttnVariant** out, int L, const char* spec, char* err, size_t errcap) {
-    for (int l = 0; l < L; l++) out[l] = NULL;
+    for (int l = 0; l < L; l++)
+        out[l] = NULL;
     if (!strchr(spec, ':')) {
         const AttnVariant* v = attn_lookup(spec);
         if (!v) return unknown_variant(spec, err, errcap);
-        for (int l = 0; l < L; l++) out[l] = v;
+        for (int l = 0; l < L; l++)
+            out[l] = v;
         return 0;
     }
     char buf[CONFIG_STR];
     util_strlcpy(buf, spec, sizeof(buf));
     char* save = NULL;
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ') tok++;
+        while (*tok == ' ')
+            tok++;
         char* colon = strchr(tok, ':');
         if (!colon) {
             snprintf(err, errcap, "key 'attention': '%s' is not of the form FIRST-LAST:NAME", tok);
@@ -69,9 +82,11 @@ static int parse_spec(const AttnVariant** out, int L, const char* spec, char* er
         }
         *colon = '\0';
         char* name = colon + 1;
-        while (*name == ' ') name++;
+        while (*name == ' ')
+            name++;
         char* end = name + strlen(name);
-        while (end > name && end[-1] == ' ') *--end = '\0';
+        while (end > name && end[-1] == ' ')
+            *--end = '\0';
         int a, b;
         char extra;
         if (sscanf(tok, "%d-%d%c", &a, &b, &extra) == 2) {
@@ -120,7 +135,8 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
     if (iv) {
         inner = attn_lookup(iv);
         if (!inner || !inner->forward_row) {
-            snprintf(err, errcap, "%s: key 'attn.inner': '%s' is not a row-map variant", origin, iv);
+            snprintf(err, errcap, "%s: key 'attn.inner': '%s' is not a row-map variant", origin,
+                     iv);
             return -1;
         }
     }
@@ -165,7 +181,8 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
                         const char* hn = cand[q]->hparams[i].name;
                         // cheap closeness: shared prefix length and length difference
                         size_t pre = 0;
-                        while (hn[pre] && name[pre] && hn[pre] == name[pre]) pre++;
+                        while (hn[pre] && name[pre] && hn[pre] == name[pre])
+                            pre++;
                         size_t dl = strlen(hn) > strlen(name) ? strlen(hn) - strlen(name)
                                                               : strlen(name) - strlen(hn);
                         size_t dist = strlen(hn) - pre + dl;
@@ -177,10 +194,13 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
                 }
             }
             if (best)
-                snprintf(err, errcap, "%s: unknown key 'attn.%s' for attention '%s' (did you mean "
-                         "'attn.%s'?)", c->attn[k].origin, name, c->attention, best);
+                snprintf(err, errcap,
+                         "%s: unknown key 'attn.%s' for attention '%s' (did you mean "
+                         "'attn.%s'?)",
+                         c->attn[k].origin, name, c->attention, best);
             else
-                snprintf(err, errcap, "%s: unknown key 'attn.%s': attention '%s' has no such "
+                snprintf(err, errcap,
+                         "%s: unknown key 'attn.%s': attention '%s' has no such "
                          "hyperparameter (see ./train --list-attention)",
                          c->attn[k].origin, name, c->attention);
             return -1;

@@ -54,8 +54,10 @@ static int verify_trailer(const char* path, size_t min_size, char* err, size_t e
         return -1;
     }
     if (tr[0] != crc) {
-        snprintf(err, errcap, "%s: checksum mismatch (stored %08x, computed %08x): the file is "
-                 "corrupted", path, tr[0], crc);
+        snprintf(err, errcap,
+                 "%s: checksum mismatch (stored %08x, computed %08x): the file is "
+                 "corrupted",
+                 path, tr[0], crc);
         return -1;
     }
     return 0;
@@ -91,8 +93,8 @@ static int finish(AtomicFile* af, char* err, size_t errcap) {
 // ---------------------------------------------------------------------------------------------
 // attnlab model files
 
-int ckpt_save_model(const GPT2* m, const char* path, long step, const char* config_text,
-                    char* err, size_t errcap) {
+int ckpt_save_model(const GPT2* m, const char* path, long step, const char* config_text, char* err,
+                    size_t errcap) {
     int32_t h[256] = {0};
     const GPT2Config* c = &m->cfg;
     size_t tl = config_text ? strlen(config_text) : 0;
@@ -169,8 +171,10 @@ static FILE* open_model(const char* path, int32_t* h, char* att, char** text, ch
         goto fail;
     }
     t[h[16]] = '\0';
-    if (text) *text = t;
-    else free(t);
+    if (text)
+        *text = t;
+    else
+        free(t);
     return f;
 fail:
     fclose(f);
@@ -210,8 +214,10 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
     int rc = -1;
     if (h[2] != c->block_size || h[3] != c->vocab_size || h[4] != c->n_layer || h[5] != c->n_head ||
         h[6] != c->n_embd) {
-        snprintf(err, errcap, "%s: model sizes differ from the config (file: block_size=%d "
-                 "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)", path, h[2], h[3], h[4], h[5], h[6]);
+        snprintf(err, errcap,
+                 "%s: model sizes differ from the config (file: block_size=%d "
+                 "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)",
+                 path, h[2], h[3], h[4], h[5], h[6]);
         goto done;
     }
     if (strict && strcmp(att, m->attention) != 0) {
@@ -220,7 +226,7 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
         goto done;
     }
     int ns = h[10];
-    char (*names)[64] = mallocCheck(sizeof(char[64]) * (size_t)(ns + 1));
+    char(*names)[64] = mallocCheck(sizeof(char[64]) * (size_t)(ns + 1));
     int64_t* sizes = mallocCheck(sizeof(int64_t) * (size_t)(ns + 1));
     if (fseek(f, 1024 + 256, SEEK_SET) != 0) goto done_free;
     for (int i = 0; i < ns; i++) {
@@ -327,8 +333,10 @@ int ckpt_load_state(Optimizer* o, RunState* rs, const char* path, char* err, siz
     name[31] = '\0';
     if (strcmp(name, o->def->name) != 0 || (size_t)get64(h, 2) != o->n ||
         h[6] != o->def->state_per_param) {
-        snprintf(err, errcap, "%s: optimizer state is %s over %lld parameters; the run uses %s "
-                 "over %zu", path, name, (long long)get64(h, 2), o->def->name, o->n);
+        snprintf(err, errcap,
+                 "%s: optimizer state is %s over %lld parameters; the run uses %s "
+                 "over %zu",
+                 path, name, (long long)get64(h, 2), o->def->name, o->n);
         goto done;
     }
     if (read_exact(f, rs, sizeof(*rs), path, "the run state", err, errcap)) goto done;
@@ -394,8 +402,10 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
         return -1;
     }
     if (h[1] != LLMC_VERSION) {
-        snprintf(err, errcap, "%s: llm.c model version %d is not supported (need %d: fp32 with "
-                 "padded vocabulary)", path, h[1], LLMC_VERSION);
+        snprintf(err, errcap,
+                 "%s: llm.c model version %d is not supported (need %d: fp32 with "
+                 "padded vocabulary)",
+                 path, h[1], LLMC_VERSION);
         return -1;
     }
     for (int i = 2; i <= 7; i++) {
@@ -434,9 +444,10 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
     if (fc.block_size != c->block_size || fc.vocab_size != c->vocab_size ||
         fc.n_layer != c->n_layer || fc.n_head != c->n_head || fc.n_embd != c->n_embd ||
         fc.padded_vocab != c->padded_vocab) {
-        snprintf(err, errcap, "%s: sizes (block_size=%d vocab_size=%d n_layer=%d n_head=%d "
-                 "n_embd=%d) differ from the config", path, fc.block_size, fc.vocab_size,
-                 fc.n_layer, fc.n_head, fc.n_embd);
+        snprintf(err, errcap,
+                 "%s: sizes (block_size=%d vocab_size=%d n_layer=%d n_head=%d "
+                 "n_embd=%d) differ from the config",
+                 path, fc.block_size, fc.vocab_size, fc.n_layer, fc.n_head, fc.n_embd);
         return -1;
     }
     FILE* f = fopen(path, "rb");
@@ -445,9 +456,8 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
         return -1;
     }
     size_t n = m->specs[GPT2_NUM_LLMC - 1].offset + m->specs[GPT2_NUM_LLMC - 1].size;
-    int rc = fseek(f, 1024, SEEK_SET) == 0 &&
-                     read_exact(f, m->params, sizeof(float) * n, path, "the parameters", err,
-                                errcap) == 0
+    int rc = fseek(f, 1024, SEEK_SET) == 0 && read_exact(f, m->params, sizeof(float) * n, path,
+                                                         "the parameters", err, errcap) == 0
                  ? 0
                  : -1;
     fclose(f);

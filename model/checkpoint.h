@@ -29,8 +29,8 @@
 #define LLMC_VERSION   3
 
 // Save the model (params) with its config text. 0, or -1 with err; never damages `path` on error.
-int ckpt_save_model(const GPT2* m, const char* path, long step, const char* config_text,
-                    char* err, size_t errcap);
+int ckpt_save_model(const GPT2* m, const char* path, long step, const char* config_text, char* err,
+                    size_t errcap);
 
 // Load parameters into a built model. strict=1 (resume): the attention spec and every tensor
 // must match. strict=0 (init_from): tensors are matched by name and shape; those missing from

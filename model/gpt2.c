@@ -64,14 +64,18 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     add_spec(m, "lnfb", 1, SHAPE(C), 0, 0, 1, 0);
     // row-map parameters of every layer: (L, NH, maxP), decay-free
     m->attnp_spec = -1;
-    if (m->maxP > 0) m->attnp_spec = add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 0, 1, 0, 1);
+    if (m->maxP > 0)
+        m->attnp_spec = add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 0, 1, 0, 1);
     // layer-level tensors: one stacked tensor per (variant, tensor) in use
     for (int l = 0; l < cfg->n_layer; l++) {
         LayerAttn* la = &m->la[l];
         la->ntensors = 0;
         if (!la->v->layer_tensors) continue;
         AttnTensorSpec ts[ATTN_MAX_TENSORS];
-        AttnDims d = {.B = 1, .T = cfg->block_size, .C = cfg->n_embd, .NH = cfg->n_head,
+        AttnDims d = {.B = 1,
+                      .T = cfg->block_size,
+                      .C = cfg->n_embd,
+                      .NH = cfg->n_head,
                       .hs = cfg->n_embd / cfg->n_head};
         int nt = la->v->layer_tensors(ts, &d, &la->hp);
         ASSERT(nt <= ATTN_MAX_TENSORS);
@@ -81,7 +85,8 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
             int idx = gpt2_find_spec(m, name);
             if (idx < 0) {
                 size_t shape[4] = {L, 1, 1, 1};
-                for (int q = 0; q < ts[k].ndim; q++) shape[q + 1] = (size_t)ts[k].shape[q];
+                for (int q = 0; q < ts[k].ndim; q++)
+                    shape[q + 1] = (size_t)ts[k].shape[q];
                 idx = add_spec(m, name, ts[k].ndim + 1, shape, ts[k].decay, 1, 0, 1);
             }
             la->tensor_spec[k] = idx;
@@ -123,19 +128,28 @@ void gpt2_init(GPT2* m, uint64_t seed) {
         ParamSpec* s = &m->specs[i];
         float* p = m->params + s->offset;
         switch (i) {
-        case P_LN1W: case P_LN2W: case P_LNFW:
-            for (size_t k = 0; k < s->size; k++) p[k] = 1.0f;
+        case P_LN1W:
+        case P_LN2W:
+        case P_LNFW:
+            for (size_t k = 0; k < s->size; k++)
+                p[k] = 1.0f;
             break;
         case P_WTE: { // real vocabulary rows only; padded rows stay 0
             size_t n = (size_t)c->vocab_size * (size_t)c->n_embd;
-            for (size_t k = 0; k < n; k++) p[k] = std * rng_normal(&r);
+            for (size_t k = 0; k < n; k++)
+                p[k] = std * rng_normal(&r);
             break;
         }
-        case P_WPE: case P_QKVW: case P_FCW:
-            for (size_t k = 0; k < s->size; k++) p[k] = std * rng_normal(&r);
+        case P_WPE:
+        case P_QKVW:
+        case P_FCW:
+            for (size_t k = 0; k < s->size; k++)
+                p[k] = std * rng_normal(&r);
             break;
-        case P_ATTPROJW: case P_FCPROJW: // residual projections: 1/sqrt(2 L)
-            for (size_t k = 0; k < s->size; k++) p[k] = proj_std * rng_normal(&r);
+        case P_ATTPROJW:
+        case P_FCPROJW: // residual projections: 1/sqrt(2 L)
+            for (size_t k = 0; k < s->size; k++)
+                p[k] = proj_std * rng_normal(&r);
             break;
         default: // biases
             break;
@@ -153,7 +167,10 @@ void gpt2_init(GPT2* m, uint64_t seed) {
         }
         if (la->ntensors) {
             AttnTensorSpec ts[ATTN_MAX_TENSORS];
-            AttnDims d = {.B = 1, .T = c->block_size, .C = c->n_embd, .NH = c->n_head,
+            AttnDims d = {.B = 1,
+                          .T = c->block_size,
+                          .C = c->n_embd,
+                          .NH = c->n_head,
                           .hs = c->n_embd / c->n_head};
             la->v->layer_tensors(ts, &d, &la->hp);
             for (int k = 0; k < la->ntensors; k++) {
@@ -161,9 +178,12 @@ void gpt2_init(GPT2* m, uint64_t seed) {
                 size_t n = m->specs[si].size / m->specs[si].shape[0];
                 float* p = gpt2_tensor(m, m->params, si, l);
                 for (size_t q = 0; q < n; q++) {
-                    if (ts[k].init == ATTN_INIT_CONST) p[q] = ts[k].init_value;
-                    else if (ts[k].init == ATTN_INIT_NORMAL) p[q] = ts[k].init_value * rng_normal(&r);
-                    else p[q] = 0.0f;
+                    if (ts[k].init == ATTN_INIT_CONST)
+                        p[q] = ts[k].init_value;
+                    else if (ts[k].init == ATTN_INIT_NORMAL)
+                        p[q] = ts[k].init_value * rng_normal(&r);
+                    else
+                        p[q] = 0.0f;
                 }
             }
         }
@@ -184,19 +204,39 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         float** p;
         size_t n;
     } tab[] = {
-        {&m->encoded, BT * C},   {&m->ln1, L * BT * C},       {&m->ln1_mean, L * BT},
-        {&m->ln1_rstd, L * BT},  {&m->qkv, L * BT * 3 * C},   {&m->atty, L * BT * C},
-        {&m->att, L * BT * NH * (size_t)T}, {&m->attproj, L * BT * C}, {&m->residual2, L * BT * C},
-        {&m->ln2, L * BT * C},   {&m->ln2_mean, L * BT},      {&m->ln2_rstd, L * BT},
-        {&m->fch, L * BT * 4 * C}, {&m->fch_gelu, L * BT * 4 * C}, {&m->fcproj, L * BT * C},
-        {&m->residual3, L * BT * C}, {&m->lnf, BT * C},       {&m->lnf_mean, BT},
-        {&m->lnf_rstd, BT},      {&m->logits, BT * Vp},       {&m->lse, BT},
-        {&m->losses, BT},        {&m->dres, BT * C},          {&m->dln, BT * C},
-        {&m->dqkv, BT * 3 * C},  {&m->datty, BT * C},         {&m->dfch, BT * 4 * C},
-        {&m->dfch_gelu, BT * 4 * C}, {&m->dlnf, BT * C},
+        {&m->encoded, BT * C},
+        {&m->ln1, L * BT * C},
+        {&m->ln1_mean, L * BT},
+        {&m->ln1_rstd, L * BT},
+        {&m->qkv, L * BT * 3 * C},
+        {&m->atty, L * BT * C},
+        {&m->att, L * BT * NH * (size_t)T},
+        {&m->attproj, L * BT * C},
+        {&m->residual2, L * BT * C},
+        {&m->ln2, L * BT * C},
+        {&m->ln2_mean, L * BT},
+        {&m->ln2_rstd, L * BT},
+        {&m->fch, L * BT * 4 * C},
+        {&m->fch_gelu, L * BT * 4 * C},
+        {&m->fcproj, L * BT * C},
+        {&m->residual3, L * BT * C},
+        {&m->lnf, BT * C},
+        {&m->lnf_mean, BT},
+        {&m->lnf_rstd, BT},
+        {&m->logits, BT * Vp},
+        {&m->lse, BT},
+        {&m->losses, BT},
+        {&m->dres, BT * C},
+        {&m->dln, BT * C},
+        {&m->dqkv, BT * 3 * C},
+        {&m->datty, BT * C},
+        {&m->dfch, BT * 4 * C},
+        {&m->dfch_gelu, BT * 4 * C},
+        {&m->dlnf, BT * C},
     };
     size_t ntab = sizeof(tab) / sizeof(tab[0]), total = 0;
-    for (size_t i = 0; i < ntab; i++) total += (tab[i].n + 15) & ~(size_t)15;
+    for (size_t i = 0; i < ntab; i++)
+        total += (tab[i].n + 15) & ~(size_t)15;
     m->acts = allocFloats(total);
     size_t off = 0;
     for (size_t i = 0; i < ntab; i++) {
@@ -221,7 +261,8 @@ void gpt2_free(GPT2* m) {
     free(m->params);
     free(m->grads);
     free(m->acts);
-    for (int l = 0; l < m->cfg.n_layer; l++) free(m->attn_cache[l]);
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        free(m->attn_cache[l]);
     attn_workspace_free(m->ws);
     memset(m, 0, sizeof(*m));
 }
@@ -308,7 +349,8 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     if (targets) {
         crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp);
         double s = 0.0;
-        for (size_t i = 0; i < BT; i++) s += m->losses[i];
+        for (size_t i = 0; i < BT; i++)
+            s += m->losses[i];
         m->mean_loss = (float)(s / (double)BT);
     } else {
         m->mean_loss = -1.0f;
@@ -364,8 +406,8 @@ void gpt2_backward(GPT2* m, float scale) {
         al.dqkv = m->dqkv;
         al.dx = m->dln; // layer-level variants that read x add their gradient here
         attention_backward(&al);
-        matmul_backward(m->dln, gpt2_tensor(m, G, P_QKVW, l), gpt2_tensor(m, G, P_QKVB, l),
-                        m->dqkv, m->ln1 + l * BTC, gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
+        matmul_backward(m->dln, gpt2_tensor(m, G, P_QKVW, l), gpt2_tensor(m, G, P_QKVB, l), m->dqkv,
+                        m->ln1 + l * BTC, gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
         layernorm_backward(m->dres, gpt2_tensor(m, G, P_LN1W, l), gpt2_tensor(m, G, P_LN1B, l),
                            m->dln, res, gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT,
                            m->ln1_rstd + l * BT, (int)BT, C);

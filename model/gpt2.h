@@ -24,19 +24,33 @@ typedef struct {
 
 // llm.c's tensor order; attnlab's own tensors follow.
 enum {
-    P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
-    P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB
+    P_WTE,
+    P_WPE,
+    P_LN1W,
+    P_LN1B,
+    P_QKVW,
+    P_QKVB,
+    P_ATTPROJW,
+    P_ATTPROJB,
+    P_LN2W,
+    P_LN2B,
+    P_FCW,
+    P_FCB,
+    P_FCPROJW,
+    P_FCPROJB,
+    P_LNFW,
+    P_LNFB
 };
 
 typedef struct {
-    char name[64];   // "wte", "h.qkvw", "attnp", "gated.w" ...
+    char name[64]; // "wte", "h.qkvw", "attnp", "gated.w" ...
     int ndim;
     size_t shape[4];
-    size_t size;     // floats
-    size_t offset;   // into GPT2.params / GPT2.grads
-    int decay;       // weight decay applies
-    int stacked;     // first dimension is n_layer
-    int llmc;        // 1: one of llm.c's 16 tensors
+    size_t size;       // floats
+    size_t offset;     // into GPT2.params / GPT2.grads
+    int decay;         // weight decay applies
+    int stacked;       // first dimension is n_layer
+    int llmc;          // 1: one of llm.c's 16 tensors
     int variant_owned; // 1: belongs to an attention variant (logged as kind "param")
 } ParamSpec;
 
@@ -53,8 +67,8 @@ typedef struct {
     GPT2Config cfg;
     char attention[CONFIG_STR]; // the attention spec as configured
     LayerAttn la[GPT2_MAX_LAYERS];
-    int maxP;                   // largest params_per_head among the layers' row maps
-    int attnp_spec;             // ParamSpec index of "attnp" (L, NH, maxP), -1 if none
+    int maxP;       // largest params_per_head among the layers' row maps
+    int attnp_spec; // ParamSpec index of "attnp" (L, NH, maxP), -1 if none
     ParamSpec specs[GPT2_MAX_SPECS];
     int nspecs;
     size_t num_params;
@@ -62,7 +76,7 @@ typedef struct {
     float* grads;
     // ---- activations, allocated for up to (B, T)
     int B, T;
-    int cur_B, cur_T;           // shape of the last forward
+    int cur_B, cur_T; // shape of the last forward
     float* acts;
     float *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2, *ln2,
         *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3, *lnf, *lnf_mean, *lnf_rstd,
@@ -70,10 +84,10 @@ typedef struct {
     float* attn_cache[GPT2_MAX_LAYERS];
     // backward scratch (one layer's worth)
     float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
-    const int* inputs;          // of the last forward (kept for backward)
+    const int* inputs; // of the last forward (kept for backward)
     const int* targets;
-    float mean_loss;            // of the last forward with targets, else -1
-    long step;                  // training step given to stochastic variants (-1 = eval)
+    float mean_loss; // of the last forward with targets, else -1
+    long step;       // training step given to stochastic variants (-1 = eval)
     uint64_t seed;
     int nthreads;
     AttnWorkspace* ws;

@@ -24,7 +24,8 @@ void encoder_forward(float* out, const int* inp, const float* wte, const float* 
             const float* we = wte + (size_t)inp[b * T + t] * C;
             if (wpe) {
                 const float* pe = wpe + (size_t)t * C;
-                for (int i = 0; i < C; i++) o[i] = we[i] + pe[i];
+                for (int i = 0; i < C; i++)
+                    o[i] = we[i] + pe[i];
             } else {
                 memcpy(o, we, sizeof(float) * (size_t)C);
             }
@@ -43,10 +44,12 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
             for (int t = 0; t < T; t++) {
                 const float* d = dout + ((size_t)b * T + t) * C;
                 float* dw = dwte + (size_t)inp[b * T + t] * C;
-                for (int i = c0; i < c1; i++) dw[i] += d[i];
+                for (int i = c0; i < c1; i++)
+                    dw[i] += d[i];
                 if (dwpe) {
                     float* dp = dwpe + (size_t)t * C;
-                    for (int i = c0; i < c1; i++) dp[i] += d[i];
+                    for (int i = c0; i < c1; i++)
+                        dp[i] += d[i];
                 }
             }
         }
@@ -64,7 +67,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     for (int r = 0; r < N; r++) {
         const float* x = inp + (size_t)r * C;
         float m = 0.0f;
-        for (int i = 0; i < C; i++) m += x[i];
+        for (int i = 0; i < C; i++)
+            m += x[i];
         m /= (float)C;
         float v = 0.0f;
         for (int i = 0; i < C; i++) {
@@ -74,7 +78,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
         v /= (float)C;
         float s = 1.0f / sqrtf(v + 1e-5f);
         float* o = out + (size_t)r * C;
-        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * weight[i] + bias[i];
+        for (int i = 0; i < C; i++)
+            o[i] = (x[i] - m) * s * weight[i] + bias[i];
         mean[r] = m;
         rstd[r] = s;
     }
@@ -148,14 +153,15 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
         if (bias) {
             for (int r = 0; r < N; r++) {
                 float* o = out + (size_t)r * OC;
-                for (int j = lo; j < hi; j++) o[j] += bias[j];
+                for (int j = lo; j < hi; j++)
+                    o[j] += bias[j];
             }
         }
     }
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int N, int C, int OC) {
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC) {
     if (dinp) { // dinp[:, lo:hi] += dout @ weight[:, lo:hi]
         const int bs = mm_block(C), nblk = (C + bs - 1) / bs;
 #pragma omp parallel for schedule(static)
@@ -175,14 +181,15 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
         if (dbias) {
             for (int r = 0; r < N; r++) {
                 const float* d = dout + (size_t)r * OC;
-                for (int j = lo; j < hi; j++) dbias[j] += d[j];
+                for (int j = lo; j < hi; j++)
+                    dbias[j] += d[j];
             }
         }
     }
 }
 
-void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias,
-                        int N, int C, int OC) {
+void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
+                        int C, int OC) {
     for (int r = 0; r < N; r++) {
         for (int o = 0; o < OC; o++) {
             double acc = bias ? (double)bias[o] : 0.0;
@@ -215,7 +222,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
         float u = GELU_K * (x + 0.044715f * x * x * x);
         float th = tanhf(u);
         float sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        float g =
+            0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += g * dout[i];
     }
 }
@@ -225,7 +233,8 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
 
 void residual_forward(float* out, const float* a, const float* b, size_t n) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
 }
 
 void residual_backward(float* da, float* db, const float* dout, size_t n) {
@@ -240,15 +249,17 @@ void residual_backward(float* da, float* db, const float* dout, size_t n) {
 // cross-entropy over the real vocabulary: loss = logsumexp(z[0..V)) - z[target]
 // d loss / d z_v = softmax(z)_v - [v == target]
 
-void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets,
-                          int N, int V, int Vp) {
+void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets, int N,
+                          int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float* z = logits + (size_t)r * Vp;
         float m = -INFINITY;
-        for (int v = 0; v < V; v++) m = fmaxf(m, z[v]);
+        for (int v = 0; v < V; v++)
+            m = fmaxf(m, z[v]);
         double s = 0.0;
-        for (int v = 0; v < V; v++) s += (double)expf(z[v] - m);
+        for (int v = 0; v < V; v++)
+            s += (double)expf(z[v] - m);
         float l = m + (float)log(s);
         lse[r] = l;
         if (losses) losses[r] = l - z[targets[r]];
@@ -262,8 +273,10 @@ void crossentropy_backward(float* dlogits, const float* logits, const float* lse
         const float* z = logits + (size_t)r * Vp;
         float* dz = dlogits + (size_t)r * Vp;
         float l = lse[r];
-        for (int v = 0; v < V; v++) dz[v] = expf(z[v] - l) * dloss;
+        for (int v = 0; v < V; v++)
+            dz[v] = expf(z[v] - l) * dloss;
         dz[targets[r]] -= dloss;
-        for (int v = V; v < Vp; v++) dz[v] = 0.0f;
+        for (int v = V; v < Vp; v++)
+            dz[v] = 0.0f;
     }
 }

@@ -25,11 +25,11 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC);
 // dinp (N,C) += dout @ weight ; dweight (OC,C) += dout^T @ inp ; dbias += column sums
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int N, int C, int OC);
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
 // Naive triple loop (double accumulation), the reference for tests.
-void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias,
-                        int N, int C, int OC);
+void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
+                        int C, int OC);
 
 // GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float* out, const float* inp, size_t n);
@@ -40,8 +40,8 @@ void residual_backward(float* da, float* db, const float* dout, size_t n);
 
 // Cross-entropy over the first V of Vp logits per row (padded logits never count).
 // losses (N) = lse - logits[target]; lse (N) cached for backward.
-void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets,
-                          int N, int V, int Vp);
+void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets, int N,
+                          int V, int Vp);
 // dlogits (N,Vp) = (softmax(logits) - onehot(target)) * dloss, padded entries 0.
 // dlogits may alias logits (the fused, in-place form).
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,

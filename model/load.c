@@ -23,7 +23,8 @@ int config_from_text(Config* c, const char* text, const char* what, char* err, s
     char e2[1024];
     int rc = ok ? config_load(c, tmpl, e2, sizeof(e2)) : -1;
     unlink(tmpl);
-    if (rc) snprintf(err, errcap, "%s: its saved config does not parse: %s", what, ok ? e2 : "write");
+    if (rc)
+        snprintf(err, errcap, "%s: its saved config does not parse: %s", what, ok ? e2 : "write");
     return rc ? -1 : 0;
 }
 

@@ -64,7 +64,8 @@ double metrics_attn_accum(AttnAccum* acc, const float* A, int T, int Ts) {
 
 double metrics_sink_rate(const double* alpha0, size_t n, double eps) {
     size_t sinks = 0;
-    for (size_t i = 0; i < n; i++) sinks += alpha0[i] > eps; // NaN counts as no sink
+    for (size_t i = 0; i < n; i++)
+        sinks += alpha0[i] > eps; // NaN counts as no sink
     return n ? (double)sinks / (double)n : NAN;
 }
 
@@ -95,7 +96,8 @@ void metrics_attn_finish(AttnHeadStats* out, const AttnAccum* acc) {
 double metrics_kurtosis(const float* x, size_t n) {
     if (n < 2) return NAN;
     double mu = 0.0;
-    for (size_t i = 0; i < n; i++) mu += x[i];
+    for (size_t i = 0; i < n; i++)
+        mu += x[i];
     mu /= (double)n;
     double m2 = 0.0, m4 = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -132,22 +134,30 @@ static float select_kth(float* v, size_t n, size_t k) {
         float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
         size_t lt = lo, i = lo, gt = hi; // [lo,lt) < pivot, [lt,i) == pivot, [gt,hi) > pivot
         while (i < gt) {
-            if (v[i] < pivot) swapf(&v[lt++], &v[i++]);
-            else if (v[i] > pivot) swapf(&v[i], &v[--gt]);
-            else i++;
+            if (v[i] < pivot)
+                swapf(&v[lt++], &v[i++]);
+            else if (v[i] > pivot)
+                swapf(&v[i], &v[--gt]);
+            else
+                i++;
         }
-        if (k < lt) hi = lt;
-        else if (k >= gt) lo = gt;
-        else return pivot;
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return pivot;
     }
     return v[k];
 }
 
 long metrics_massive_count(const float* x, size_t n, float* scratch) {
     long big = 0;
-    for (size_t i = 0; i < n; i++) big += fabsf(x[i]) > 100.0f;
+    for (size_t i = 0; i < n; i++)
+        big += fabsf(x[i]) > 100.0f;
     if (big == 0) return 0;
-    for (size_t i = 0; i < n; i++) scratch[i] = fabsf(x[i]);
+    for (size_t i = 0; i < n; i++)
+        scratch[i] = fabsf(x[i]);
     const double thr = 1000.0 * (double)select_kth(scratch, n, n / 2);
     long count = 0;
     for (size_t i = 0; i < n; i++) {
@@ -166,7 +176,8 @@ void metrics_head_grad_norms(float* gq, float* gk, float* gv, const float* dqkvw
             double s = 0.0;
             for (int r = part * C + h * hs; r < part * C + (h + 1) * hs; r++) {
                 const float* w = dqkvw + (size_t)r * C;
-                for (int c = 0; c < C; c++) s += (double)w[c] * w[c];
+                for (int c = 0; c < C; c++)
+                    s += (double)w[c] * w[c];
                 if (dqkvb) s += (double)dqkvb[r] * dqkvb[r];
             }
             outs[part][h] = (float)sqrt(s);
@@ -187,8 +198,8 @@ int metrics_init(Metrics* mt, const GPT2* m, const Config* c, int nthreads, char
     const int B = c->batch_size;
     const int T = use_val && c->eval_seq_len > 0 ? c->eval_seq_len : c->seq_len;
     DataLoader dl;
-    if (dataloader_init(&dl, glob, B, T, use_val ? 0 : c->shuffle,
-                        use_val ? 0 : (uint64_t)c->seed, err, errcap))
+    if (dataloader_init(&dl, glob, B, T, use_val ? 0 : c->shuffle, use_val ? 0 : (uint64_t)c->seed,
+                        err, errcap))
         return -1;
     int* targets = mallocCheck(sizeof(int) * (size_t)B * T);
     mt->probe = mallocCheck(sizeof(int) * (size_t)B * T);
@@ -288,8 +299,8 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
     const int want_stat = default_pipe && la->row->row_stat != NULL;
     const float* qkv = m->qkv + (size_t)l * B * T * 3 * C;
     const float* att = m->att + (size_t)l * B * NH * T * T;
-    const float* rowp = la->row->params_per_head > 0 ? gpt2_tensor(m, m->params, m->attnp_spec, l)
-                                                     : NULL;
+    const float* rowp =
+        la->row->params_per_head > 0 ? gpt2_tensor(m, m->params, m->attnp_spec, l) : NULL;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(mt->nthreads)
     for (int b = 0; b < B; b++) {
@@ -323,7 +334,8 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
                     for (int j = 0; j < T; j++) {
                         const float* kj = k + (size_t)j * 3 * C;
                         float s = 0.0f;
-                        for (int i = 0; i < hs; i++) s += kj[i] * kj[i];
+                        for (int i = 0; i < hs; i++)
+                            s += kj[i] * kj[i];
                         key_sq[j] = s;
                     }
                 }
@@ -351,18 +363,24 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
 // ---------------------------------------------------------------------------------------------
 // activation statistics of the probe batch
 
-static const char* const SITE_NAMES[METRICS_NSITES] = {"ln_1", "attn", "ln_2", "mlp", "block",
-                                                       "ln_f"};
+static const char* const SITE_NAMES[METRICS_NSITES] = {"ln_1", "attn",  "ln_2",
+                                                       "mlp",  "block", "ln_f"};
 
 static const float* site_base(const GPT2* m, int site, int l) {
     const size_t BTC = (size_t)m->cur_B * m->cur_T * m->cfg.n_embd;
     switch (site) {
-    case 0: return m->ln1 + l * BTC;
-    case 1: return m->attproj + l * BTC;
-    case 2: return m->ln2 + l * BTC;
-    case 3: return m->fcproj + l * BTC;
-    case 4: return m->residual3 + l * BTC;
-    default: return m->lnf;
+    case 0:
+        return m->ln1 + l * BTC;
+    case 1:
+        return m->attproj + l * BTC;
+    case 2:
+        return m->ln2 + l * BTC;
+    case 3:
+        return m->fcproj + l * BTC;
+    case 4:
+        return m->residual3 + l * BTC;
+    default:
+        return m->lnf;
     }
 }
 
@@ -383,9 +401,10 @@ static void act_items(ActItem* items, const Metrics* mt, const GPT2* m) {
         const float* x = site_base(m, site, l) + (size_t)b * TC;
         items[i].kurt = metrics_kurtosis(x, TC);
         items[i].max_abs = metrics_max_abs(x, TC);
-        items[i].massive = site == 4 ? metrics_massive_count(x, TC, mt->massive_buf +
-                                                             (size_t)omp_get_thread_num() * TC)
-                                     : 0;
+        items[i].massive =
+            site == 4
+                ? metrics_massive_count(x, TC, mt->massive_buf + (size_t)omp_get_thread_num() * TC)
+                : 0;
     }
 }
 
@@ -500,8 +519,10 @@ static void write_records(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FI
     json_num(j, "kurtosis_max", kmax);
     json_num(j, "max_abs_act", amax);
     json_int(j, "massive_acts", massive);
-    if (mt->have_grads) json_num(j, "grad_norm", mt->grad_norm);
-    else json_null(j, "grad_norm");
+    if (mt->have_grads)
+        json_num(j, "grad_norm", mt->grad_norm);
+    else
+        json_null(j, "grad_norm");
     json_num(j, "entropy_mean", ent_mean);
     json_num(j, "max_logit", max_logit);
     json_end(j);
@@ -593,8 +614,10 @@ int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const 
     snprintf(prefix, sizeof(prefix), "%s/step_%08ld", dir, step);
     const int L = m->cfg.n_layer, NH = m->cfg.n_head;
     int layers[GPT2_MAX_LAYERS], *heads = mallocCheck(sizeof(int) * (size_t)NH);
-    for (int l = 0; l < L; l++) layers[l] = l;
-    for (int h = 0; h < NH; h++) heads[h] = h;
+    for (int l = 0; l < L; l++)
+        layers[l] = l;
+    for (int h = 0; h < NH; h++)
+        heads[h] = h;
     const int Td = mt->T < METRICS_DUMP_T ? mt->T : METRICS_DUMP_T;
     int rc = metrics_write_attention(m, prefix, 0, Td, layers, L, heads, NH, 0, mt->probe, tok,
                                      step, "probe", err, errcap);

@@ -84,8 +84,8 @@ void metrics_head_grad_norms(float* gq, float* gk, float* gv, const float* dqkvw
 typedef struct {
     int every, dump_every; // 0 = off
     float sink_eps;
-    int B, T;              // probe batch
-    int* probe;            // (B, T) token ids
+    int B, T;   // probe batch
+    int* probe; // (B, T) token ids
     int nthreads;
     // gradient norms of the current metrics step (read before clipping)
     int have_grads;
@@ -93,9 +93,9 @@ typedef struct {
     double* tensor_norm; // (nspecs, L): per tensor per layer (unstacked tensors in column 0)
     float *gq, *gk, *gv; // (L, NH)
     // scratch
-    float* tbuf;         // per thread: S (T*T) | key_sq (T) | row scratch
+    float* tbuf; // per thread: S (T*T) | key_sq (T) | row scratch
     size_t tbuf_per;
-    float* massive_buf;  // per thread T*C
+    float* massive_buf; // per thread T*C
     JsonBuf j;
 } Metrics;
 

@@ -49,15 +49,18 @@ int metrics_write_attention(const GPT2* m, const char* prefix, int b, int T, con
     json_int_array(&j, "layers", layers, (size_t)nl);
     json_int_array(&j, "heads", heads, (size_t)nh);
     json_array_begin(&j, "layer_variants");
-    for (int li = 0; li < nl; li++) json_str(&j, NULL, m->la[layers[li]].v->name);
+    for (int li = 0; li < nl; li++)
+        json_str(&j, NULL, m->la[layers[li]].v->name);
     json_array_end(&j);
     json_int_array(&j, "tokens", seq, (size_t)T);
     json_array_begin(&j, "token_strings");
     for (int t = 0; t < T; t++) {
         size_t len = 0;
         const unsigned char* s = tok ? tokenizer_token_bytes(tok, seq[t], &len) : NULL;
-        if (s) json_strn(&j, NULL, (const char*)s, len);
-        else json_null(&j, NULL);
+        if (s)
+            json_strn(&j, NULL, (const char*)s, len);
+        else
+            json_null(&j, NULL);
     }
     json_array_end(&j);
     json_end(&j);

@@ -37,8 +37,8 @@ double run_measure_sgemm_peak(int nthreads) {
         {
             size_t o = (size_t)omp_get_thread_num() * n * n;
             for (int k = 0; k < 2; k++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a + o, n,
-                            b + o, n, 0.0f, c + o, n);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a + o, n, b + o,
+                            n, 0.0f, c + o, n);
         }
         double dt = util_now() - t0;
         double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
@@ -61,8 +61,10 @@ static int init_weights(Run* r, char* err, size_t errcap) {
     long step;
     if (ckpt_load_model(m, src, 0, &step, note, sizeof(note), err, errcap)) return -1;
     if (note[0])
-        fprintf(stderr, "attnlab: init_from %s: tensors not in the file keep their initial "
-                "values: %s\n", src, note);
+        fprintf(stderr,
+                "attnlab: init_from %s: tensors not in the file keep their initial "
+                "values: %s\n",
+                src, note);
     return 0;
 }
 
@@ -82,7 +84,8 @@ static char* resolved_config_text(const Run* r) {
         const AttnHParams* hs[2] = {&la->hp, &la->row_hp};
         for (int q = 0; q < 2; q++) {
             int dup = 0;
-            for (int i = 0; i < nseen; i++) dup |= seen[i] == vs[q];
+            for (int i = 0; i < nseen; i++)
+                dup |= seen[i] == vs[q];
             if (dup || vs[q]->n_hparams == 0) continue;
             seen[nseen++] = vs[q];
             char* hb = NULL;
@@ -113,9 +116,11 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
         if (llmc_read_config(c->init_from + 5, &fc, err, errcap)) return -1;
         if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
             fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
-            snprintf(err, errcap, "%s: llm.c model has n_layer=%d n_head=%d n_embd=%d "
-                     "vocab_size=%d block_size=%d; set these keys to match", c->init_from + 5,
-                     fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size, fc.block_size);
+            snprintf(err, errcap,
+                     "%s: llm.c model has n_layer=%d n_head=%d n_embd=%d "
+                     "vocab_size=%d block_size=%d; set these keys to match",
+                     c->init_from + 5, fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size,
+                     fc.block_size);
             return -1;
         }
     }
@@ -125,15 +130,18 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
         if (hf_read_config(c->init_from + 3, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
         if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
             fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
-            snprintf(err, errcap, "%s/config.json: model has n_layer=%d n_head=%d n_embd=%d "
+            snprintf(err, errcap,
+                     "%s/config.json: model has n_layer=%d n_head=%d n_embd=%d "
                      "vocab_size=%d block_size=%d (n_positions); set these keys to match",
                      c->init_from + 3, fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size,
                      fc.block_size);
             return -1;
         }
         if (strcmp(fatt, c->attention) != 0)
-            fprintf(stderr, "attnlab: init_from %s: weights trained with attention '%s', this run "
-                    "uses '%s'\n", c->init_from, fatt, c->attention);
+            fprintf(stderr,
+                    "attnlab: init_from %s: weights trained with attention '%s', this run "
+                    "uses '%s'\n",
+                    c->init_from, fatt, c->attention);
     }
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
@@ -155,7 +163,8 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
     r->eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
     if (c->max_steps > 0) {
         if (!c->train_data[0]) {
-            snprintf(err, errcap, "key 'train_data' is empty: give a glob of llm.c shards "
+            snprintf(err, errcap,
+                     "key 'train_data' is empty: give a glob of llm.c shards "
                      "(scripts/setup corpus mobydick makes some)");
             return -1;
         }
@@ -176,8 +185,8 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
     int Tmax = T > r->eval_T ? T : r->eval_T;
     gpt2_alloc_acts(m, B, Tmax, nthreads);
     optim_init(&r->opt, od, m->num_params);
-    r->oh = (OptimHParams){.beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
-                           .weight_decay = c->weight_decay};
+    r->oh = (OptimHParams){
+        .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay};
     r->nranges = m->nspecs;
     for (int i = 0; i < m->nspecs; i++)
         r->ranges[i] = (OptimRange){m->specs[i].offset, m->specs[i].size, m->specs[i].decay};
@@ -248,7 +257,8 @@ static void write_sample(Run* r, long step) {
         fwrite(text, 1, bl, stdout);
         free(text);
     } else {
-        for (int i = 1; i < len; i++) printf("%d ", ids[i]);
+        for (int i = 1; i < len; i++)
+            printf("%d ", ids[i]);
     }
     printf("\n--------------------------------\n");
     fflush(stdout);
@@ -264,8 +274,10 @@ static int save_checkpoint(Run* r, long step) {
     // model first, state second: a checkpoint counts only when both exist and verify
     if (ckpt_save_model(&r->model, mp, step, r->config_text, err, sizeof(err)) ||
         ckpt_save_state(&r->opt, &r->rs, sp, err, sizeof(err))) {
-        fprintf(stderr, "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
-                "intact)\n", step, err);
+        fprintf(stderr,
+                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
+                "intact)\n",
+                step, err);
         return -1;
     }
     ckpt_prune(r->cfg.out_dir, r->cfg.keep_last);
@@ -313,8 +325,8 @@ static void truncate_jsonl(const char* path, long last) {
 
 // Loss-spike detector: a train loss above SPIKE_K times the median of the last SPIKE_WINDOW
 // losses (once at least SPIKE_MIN_HIST are known) is logged as {"event":"loss_spike"}.
-#define SPIKE_K 3.0
-#define SPIKE_WINDOW 50
+#define SPIKE_K        3.0
+#define SPIKE_WINDOW   50
 #define SPIKE_MIN_HIST 10
 
 typedef struct {
@@ -443,8 +455,10 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
             char where[256];
             describe_nonfinite(m, where, sizeof(where));
             if (strcmp(c->nan_policy, "skip") == 0 && ++r->rs.skips <= c->max_skips) {
-                fprintf(stderr, "attnlab: non-finite loss or gradient at step %ld (first in %s): "
-                        "update skipped (%d consecutive)\n", step, where, r->rs.skips);
+                fprintf(stderr,
+                        "attnlab: non-finite loss or gradient at step %ld (first in %s): "
+                        "update skipped (%d consecutive)\n",
+                        step, where, r->rs.skips);
                 json_begin(&j);
                 json_int(&j, "step", step + 1);
                 json_str(&j, "event", "skipped_nonfinite");
@@ -453,9 +467,11 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
                 json_write_line(&j, r->jsonl);
                 continue;
             }
-            fprintf(stderr, "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; "
+            fprintf(stderr,
+                    "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; "
                     "first non-finite value in %s. Stopping without a checkpoint of this state; "
-                    "the last checkpoint in %s is intact.\n", loss, norm, step, where, c->out_dir);
+                    "the last checkpoint in %s is intact.\n",
+                    loss, norm, step, where, c->out_dir);
             rc = EXIT_NONFINITE;
             break;
         }
@@ -477,8 +493,10 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         int spike_hist = spikes.n;
         double spike_med = spike_push(&spikes, loss);
         if (spike_med >= 0) {
-            fprintf(stderr, "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
-                    "last %d steps\n", step + 1, loss, SPIKE_K, spike_med, spike_hist);
+            fprintf(stderr,
+                    "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
+                    "last %d steps\n",
+                    step + 1, loss, SPIKE_K, spike_med, spike_hist);
             json_begin(&j);
             json_int(&j, "step", step + 1);
             json_str(&j, "event", "loss_spike");
@@ -510,8 +528,7 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
             util_format_duration(eta, sizeof(eta), avg * (double)(c->max_steps - step - 1));
             printf("step %5ld/%d | loss %.4f | lr %.2e | norm %6.3f | %7.1f ms | %8.0f tok/s | "
                    "mfu %4.1f%% | ETA %s\n",
-                   step + 1, c->max_steps, loss, (double)lr, norm, dt * 1e3, tok_s, 100 * mfu,
-                   eta);
+                   step + 1, c->max_steps, loss, (double)lr, norm, dt * 1e3, tok_s, 100 * mfu, eta);
             fflush(stdout);
         }
         if (c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0 &&
@@ -522,8 +539,10 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     json_free(&j);
     metrics_free(&mt); // diagnostics
     if (rc != EXIT_NONFINITE) {
-        if (save_checkpoint(r, step)) rc = 1;
-        else printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
+        if (save_checkpoint(r, step))
+            rc = 1;
+        else
+            printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
         if (*stop) printf("stopped by signal at step %ld; resume with resume=1\n", step);
     }
     (void)last_loss;

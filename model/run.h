@@ -25,15 +25,15 @@ typedef struct {
     OptimRange ranges[GPT2_MAX_SPECS];
     int nranges;
     LrSchedule sched;
-    Tokenizer* tok;      // NULL if the tokenizer files are missing (samples print ids)
+    Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
     RunState rs;
-    int* inputs;         // (B*T)
+    int* inputs; // (B*T)
     int* targets;
     FILE* jsonl;
     FILE* log;
-    char* config_text;   // resolved config (written to out_dir and into checkpoints)
+    char* config_text; // resolved config (written to out_dir and into checkpoints)
     int nthreads;
-    double peak_flops;   // measured sgemm FLOP/s of this machine with nthreads (for MFU)
+    double peak_flops; // measured sgemm FLOP/s of this machine with nthreads (for MFU)
     int eval_T;
 } Run;
 

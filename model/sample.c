@@ -25,8 +25,10 @@ static int sample_row(const float* logits, int V, float temperature, int top_k, 
             float pivot = probs[(lo + hi) / 2];
             int i = lo, j = hi;
             while (i <= j) {
-                while (probs[i] > pivot) i++;
-                while (probs[j] < pivot) j--;
+                while (probs[i] > pivot)
+                    i++;
+                while (probs[j] < pivot)
+                    j--;
                 if (i <= j) {
                     float t = probs[i];
                     probs[i] = probs[j];
@@ -35,14 +37,18 @@ static int sample_row(const float* logits, int V, float temperature, int top_k, 
                     j--;
                 }
             }
-            if (k <= j) hi = j;
-            else if (k >= i) lo = i;
-            else break;
+            if (k <= j)
+                hi = j;
+            else if (k >= i)
+                lo = i;
+            else
+                break;
         }
         thresh = probs[k];
     }
     float mx = -INFINITY;
-    for (int v = 0; v < V; v++) mx = fmaxf(mx, logits[v]);
+    for (int v = 0; v < V; v++)
+        mx = fmaxf(mx, logits[v]);
     double sum = 0;
     for (int v = 0; v < V; v++) {
         float p = logits[v] >= thresh ? expf((logits[v] - mx) / temperature) : 0.0f;

@@ -55,7 +55,8 @@ static void build_cfgs(int T_train, int NH, int hs) {
             const AttnHParamSpec* s = &v->hparams[k];
             if (!s->choices) continue;
             int nchoice = 1;
-            for (const char* p = s->choices; *p; p++) nchoice += *p == '|';
+            for (const char* p = s->choices; *p; p++)
+                nchoice += *p == '|';
             for (int c = 0; c < nchoice; c++) {
                 if (c == (int)s->def) continue;
                 AttnHParams h2 = hp;
@@ -72,9 +73,12 @@ static void init_row_params(float* p, const VarCfg* c, int NH, Rng* r) {
     const AttnVariant* v = c->v;
     int P = v->params_per_head;
     for (int h = 0; h < NH; h++) {
-        if (v->init_params) v->init_params(p + h * P, &c->hp);
-        else memset(p + h * P, 0, sizeof(float) * (size_t)P);
-        for (int k = 0; k < P; k++) p[h * P + k] += 0.02f * rng_normal(r); // off init symmetries
+        if (v->init_params)
+            v->init_params(p + h * P, &c->hp);
+        else
+            memset(p + h * P, 0, sizeof(float) * (size_t)P);
+        for (int k = 0; k < P; k++)
+            p[h * P + k] += 0.02f * rng_normal(r); // off init symmetries
     }
 }
 
@@ -96,10 +100,13 @@ static double row_loss(void* vp) {
     ctx.key_sq = rp->key_sq;
     ctx.dp = NULL;
     ctx.dkey_sq = NULL;
-    if (v->surrogate_row) v->surrogate_row(rp->a, rp->s, rp->n, &ctx);
-    else v->forward_row(rp->a, rp->s, rp->n, &ctx);
+    if (v->surrogate_row)
+        v->surrogate_row(rp->a, rp->s, rp->n, &ctx);
+    else
+        v->forward_row(rp->a, rp->s, rp->n, &ctx);
     double L = 0;
-    for (int j = 0; j < rp->n; j++) L += (double)rp->w[j] * (double)rp->a[j];
+    for (int j = 0; j < rp->n; j++)
+        L += (double)rp->w[j] * (double)rp->a[j];
     return L;
 }
 
@@ -143,8 +150,8 @@ static int check_coords(void* prob, double (*f)(void*), float* x, const float* g
         double diff = fabs(d2 - (double)g[i]);
         double allowed = 1e-2 * (fabs(d2) + fabs((double)g[i]) + atol) + fd_noise(lmag, 1e-2);
         ck_assert_msg(diff <= allowed,
-                      "%s: d%s[%d] analytic %.8g vs numeric %.8g (n=%d, |diff| %.3g > %.3g)",
-                      label, what, i, (double)g[i], d2, n, diff, allowed);
+                      "%s: d%s[%d] analytic %.8g vs numeric %.8g (n=%d, |diff| %.3g > %.3g)", label,
+                      what, i, (double)g[i], d2, n, diff, allowed);
         checked++;
     }
     return checked;
@@ -152,14 +159,16 @@ static int check_coords(void* prob, double (*f)(void*), float* x, const float* g
 
 static double row_lmag(const RowProblem* rp) {
     double s = 0;
-    for (int j = 0; j < rp->n; j++) s += fabs((double)rp->w[j] * (double)rp->a[j]);
+    for (int j = 0; j < rp->n; j++)
+        s += fabs((double)rp->w[j] * (double)rp->a[j]);
     return s;
 }
 
 // seeds derived from the configuration's label, so adding variants changes no other's draws
 static uint64_t label_seed(const char* label) {
     uint64_t h = 1469598103934665603ULL;
-    for (const char* p = label; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    for (const char* p = label; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     return h;
 }
 
@@ -205,8 +214,8 @@ static void row_gradcheck_one(const VarCfg* c, int n, uint64_t seed) {
     if (P)
         checked += check_coords(&rp, row_loss, rp.p, dp, P, atol, lmag, "p", c->label, n, &skipped);
     if (v->needs_key_sq)
-        checked += check_coords(&rp, row_loss, rp.key_sq, dks, n, atol, lmag, "key_sq", c->label,
-                                n, &skipped);
+        checked += check_coords(&rp, row_loss, rp.key_sq, dks, n, atol, lmag, "key_sq", c->label, n,
+                                &skipped);
     ck_assert_msg(checked >= skipped, "%s: n=%d: %d coordinates at kinks vs %d checked", c->label,
                   n, skipped, checked);
     free(rp.s);
@@ -235,8 +244,14 @@ END_TEST
 
 static void run_row(const VarCfg* c, float* a, const float* s, int n, const float* p,
                     const float* key_sq, float* scr) {
-    AttnRowCtx ctx = {.hp = &c->hp, .p = p, .scratch = scr, .key_sq = key_sq, .t = n - 1,
-                      .T = 64, .h = 1, .step = 3};
+    AttnRowCtx ctx = {.hp = &c->hp,
+                      .p = p,
+                      .scratch = scr,
+                      .key_sq = key_sq,
+                      .t = n - 1,
+                      .T = 64,
+                      .h = 1,
+                      .step = 3};
     c->v->forward_row(a, s, n, &ctx);
 }
 
@@ -268,7 +283,8 @@ START_TEST(test_row_invariants) {
                           c->label, nn, sum);
         // shift by a per-row constant
         float cst = 0.75f + (float)trial * 0.1f;
-        for (int j = 0; j < nn; j++) s2[j] = s[j] + cst;
+        for (int j = 0; j < nn; j++)
+            s2[j] = s[j] + cst;
         run_row(c, a2, s2, nn, ph, kp, scr);
         for (int j = 0; j < nn; j++) {
             double dd = fabs((double)a[j] - (double)a2[j]);
@@ -302,20 +318,30 @@ START_TEST(test_row_extreme_logits) {
     if (P) init_row_params(p, c, 2, &r);
     for (int mode = 0; mode < 4; mode++) {
         for (int j = 0; j < n; j++) {
-            if (mode == 0) s[j] = -100.0f + 200.0f * rng_uniform(&r);
-            else if (mode == 1) s[j] = 100.0f;
-            else if (mode == 2) s[j] = -100.0f;
-            else s[j] = (j % 2) ? 100.0f : -100.0f;
+            if (mode == 0)
+                s[j] = -100.0f + 200.0f * rng_uniform(&r);
+            else if (mode == 1)
+                s[j] = 100.0f;
+            else if (mode == 2)
+                s[j] = -100.0f;
+            else
+                s[j] = (j % 2) ? 100.0f : -100.0f;
         }
         fill_normal(da, n, 1.0f, &r);
         memset(ds, 0, sizeof(ds));
         memset(dp, 0, sizeof(dp));
         memset(dks, 0, sizeof(dks));
         for (int nn = 1; nn <= n; nn += 21) {
-            AttnRowCtx ctx = {.hp = &c->hp, .p = P ? p + P : NULL, .dp = P ? dp : NULL,
-                              .scratch = scr, .key_sq = v->needs_key_sq ? ks : NULL,
-                              .dkey_sq = v->needs_key_sq ? dks : NULL, .t = nn - 1, .T = 64,
-                              .h = 1, .step = 3};
+            AttnRowCtx ctx = {.hp = &c->hp,
+                              .p = P ? p + P : NULL,
+                              .dp = P ? dp : NULL,
+                              .scratch = scr,
+                              .key_sq = v->needs_key_sq ? ks : NULL,
+                              .dkey_sq = v->needs_key_sq ? dks : NULL,
+                              .t = nn - 1,
+                              .T = 64,
+                              .h = 1,
+                              .step = 3};
             v->forward_row(a, s, nn, &ctx);
             v->backward_row(ds, da, s, a, nn, &ctx);
             for (int j = 0; j < nn; j++) {
@@ -363,7 +389,8 @@ static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, 
     for (int k = 0; k < lp->ntens; k++) {
         const AttnTensorSpec* s = &lp->specs[k];
         size_t n = 1;
-        for (int q = 0; q < s->ndim; q++) n *= (size_t)s->shape[q];
+        for (int q = 0; q < s->ndim; q++)
+            n *= (size_t)s->shape[q];
         lp->tsize[k] = n;
         lp->tp[k] = allocFloats(n);
         lp->dtp[k] = allocFloats(n);
@@ -393,7 +420,8 @@ static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, 
     if (P) {
         VarCfg rc = *c;
         rc.v = lp->row;
-        if (v->layer_forward) attn_hparams_default(&rc.hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
+        if (v->layer_forward)
+            attn_hparams_default(&rc.hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
         init_row_params(lp->rowp, &rc, NH, &r);
     }
     size_t rs = attn_row_scratch(lp->row, T);
@@ -456,7 +484,8 @@ static void layer_zero_grads(LayerProblem* lp) {
     memset(lp->dx, 0, sizeof(float) * BTC);
     memset(lp->dqkv, 0, sizeof(float) * 3 * BTC);
     memset(lp->drowp, 0, sizeof(float) * ((size_t)lp->d.NH * lp->row->params_per_head + 1));
-    for (int k = 0; k < lp->ntens; k++) memset(lp->dtp[k], 0, sizeof(float) * lp->tsize[k]);
+    for (int k = 0; k < lp->ntens; k++)
+        memset(lp->dtp[k], 0, sizeof(float) * lp->tsize[k]);
 }
 
 static double layer_loss(void* vp) {
@@ -464,7 +493,8 @@ static double layer_loss(void* vp) {
     attention_forward(&lp->L);
     size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
     double L = 0;
-    for (size_t i = 0; i < BTC; i++) L += (double)lp->w[i] * (double)lp->out[i];
+    for (size_t i = 0; i < BTC; i++)
+        L += (double)lp->w[i] * (double)lp->out[i];
     return L;
 }
 
@@ -474,13 +504,14 @@ static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, do
     size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
     layer_loss(lp);
     double lmag = 0;
-    for (size_t i = 0; i < BTC; i++) lmag += fabs((double)lp->w[i] * (double)lp->out[i]);
+    for (size_t i = 0; i < BTC; i++)
+        lmag += fabs((double)lp->w[i] * (double)lp->out[i]);
     char label[200];
     static const char* const POS[] = {"learned", "rope", "alibi", "none"};
     snprintf(label, sizeof(label), "%s (layer, pos_encoding=%s)", lp->c->label,
              POS[lp->L.pos_encoding & 3]);
-    int checked = check_coords(lp, layer_loss, x, g, (int)n, atol, lmag, what, label,
-                               lp->d.T, &skipped);
+    int checked =
+        check_coords(lp, layer_loss, x, g, (int)n, atol, lmag, what, label, lp->d.T, &skipped);
     // a handful of parameters, each touching every row, can all sit near some kink
     if (n > 8)
         ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", lp->c->label,
@@ -512,8 +543,8 @@ START_TEST(test_layer_gradcheck) {
     layer_check(&lp, lp.x, lp.dx, BTC, atol, "x");
     int P = lp.row->params_per_head;
     if (P) layer_check(&lp, lp.rowp, lp.drowp, (size_t)2 * P, atol, "rowp");
-    for (int k = 0; k < lp.ntens; k++) layer_check(&lp, lp.tp[k], lp.dtp[k], lp.tsize[k], atol,
-                                                   lp.specs[k].name);
+    for (int k = 0; k < lp.ntens; k++)
+        layer_check(&lp, lp.tp[k], lp.dtp[k], lp.tsize[k], atol, lp.specs[k].name);
     layer_free(&lp);
 }
 END_TEST
@@ -530,8 +561,10 @@ START_TEST(test_layer_causality) {
     memcpy(out0, lp.out, sizeof(float) * BTC);
     memcpy(att0, lp.att, sizeof(float) * (size_t)NH * T * T);
     // perturb everything at the last position: its q, k, v and x
-    for (int i = 0; i < 3 * C; i++) lp.qkv[(size_t)(T - 1) * 3 * C + (size_t)i] += 0.7f;
-    for (int i = 0; i < C; i++) lp.x[(size_t)(T - 1) * C + (size_t)i] -= 0.5f;
+    for (int i = 0; i < 3 * C; i++)
+        lp.qkv[(size_t)(T - 1) * 3 * C + (size_t)i] += 0.7f;
+    for (int i = 0; i < C; i++)
+        lp.x[(size_t)(T - 1) * C + (size_t)i] -= 0.5f;
     attention_forward(&lp.L);
     for (int t = 0; t < T - 1; t++) {
         for (int i = 0; i < C; i++)
@@ -539,7 +572,8 @@ START_TEST(test_layer_causality) {
                           "%s: output at t=%d changed when a future position changed", c->label, t);
         for (int h = 0; h < NH; h++)
             for (int j = 0; j < T; j++)
-                ck_assert_msg(att0[((size_t)h * T + t) * T + j] == lp.att[((size_t)h * T + t) * T + j],
+                ck_assert_msg(att0[((size_t)h * T + t) * T + j] ==
+                                  lp.att[((size_t)h * T + t) * T + j],
                               "%s: att row %d changed when a future key changed", c->label, t);
     }
     for (int h = 0; h < NH; h++)
@@ -624,7 +658,8 @@ START_TEST(test_hparams_parse) {
         for (int k = 0; k < v->n_hparams; k++) {
             const AttnHParamSpec* s = &v->hparams[k];
             if (s->choices) {
-                ck_assert_int_eq(attn_hparams_set(&hp, v, s->name, "not-a-choice", err, sizeof(err)), -1);
+                ck_assert_int_eq(
+                    attn_hparams_set(&hp, v, s->name, "not-a-choice", err, sizeof(err)), -1);
                 ck_assert_msg(strstr(err, s->name) != NULL, "%s", err);
             } else {
                 char buf[64];

@@ -47,7 +47,8 @@ static void build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
 }
 
 static void random_tokens(int* x, int n, int V, Rng* r) {
-    for (int i = 0; i < n; i++) x[i] = (int)rng_below(r, (uint64_t)V);
+    for (int i = 0; i < n; i++)
+        x[i] = (int)rng_below(r, (uint64_t)V);
 }
 
 typedef struct {
@@ -61,7 +62,8 @@ static double model_loss(void* p) {
     ModelLoss* ml = p;
     gpt2_forward(ml->m, ml->in, ml->tg, ml->B, ml->T);
     double s = 0;
-    for (int i = 0; i < ml->B * ml->T; i++) s += ml->m->losses[i];
+    for (int i = 0; i < ml->B * ml->T; i++)
+        s += ml->m->losses[i];
     return s / (ml->B * ml->T);
 }
 
@@ -77,7 +79,8 @@ START_TEST(test_model_gradcheck) {
     rng_seed(&r, 3);
     for (int i = 0; i < m.nspecs; i++) {
         float* p = m.params + m.specs[i].offset;
-        for (size_t k = 0; k < m.specs[i].size; k++) p[k] += 0.1f * rng_normal(&r);
+        for (size_t k = 0; k < m.specs[i].size; k++)
+            p[k] += 0.1f * rng_normal(&r);
     }
     int in[10], tg[10];
     random_tokens(in, 10, 64, &r);
@@ -91,8 +94,9 @@ START_TEST(test_model_gradcheck) {
     for (int i = 0; i < m.nspecs; i++) {
         const ParamSpec* s = &m.specs[i];
         if (i == P_WTE) { // padded rows have zero gradient; check the real vocabulary only
-            GradCheck gc = gradcheck(model_loss, &ml, m.params + s->offset, g + s->offset,
-                                     (size_t)64 * 8, 2e-2f, 1e-3 * max_abs(g + s->offset, s->size) + 2e-5, 200);
+            GradCheck gc =
+                gradcheck(model_loss, &ml, m.params + s->offset, g + s->offset, (size_t)64 * 8,
+                          2e-2f, 1e-3 * max_abs(g + s->offset, s->size) + 2e-5, 200);
             ck_assert_msg(gc.max_err <= 1.0, "wte: err %.3g at %zu (%.6g vs %.6g)", gc.max_err,
                           gc.worst, gc.ana, gc.num);
             continue;
@@ -191,9 +195,11 @@ static void write_shards(const char* dir, int V, int period, size_t ntrain, size
     Rng r;
     rng_seed(&r, 123);
     uint16_t* base = mallocCheck(sizeof(uint16_t) * (size_t)period);
-    for (int i = 0; i < period; i++) base[i] = (uint16_t)rng_below(&r, (uint64_t)V);
+    for (int i = 0; i < period; i++)
+        base[i] = (uint16_t)rng_below(&r, (uint64_t)V);
     uint16_t* t = mallocCheck(sizeof(uint16_t) * (ntrain + nval));
-    for (size_t i = 0; i < ntrain + nval; i++) t[i] = base[i % (size_t)period];
+    for (size_t i = 0; i < ntrain + nval; i++)
+        t[i] = base[i % (size_t)period];
     char p[600], err[1024];
     snprintf(p, sizeof(p), "%s/train_000.bin", dir);
     ck_assert_msg(shard_write(p, t, ntrain, err, sizeof(err)) == 0, "%s", err);
@@ -227,8 +233,10 @@ static int do_run(const Config* c, Run* keep) {
     static volatile sig_atomic_t no_stop = 0;
     ck_assert_msg(run_setup(&r, c, 2, err, sizeof(err)) == 0, "%s", err);
     int rc = run_train(&r, &no_stop);
-    if (keep) *keep = r;
-    else run_free(&r);
+    if (keep)
+        *keep = r;
+    else
+        run_free(&r);
     return rc;
 }
 
@@ -279,7 +287,8 @@ START_TEST(test_resume_exact) {
     ck_assert_int_eq(na, 20);
     ck_assert_int_eq(nb, 20);
     for (int i = 0; i < 20; i++)
-        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed %.9g", i + 1, la[i], lb[i]);
+        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed %.9g", i + 1, la[i],
+                      lb[i]);
 }
 END_TEST
 
@@ -292,7 +301,8 @@ START_TEST(test_overfit_one_batch) {
     rng_seed(&r, 9);
     size_t n = (size_t)c.batch_size * c.seq_len + 1;
     uint16_t* t = mallocCheck(sizeof(uint16_t) * n);
-    for (size_t i = 0; i < n; i++) t[i] = (uint16_t)rng_below(&r, 300);
+    for (size_t i = 0; i < n; i++)
+        t[i] = (uint16_t)rng_below(&r, 300);
     char p[600], err[1024];
     snprintf(p, sizeof(p), "%s/train_000.bin", dir);
     ck_assert_msg(shard_write(p, t, n, err, sizeof(err)) == 0, "%s", err);
@@ -349,7 +359,8 @@ START_TEST(test_every_variant_trains) {
     double l[64], val = NAN;
     int k = read_losses(c.out_dir, l, 64, &val);
     ck_assert_int_eq(k, 40);
-    for (int i = 0; i < k; i++) ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", v->name);
+    for (int i = 0; i < k; i++)
+        ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", v->name);
     double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
     ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", v->name, first, last);
     ck_assert_msg(isfinite(val), "%s: val loss not finite", v->name);
@@ -448,7 +459,8 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
                      sizeof(float) * a.specs[gs].size) != 0);
     gpt2_free(&fresh);
     int in[32];
-    for (int i = 0; i < 32; i++) in[i] = (i * 7) % 300;
+    for (int i = 0; i < 32; i++)
+        in[i] = (i * 7) % 300;
     gpt2_forward(&a, in, NULL, 1, 32);
     gpt2_forward(&b, in, NULL, 1, 32);
     ck_assert(memcmp(a.logits, b.logits, sizeof(float) * 32 * a.cfg.padded_vocab) == 0);

@@ -22,13 +22,21 @@ enum { K_MATMUL, K_LAYERNORM, K_GELU, K_RESIDUAL, K_ENCODER, K_CROSSENT };
 
 static void lc_forward(LayerCase* c) {
     switch (c->kind) {
-    case K_MATMUL: matmul_forward(c->out, c->inp, c->weight, c->bias, c->N, c->C, c->OC); break;
+    case K_MATMUL:
+        matmul_forward(c->out, c->inp, c->weight, c->bias, c->N, c->C, c->OC);
+        break;
     case K_LAYERNORM:
         layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->weight, c->bias, c->N, c->C);
         break;
-    case K_GELU: gelu_forward(c->out, c->inp, (size_t)c->N * c->C); break;
-    case K_RESIDUAL: residual_forward(c->out, c->inp, c->weight, (size_t)c->N * c->C); break;
-    case K_ENCODER: encoder_forward(c->out, c->tok, c->weight, c->wpe, c->B, c->T, c->C); break;
+    case K_GELU:
+        gelu_forward(c->out, c->inp, (size_t)c->N * c->C);
+        break;
+    case K_RESIDUAL:
+        residual_forward(c->out, c->inp, c->weight, (size_t)c->N * c->C);
+        break;
+    case K_ENCODER:
+        encoder_forward(c->out, c->tok, c->weight, c->wpe, c->B, c->T, c->C);
+        break;
     case K_CROSSENT:
         crossentropy_forward(c->out, c->lse, c->inp, c->targets, c->N, c->V, c->Vp);
         break;
@@ -37,9 +45,12 @@ static void lc_forward(LayerCase* c) {
 
 static size_t lc_out_size(const LayerCase* c) {
     switch (c->kind) {
-    case K_MATMUL: return (size_t)c->N * c->OC;
-    case K_CROSSENT: return (size_t)c->N;
-    default: return (size_t)c->N * c->C;
+    case K_MATMUL:
+        return (size_t)c->N * c->OC;
+    case K_CROSSENT:
+        return (size_t)c->N;
+    default:
+        return (size_t)c->N * c->C;
     }
 }
 
@@ -47,7 +58,8 @@ static double lc_loss(void* p) {
     LayerCase* c = p;
     lc_forward(c);
     double L = 0;
-    for (size_t i = 0; i < lc_out_size(c); i++) L += (double)c->w[i] * (double)c->out[i];
+    for (size_t i = 0; i < lc_out_size(c); i++)
+        L += (double)c->w[i] * (double)c->out[i];
     return L;
 }
 
@@ -110,11 +122,13 @@ START_TEST(test_layernorm_grad) {
     expect_grad(&c, c.weight, dw, C, "weight");
     expect_grad(&c, c.bias, db, C, "bias");
     // closed form: each output row has mean = mean(bias) when weight = 1... check normalisation
-    for (int i = 0; i < C; i++) c.weight[i] = 1, c.bias[i] = 0;
+    for (int i = 0; i < C; i++)
+        c.weight[i] = 1, c.bias[i] = 0;
     lc_forward(&c);
     for (int n = 0; n < N; n++) {
         double s = 0, s2 = 0;
-        for (int i = 0; i < C; i++) s += c.out[n * C + i], s2 += c.out[n * C + i] * c.out[n * C + i];
+        for (int i = 0; i < C; i++)
+            s += c.out[n * C + i], s2 += c.out[n * C + i] * c.out[n * C + i];
         ck_assert_msg(fabs(s / C) < 1e-5 && fabs(s2 / C - 1) < 1e-3, "row %d not normalised", n);
     }
     free(di), free(dw), free(db), free(c.inp), free(c.weight), free(c.bias), free(c.out);
@@ -179,22 +193,29 @@ START_TEST(test_crossentropy_grad) {
     c.inp = allocFloats(N * Vp), c.out = allocFloats(N), c.w = allocFloats(N);
     c.lse = allocFloats(N);
     fill_normal(c.inp, N * Vp, 2, &r);
-    for (int n = 0; n < N; n++) c.inp[n * Vp + V + 2] = 1e30f; // padded logits must never count
-    for (int n = 0; n < N; n++) c.w[n] = 0.25f;             // the mean loss
+    for (int n = 0; n < N; n++)
+        c.inp[n * Vp + V + 2] = 1e30f; // padded logits must never count
+    for (int n = 0; n < N; n++)
+        c.w[n] = 0.25f; // the mean loss
     lc_forward(&c);
     // closed form for row 0 in double
     double m = -1e300, s = 0;
-    for (int v = 0; v < V; v++) m = fmax(m, c.inp[v]);
-    for (int v = 0; v < V; v++) s += exp(c.inp[v] - m);
+    for (int v = 0; v < V; v++)
+        m = fmax(m, c.inp[v]);
+    for (int v = 0; v < V; v++)
+        s += exp(c.inp[v] - m);
     ck_assert_msg(fabs(c.out[0] - (m + log(s) - c.inp[targets[0]])) < 1e-5, "loss row 0");
     float* dl = allocFloats(N * Vp);
     crossentropy_backward(dl, c.inp, c.lse, targets, 0.25f, N, V, Vp);
     for (int n = 0; n < N; n++)
-        for (int v = V; v < Vp; v++) ck_assert(dl[n * Vp + v] == 0.0f);
+        for (int v = V; v < Vp; v++)
+            ck_assert(dl[n * Vp + v] == 0.0f);
     // the padded entries are excluded from the check (their gradient is 0 by definition)
-    for (int n = 0; n < N; n++) c.inp[n * Vp + V + 2] = 0.0f;
+    for (int n = 0; n < N; n++)
+        c.inp[n * Vp + V + 2] = 0.0f;
     for (int n = 0; n < N; n++) {
-        GradCheck g = gradcheck(lc_loss, &c, c.inp + n * Vp, dl + n * Vp, (size_t)V, 1e-2f, 1e-7, 0);
+        GradCheck g =
+            gradcheck(lc_loss, &c, c.inp + n * Vp, dl + n * Vp, (size_t)V, 1e-2f, 1e-7, 0);
         ck_assert_msg(g.max_err <= 1.0, "crossentropy dlogits row %d err %.3g", n, g.max_err);
     }
     free(dl), free(c.inp), free(c.out), free(c.w), free(c.lse);
@@ -213,7 +234,8 @@ START_TEST(test_threads_identical) {
     fill_normal(b, OC, 0.1f, &r);
     fill_normal(dout, N * OC, 1, &r);
     int* tok = mallocCheck(sizeof(int) * N);
-    for (int i = 0; i < N; i++) tok[i] = (int)rng_below(&r, V);
+    for (int i = 0; i < N; i++)
+        tok[i] = (int)rng_below(&r, V);
     float *wte = allocFloats(V * C), *dwte[2], *lnout[2], *dln[2], *mean = allocFloats(N);
     float* rstd = allocFloats(N);
     fill_normal(wte, V * C, 1, &r);

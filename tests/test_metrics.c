@@ -30,15 +30,19 @@ START_TEST(test_uniform_rows) {
     const int T = 20, Ts = 8;
     float* A = causal(T);
     for (int t = 0; t < T; t++)
-        for (int j = 0; j <= t; j++) A[t * T + j] = 1.0f / (float)(t + 1);
+        for (int j = 0; j <= t; j++)
+            A[t * T + j] = 1.0f / (float)(t + 1);
     AttnAccum acc = {0};
     double a0 = metrics_attn_accum(&acc, A, T, Ts);
     AttnHeadStats s;
     metrics_attn_finish(&s, &acc);
     double ent = 0, sink = 0, a0e = 0;
-    for (int t = 0; t < T; t++) ent += log(t + 1.0);
-    for (int t = 1; t < T; t++) sink += 1.0 / (t + 1);
-    for (int t = 0; t < Ts; t++) a0e += 1.0 / (t + 1);
+    for (int t = 0; t < T; t++)
+        ent += log(t + 1.0);
+    for (int t = 1; t < T; t++)
+        sink += 1.0 / (t + 1);
+    for (int t = 0; t < Ts; t++)
+        a0e += 1.0 / (t + 1);
     ck_assert_double_eq_tol(s.entropy, ent / T, 1e-6);
     ck_assert_double_eq_tol(s.entropy_norm, 1.0, 1e-6);
     ck_assert_double_eq_tol(s.sink_mass, sink / (T - 1), 1e-7);
@@ -52,7 +56,8 @@ END_TEST
 START_TEST(test_one_hot_rows) {
     const int T = 16;
     float* A = causal(T);
-    for (int t = 0; t < T; t++) A[t * T + t] = 1.0f; // each query attends to itself only
+    for (int t = 0; t < T; t++)
+        A[t * T + t] = 1.0f; // each query attends to itself only
     AttnAccum acc = {0};
     double a0 = metrics_attn_accum(&acc, A, T, T);
     AttnHeadStats s;
@@ -71,7 +76,8 @@ END_TEST
 START_TEST(test_sink_rows) {
     enum { T = 70, L = 3, NH = 4 };
     float* A = causal(T);
-    for (int t = 0; t < T; t++) A[t * T] = 1.0f; // every query on key 0
+    for (int t = 0; t < T; t++)
+        A[t * T] = 1.0f; // every query on key 0
     AttnAccum acc = {0};
     double a0 = metrics_attn_accum(&acc, A, T, METRICS_SINK_T);
     AttnHeadStats s;
@@ -81,7 +87,8 @@ START_TEST(test_sink_rows) {
     ck_assert_double_eq_tol(s.entropy, 0.0, 1e-12);
     // a near-sink: 0.97 on key 0, the rest spread evenly
     for (int t = 1; t < T; t++)
-        for (int j = 0; j <= t; j++) A[t * T + j] = j == 0 ? 0.97f : 0.03f / (float)t;
+        for (int j = 0; j <= t; j++)
+            A[t * T + j] = j == 0 ? 0.97f : 0.03f / (float)t;
     AttnAccum acc2 = {0};
     double a02 = metrics_attn_accum(&acc2, A, T, METRICS_SINK_T);
     metrics_attn_finish(&s, &acc2);
@@ -89,9 +96,11 @@ START_TEST(test_sink_rows) {
     ck_assert_double_eq_tol(a02, (1.0 + 0.97 * 63) / 64, 1e-6); // rows 0..63
     // every (layer, head, sequence) a sink -> rate 1; half of them -> 0.5
     double al[L * NH];
-    for (int i = 0; i < L * NH; i++) al[i] = a0;
+    for (int i = 0; i < L * NH; i++)
+        al[i] = a0;
     ck_assert(metrics_sink_rate(al, L * NH, 0.3) == 1.0);
-    for (int i = 0; i < L * NH; i += 2) al[i] = 0.1;
+    for (int i = 0; i < L * NH; i += 2)
+        al[i] = 0.1;
     al[1] = NAN;
     ck_assert_double_eq_tol(metrics_sink_rate(al, L * NH, 0.3), (L * NH / 2 - 1.0) / (L * NH),
                             1e-12);
@@ -112,8 +121,10 @@ START_TEST(test_unnormalised_rows) {
             A[t * T + j] = 0.1f + rng_uniform(&r);
             s += A[t * T + j];
         }
-        for (int j = 0; j <= t; j++) A[t * T + j] = (float)(A[t * T + j] / s);
-        for (int j = 0; j <= t; j++) B[t * T + j] = (j % 2 ? -3.0f : 3.0f) * A[t * T + j];
+        for (int j = 0; j <= t; j++)
+            A[t * T + j] = (float)(A[t * T + j] / s);
+        for (int j = 0; j <= t; j++)
+            B[t * T + j] = (j % 2 ? -3.0f : 3.0f) * A[t * T + j];
     }
     AttnAccum ea = {0}, eb = {0};
     AttnHeadStats sa, sb;
@@ -125,7 +136,8 @@ START_TEST(test_unnormalised_rows) {
     ck_assert_double_eq_tol(sa.sink_mass, sb.sink_mass, 1e-6);
     ck_assert_double_eq_tol(sa.max_weight, sb.max_weight, 1e-6);
     // a zero row (t = 3) is skipped by p-statistics and counted by sparsity
-    for (int j = 0; j <= 3; j++) B[3 * T + j] = 0.0f;
+    for (int j = 0; j <= 3; j++)
+        B[3 * T + j] = 0.0f;
     AttnAccum ec = {0};
     metrics_attn_accum(&ec, B, T, T);
     ck_assert_int_eq(ec.n_rows, T - 1);
@@ -134,7 +146,8 @@ START_TEST(test_unnormalised_rows) {
     double H = 0; // expected entropy: mean over the 5 remaining rows
     for (int t = 0; t < T; t++) {
         if (t == 3) continue;
-        for (int j = 0; j <= t; j++) H -= A[t * T + j] * log(A[t * T + j]);
+        for (int j = 0; j <= t; j++)
+            H -= A[t * T + j] * log(A[t * T + j]);
     }
     AttnHeadStats sc;
     metrics_attn_finish(&sc, &ec);
@@ -153,7 +166,8 @@ START_TEST(test_kurtosis) {
     Rng r;
     rng_seed(&r, 11);
     fill_normal(x, n, 2.0f, &r);
-    for (size_t i = 0; i < n; i++) x[i] += 5.0f; // shift-invariant
+    for (size_t i = 0; i < n; i++)
+        x[i] += 5.0f; // shift-invariant
     ck_assert_double_eq_tol(metrics_kurtosis(x, n), 3.0, 0.05);
     // uniform on [-1, 1): 9/5
     fill_uniform(x, n, -1.0f, 1.0f, &r);
@@ -170,7 +184,8 @@ START_TEST(test_kurtosis) {
     ck_assert_double_eq_tol(metrics_kurtosis(x, N), expect, 1e-6 * expect);
     ck_assert(expect > 490.0); // (N-1)^2 / (2N) = 499.0 without the epsilon
     // constant: 0 / (0 + 1e-6) = 0
-    for (size_t i = 0; i < N; i++) x[i] = 3.0f;
+    for (size_t i = 0; i < N; i++)
+        x[i] = 3.0f;
     ck_assert_double_eq_tol(metrics_kurtosis(x, N), 0.0, 1e-9);
     free(x);
 }
@@ -180,7 +195,8 @@ START_TEST(test_max_abs_and_massive) {
     const size_t n = 1001;
     float* x = allocFloats(n);
     float* scratch = allocFloats(n);
-    for (size_t i = 0; i < n; i++) x[i] = (i % 2 ? -0.05f : 0.05f); // median |x| = 0.05
+    for (size_t i = 0; i < n; i++)
+        x[i] = (i % 2 ? -0.05f : 0.05f); // median |x| = 0.05
     ck_assert_int_eq(metrics_massive_count(x, n, scratch), 0);
     x[3] = 500.0f;  // > 100 and > 1000 * 0.05
     x[9] = -150.0f; // > 100 and > 50
@@ -188,7 +204,8 @@ START_TEST(test_max_abs_and_massive) {
     ck_assert_float_eq(metrics_max_abs(x, n), 500.0f);
     ck_assert_int_eq(metrics_massive_count(x, n, scratch), 2);
     // median 1: threshold 1000, so 500 is large but not massive
-    for (size_t i = 0; i < n; i++) x[i] = 1.0f;
+    for (size_t i = 0; i < n; i++)
+        x[i] = 1.0f;
     x[0] = 500.0f;
     ck_assert_int_eq(metrics_massive_count(x, n, scratch), 0);
     x[1] = -2000.0f;
@@ -206,7 +223,8 @@ START_TEST(test_head_grad_norms) {
     const int C = 4, NH = 2; // hs = 2; rows of dqkvw: q 0..3, k 4..7, v 8..11
     float w[12 * 4], b[12];
     for (int r = 0; r < 12; r++) {
-        for (int c = 0; c < C; c++) w[r * C + c] = (float)(r + 1);
+        for (int c = 0; c < C; c++)
+            w[r * C + c] = (float)(r + 1);
         b[r] = (float)(r % 3);
     }
     float gq[2], gk[2], gv[2];
@@ -235,7 +253,8 @@ static void find_root(void) {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     ck_assert(n > 0);
     exe[n] = '\0';
-    for (int k = 0; k < 3; k++) *strrchr(exe, '/') = '\0';
+    for (int k = 0; k < 3; k++)
+        *strrchr(exe, '/') = '\0';
     util_strlcpy(g_root, exe, sizeof(g_root));
 }
 
@@ -244,7 +263,8 @@ static void write_shards(const char* dir) {
     const char* text = "the cat sat on the mat. a dog ran to the log. ";
     const size_t n = 6000, tl = strlen(text);
     uint16_t* tok = mallocCheck(sizeof(uint16_t) * n);
-    for (size_t i = 0; i < n; i++) tok[i] = (uint16_t)(unsigned char)text[(i * 7 / 5) % tl];
+    for (size_t i = 0; i < n; i++)
+        tok[i] = (uint16_t)(unsigned char)text[(i * 7 / 5) % tl];
     char path[1100], err[512];
     snprintf(path, sizeof(path), "%s/d_train_000000.bin", dir);
     ck_assert_msg(shard_write(path, tok, n, err, sizeof(err)) == 0, "%s", err);
@@ -375,7 +395,8 @@ START_TEST(test_training_run) {
         if (jval(b[i], "train_loss", tmp, sizeof(tmp)) && kb < 64) strcpy(lb[kb++], tmp);
     ck_assert_int_eq(ka, 6);
     ck_assert_int_eq(kb, 6);
-    for (int i = 0; i < 6; i++) ck_assert_str_eq(la[i], lb[i]);
+    for (int i = 0; i < 6; i++)
+        ck_assert_str_eq(la[i], lb[i]);
     ck_assert(strcmp(la[0], la[5]) != 0); // it trained
 
     // ---- complete, in-bound records at every step
@@ -423,7 +444,8 @@ START_TEST(test_training_run) {
         }
         ck_assert_int_eq(heads, L * NH);
         for (int l = 0; l < L; l++)
-            for (int h = 0; h < NH; h++) ck_assert_int_eq(seen[l][h], 1);
+            for (int h = 0; h < NH; h++)
+                ck_assert_int_eq(seen[l][h], 1);
         ck_assert_int_eq(models, 1);
         ck_assert_int_eq(acts, 5 * L + 1);
         ck_assert_int_eq(params, 3); // ssmax.theta, ssmax.bias (layer 0), sigmoid.bias (layer 1)
@@ -434,8 +456,10 @@ START_TEST(test_training_run) {
     for (int i = 0; i < n_on; i++)
         found += strstr(a[i], "\"tensor\":\"ssmax.theta\",\"layer\":0") != NULL;
     ck_assert_int_eq(found, 6);
-    for (int i = 0; i < n_on; i++) free(a[i]);
-    for (int i = 0; i < n_off; i++) free(b[i]);
+    for (int i = 0; i < n_on; i++)
+        free(a[i]);
+    for (int i = 0; i < n_off; i++)
+        free(b[i]);
     free(a);
     free(b);
 
@@ -463,7 +487,8 @@ START_TEST(test_training_run) {
     *strrchr(exe, '/') = '\0';
     snprintf(cmd, sizeof(cmd),
              "%s/attnmap --checkpoint %s/model_00000006.bin --text 'the cat sat' --out %s "
-             ">/dev/null", exe, on, prefix);
+             ">/dev/null",
+             exe, on, prefix);
     ck_assert_int_eq(run_cmd(cmd), 0);
     snprintf(path, sizeof(path), "%s.npy", prefix);
     d = npy_read_f32(path, &info, err, sizeof(err));
@@ -498,20 +523,22 @@ START_TEST(test_training_run) {
     // usage errors exit 2
     snprintf(cmd, sizeof(cmd),
              "%s/attnmap --checkpoint %s/model_00000006.bin --text ab --layers 5 --out %s "
-             "2>/dev/null", exe, on, prefix);
+             "2>/dev/null",
+             exe, on, prefix);
     ck_assert_int_eq(run_cmd(cmd), 2);
     snprintf(cmd, sizeof(cmd), "%s/attnmap --text ab --out %s 2>/dev/null", exe, prefix);
     ck_assert_int_eq(run_cmd(cmd), 2);
-    snprintf(cmd, sizeof(cmd), "%s/attnmap --checkpoint %s/nothing.bin --text ab --out %s "
-             "2>/dev/null", exe, on, prefix);
+    snprintf(cmd, sizeof(cmd),
+             "%s/attnmap --checkpoint %s/nothing.bin --text ab --out %s "
+             "2>/dev/null",
+             exe, on, prefix);
     ck_assert_int_eq(run_cmd(cmd), 2);
 
     // ---- plot scripts on this run
     if (have_python("numpy, matplotlib")) {
         snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s >/dev/null", PYTHON, g_root, on);
         ck_assert_int_eq(run_cmd(cmd), 0);
-        const char* figs[] = {"loss", "grad_norm", "heads", "diagnostics", "activations",
-                              "params"};
+        const char* figs[] = {"loss", "grad_norm", "heads", "diagnostics", "activations", "params"};
         for (int i = 0; i < 6; i++) {
             snprintf(path, sizeof(path), "%s/plots/%s.png", on, figs[i]);
             ck_assert_msg(png_ok(path), "%s is not a PNG", path);
@@ -521,8 +548,10 @@ START_TEST(test_training_run) {
         ck_assert_int_eq(run_cmd(cmd), 0);
         snprintf(path, sizeof(path), "%s.png", prefix);
         ck_assert(png_ok(path));
-        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_attention %s/attn/step_00000006 "
-                 "--out %s/dump.png >/dev/null", PYTHON, g_root, on, dir);
+        snprintf(cmd, sizeof(cmd),
+                 "%s %s/scripts/plot_attention %s/attn/step_00000006 "
+                 "--out %s/dump.png >/dev/null",
+                 PYTHON, g_root, on, dir);
         ck_assert_int_eq(run_cmd(cmd), 0);
         snprintf(path, sizeof(path), "%s/dump.png", dir);
         ck_assert(png_ok(path));

@@ -86,7 +86,8 @@ START_TEST(test_rope_reference) {
                     double e0 = x[o] * cos(a) - x[o + 1] * sin(a);
                     double e1 = x[o] * sin(a) + x[o + 1] * cos(a);
                     ck_assert_msg(fabs(y[o] - e0) < 1e-5 && fabs(y[o + 1] - e1) < 1e-5,
-                                  "rope (t=%d, i=%d): %g %g vs %g %g", t, i, y[o], y[o + 1], e0, e1);
+                                  "rope (t=%d, i=%d): %g %g vs %g %g", t, i, y[o], y[o + 1], e0,
+                                  e1);
                 }
     attn_rope(z, C, y, C, &d, ws, 1, 0); // R^T R x = x
     ck_assert_msg(rel_diff(z, x, n) < 1e-6, "inverse rope does not undo rope");
@@ -160,12 +161,14 @@ static void lp_setup(LP* p, const AttnVariant* v, int pos, int B, int T, int C, 
     p->nt = v->layer_tensors ? v->layer_tensors(p->ts, &p->d, &p->hp) : 0;
     for (int k = 0; k < p->nt; k++) {
         size_t n = 1;
-        for (int q = 0; q < p->ts[k].ndim; q++) n *= (size_t)p->ts[k].shape[q];
+        for (int q = 0; q < p->ts[k].ndim; q++)
+            n *= (size_t)p->ts[k].shape[q];
         p->tsize[k] = n;
         p->tp[k] = allocFloats(n);
         p->dtp[k] = allocFloats(n);
         float base = p->ts[k].init == ATTN_INIT_CONST ? p->ts[k].init_value : 0.0f;
-        for (size_t i = 0; i < n; i++) p->tp[k][i] = base + 0.1f * rng_normal(&r);
+        for (size_t i = 0; i < n; i++)
+            p->tp[k][i] = base + 0.1f * rng_normal(&r);
     }
     int P = p->row->params_per_head;
     p->x = allocFloats(BTC);
@@ -182,17 +185,33 @@ static void lp_setup(LP* p, const AttnVariant* v, int pos, int B, int T, int C, 
     p->drowp = allocFloats((size_t)NH * P + 1);
     for (int h = 0; h < NH; h++) {
         if (p->row->init_params) p->row->init_params(p->rowp + h * P, &p->row_hp);
-        for (int k = 0; k < P; k++) p->rowp[h * P + k] += 0.02f * rng_normal(&r);
+        for (int k = 0; k < P; k++)
+            p->rowp[h * P + k] += 0.02f * rng_normal(&r);
     }
     fill_normal(p->x, BTC, 1.0f, &r);
     fill_normal(p->qkv, 3 * BTC, 1.0f, &r);
     fill_normal(p->w, BTC, 1.0f, &r);
     p->ws = attn_workspace_new(B, T, NH, 1, attn_row_scratch(p->row, T), P);
-    p->L = (AttnLayer){.v = v, .row = p->row, .hp = &p->hp, .row_hp = &p->row_hp, .d = p->d,
-                       .step = 3, .seed = 11, .pos_encoding = pos, .qk_pos = p->qk,
-                       .rowp = P ? p->rowp : NULL, .drowp = P ? p->drowp : NULL, .x = p->x,
-                       .qkv = p->qkv, .out = p->out, .att = p->att, .cache = p->cache,
-                       .dout = p->w, .dx = p->dx, .dqkv = p->dqkv, .ws = p->ws};
+    p->L = (AttnLayer){.v = v,
+                       .row = p->row,
+                       .hp = &p->hp,
+                       .row_hp = &p->row_hp,
+                       .d = p->d,
+                       .step = 3,
+                       .seed = 11,
+                       .pos_encoding = pos,
+                       .qk_pos = p->qk,
+                       .rowp = P ? p->rowp : NULL,
+                       .drowp = P ? p->drowp : NULL,
+                       .x = p->x,
+                       .qkv = p->qkv,
+                       .out = p->out,
+                       .att = p->att,
+                       .cache = p->cache,
+                       .dout = p->w,
+                       .dx = p->dx,
+                       .dqkv = p->dqkv,
+                       .ws = p->ws};
     for (int k = 0; k < p->nt; k++) {
         p->L.tp[k] = p->tp[k];
         p->L.dtp[k] = p->dtp[k];
@@ -223,7 +242,8 @@ static double lp_loss(void* vp) {
     attention_forward(&p->L);
     size_t BTC = (size_t)p->d.B * p->d.T * p->d.C;
     double L = 0;
-    for (size_t i = 0; i < BTC; i++) L += (double)p->w[i] * (double)p->out[i];
+    for (size_t i = 0; i < BTC; i++)
+        L += (double)p->w[i] * (double)p->out[i];
     return L;
 }
 
@@ -332,15 +352,16 @@ static double ml_loss(void* vp) {
     ML* p = vp;
     gpt2_forward(p->m, p->in, p->tg, 1, p->T);
     double s = 0;
-    for (int t = 0; t < p->T; t++) s += p->m->losses[t];
+    for (int t = 0; t < p->T; t++)
+        s += p->m->losses[t];
     return s / p->T;
 }
 
 static const struct {
     const char *att, *pos;
 } MODEL_CASES[] = {
-    {"softmax", "learned"}, {"softmax", "rope"},  {"softmax", "alibi"}, {"softmax", "none"},
-    {"boosted", "rope"},    {"twicing", "rope"},  {"linear", "rope"},   {"window", "rope"},
+    {"softmax", "learned"}, {"softmax", "rope"}, {"softmax", "alibi"}, {"softmax", "none"},
+    {"boosted", "rope"},    {"twicing", "rope"}, {"linear", "rope"},   {"window", "rope"},
 };
 
 START_TEST(test_model_gradcheck_posenc) {
@@ -354,7 +375,8 @@ START_TEST(test_model_gradcheck_posenc) {
     build(&m, &c, 1, T, 1, 3 + (uint64_t)_i);
     Rng r;
     rng_seed(&r, 100 + (uint64_t)_i);
-    for (size_t i = 0; i < m.num_params; i++) m.params[i] += 0.15f * rng_normal(&r);
+    for (size_t i = 0; i < m.num_params; i++)
+        m.params[i] += 0.15f * rng_normal(&r);
     int in[5], tg[5];
     for (int t = 0; t < T; t++) {
         in[t] = (int)rng_below(&r, 64);
@@ -375,8 +397,8 @@ START_TEST(test_model_gradcheck_posenc) {
         char what[160];
         snprintf(what, sizeof(what), "%s/%s: model d%s", att, pos, ps->name);
         size_t stride = ps->size > 8 ? ps->size / 8 : 1;
-        check_grad(&p, ml_loss, m.params + ps->offset, m.grads + ps->offset, ps->size, stride,
-                   2e-2, 5e-3 * gmax + 1e-6, what);
+        check_grad(&p, ml_loss, m.params + ps->offset, m.grads + ps->offset, ps->size, stride, 2e-2,
+                   5e-3 * gmax + 1e-6, what);
     }
     gpt2_free(&m);
 }
@@ -395,7 +417,8 @@ START_TEST(test_window_rows) {
     float s[10], a[10];
     Rng r;
     rng_seed(&r, 9);
-    for (int j = 0; j < 10; j++) s[j] = rng_normal(&r);
+    for (int j = 0; j < 10; j++)
+        s[j] = rng_normal(&r);
     AttnRowCtx ctx = {.hp = &hp, .t = 9, .T = 10, .step = 5, .seed = 1};
     v->forward_row(a, s, 10, &ctx);
     double z = exp(s[7]) + exp(s[8]) + exp(s[9]);
@@ -418,7 +441,8 @@ START_TEST(test_window_rows) {
         v->forward_row(b, s, 10, &ctx);
         ck_assert(memcmp(a, b, sizeof(a)) == 0);
         int nz = 0;
-        for (int j = 0; j < 10; j++) nz += a[j] != 0.0f;
+        for (int j = 0; j < 10; j++)
+            nz += a[j] != 0.0f;
         ck_assert_msg(nz >= 2 && nz <= 6, "stochastic window %d outside [2, 6]", nz);
         seen[nz] = 1;
     }
@@ -426,7 +450,8 @@ START_TEST(test_window_rows) {
     ctx.step = -1;
     v->forward_row(a, s, 10, &ctx);
     int nz = 0;
-    for (int j = 0; j < 10; j++) nz += a[j] != 0.0f;
+    for (int j = 0; j < 10; j++)
+        nz += a[j] != 0.0f;
     ck_assert_int_eq(nz, 3);
 }
 END_TEST
@@ -446,24 +471,28 @@ START_TEST(test_twicing_reference) {
             for (int j = 0; j <= t; j++) {
                 s[j] = 0;
                 for (int i = 0; i < hs; i++)
-                    s[j] += (double)p.qkv[t * 3 * C + h * hs + i] *
-                            p.qkv[j * 3 * C + C + h * hs + i];
+                    s[j] +=
+                        (double)p.qkv[t * 3 * C + h * hs + i] * p.qkv[j * 3 * C + C + h * hs + i];
                 s[j] /= sqrt((double)hs);
                 mx = fmax(mx, s[j]);
             }
-            for (int j = 0; j <= t; j++) z += exp(s[j] - mx);
-            for (int j = 0; j <= t; j++) A[t][j] = exp(s[j] - mx) / z;
+            for (int j = 0; j <= t; j++)
+                z += exp(s[j] - mx);
+            for (int j = 0; j <= t; j++)
+                A[t][j] = exp(s[j] - mx) / z;
         }
         for (int t = 0; t < T; t++)
             for (int j = 0; j < T; j++) {
                 double a2 = 0;
-                for (int l = 0; l < T; l++) a2 += A[t][l] * A[l][j];
+                for (int l = 0; l < T; l++)
+                    a2 += A[t][l] * A[l][j];
                 M[t][j] = 2 * A[t][j] - a2;
             }
         for (int t = 0; t < T; t++)
             for (int i = 0; i < hs; i++) {
                 double o = 0;
-                for (int j = 0; j < T; j++) o += M[t][j] * p.qkv[j * 3 * C + 2 * C + h * hs + i];
+                for (int j = 0; j < T; j++)
+                    o += M[t][j] * p.qkv[j * 3 * C + 2 * C + h * hs + i];
                 ck_assert_msg(fabs(o - p.out[t * C + h * hs + i]) < 1e-5,
                               "twicing out[%d][%d] = %g vs %g", t, h * hs + i,
                               p.out[t * C + h * hs + i], o);
@@ -498,7 +527,8 @@ static void write_rope_checkpoint(const char* dir, char* ckpt, size_t cap, char*
     uint16_t tok[2000];
     Rng r;
     rng_seed(&r, 8);
-    for (int i = 0; i < 2000; i++) tok[i] = (uint16_t)rng_below(&r, 64);
+    for (int i = 0; i < 2000; i++)
+        tok[i] = (uint16_t)rng_below(&r, 64);
     char p[1100];
     snprintf(p, sizeof(p), "%s/val_000.bin", dir);
     ck_assert_msg(shard_write(p, tok, 2000, err, sizeof(err)) == 0, "%s", err);
@@ -515,8 +545,9 @@ START_TEST(test_rope_long_context_library) {
         char att[CONFIG_STR], err[1024], note[256];
         char* text;
         long step;
-        ck_assert_msg(ckpt_read_info(ckpt, &gc, att, sizeof(att), &text, &step, err,
-                                     sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ckpt_read_info(ckpt, &gc, att, sizeof(att), &text, &step, err, sizeof(err)) ==
+                          0,
+                      "%s", err);
         free(text);
         Config c;
         tiny_config(&c, "softmax", "rope", 32);
@@ -524,8 +555,9 @@ START_TEST(test_rope_long_context_library) {
         c.seq_len = 8;
         GPT2 m;
         build(&m, &c, 2, 16, run + 1, 99); // different init and threads: the load overwrites
-        ck_assert_msg(ckpt_load_model(&m, ckpt, 1, &step, note, sizeof(note), err,
-                                      sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(ckpt_load_model(&m, ckpt, 1, &step, note, sizeof(note), err, sizeof(err)) ==
+                          0,
+                      "%s", err);
         m.step = -1;
         int in[32], tg[32];
         Rng r;
@@ -557,7 +589,8 @@ static char* run_capture(const char* cmd) {
     FILE* o = open_memstream(&out, &len);
     char buf[512];
     size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, o);
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, o);
     int rc = pclose(f);
     fclose(o);
     ck_assert_msg(rc == 0, "%s exited with %d:\n%s", cmd, rc, out);
@@ -591,8 +624,8 @@ START_TEST(test_rope_long_context_tool) {
                   "cannot parse: %s", line + 1);
     ck_assert_msg(isfinite(l_all) && isfinite(l_in) && isfinite(l_out) && l_all > 0,
                   "non-finite 2x loss:\n%s", a);
-    ck_assert_msg(fabs(l_all - 0.5 * (l_in + l_out)) < 1e-3, "mean %g != halves %g %g", l_all,
-                  l_in, l_out);
+    ck_assert_msg(fabs(l_all - 0.5 * (l_in + l_out)) < 1e-3, "mean %g != halves %g %g", l_all, l_in,
+                  l_out);
     ck_assert_msg(strstr(a, "not evaluated: longer than block_size") != NULL,
                   "8x (64 > block_size 32) was not refused:\n%s", a);
     free(a);

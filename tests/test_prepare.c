@@ -81,8 +81,10 @@ static void check_stream(const char* prefix, const char* kind, const char* const
     ck_assert_int_eq(st, (int)((nt + shard_tokens - 1) / shard_tokens));
     size_t n = nv + nt;
     int* all = mallocCheck(n * sizeof(int));
-    for (size_t i = 0; i < nv; i++) all[i] = val[i];
-    for (size_t i = 0; i < nt; i++) all[nv + i] = train[i];
+    for (size_t i = 0; i < nv; i++)
+        all[i] = val[i];
+    for (size_t i = 0; i < nt; i++)
+        all[nv + i] = train[i];
     char err[1400];
     Tokenizer* t = tokenizer_load(kind, GPT2_DIR, err, sizeof err);
     ck_assert_msg(t != NULL, "%s", err);
@@ -92,7 +94,8 @@ static void check_stream(const char* prefix, const char* kind, const char* const
     for (size_t i = 0; i < n;) {
         ck_assert_int_eq(all[i], eot);
         size_t j = i + 1;
-        while (j < n && all[j] != eot) j++;
+        while (j < n && all[j] != eot)
+            j++;
         ck_assert_int_lt(d, ndocs);
         size_t len;
         char* text = tokenizer_decode(t, all + i + 1, j - i - 1, &len);

@@ -62,7 +62,7 @@ START_TEST(test_shards_valid_and_deterministic) {
             unsigned char* b3 = slurp(f3, &n3);
             ck_assert_uint_eq(n1, 1024 + 2 * 64 * ndocs[s]);
             ck_assert_uint_eq(n1, n2);
-            ck_assert_int_eq(memcmp(b1, b2, n1), 0);            // same seed: same bytes
+            ck_assert_int_eq(memcmp(b1, b2, n1), 0);                      // same seed: same bytes
             ck_assert_int_ne(memcmp(b1 + 1024, b3 + 1024, n1 - 1024), 0); // other seed differs
             free(b1);
             free(b2);
@@ -135,7 +135,8 @@ START_TEST(test_recall_answers) {
     for (int d = 0; d < 100; d++) {
         const uint16_t* doc = docs + d * 64;
         int val[256];
-        for (int i = 0; i < 256; i++) val[i] = -1;
+        for (int i = 0; i < 256; i++)
+            val[i] = -1;
         // context: 6 distinct keys with their values, then '|'
         for (int i = 0; i < 6; i++) {
             int k = doc[1 + 2 * i], v = doc[2 + 2 * i];
@@ -153,7 +154,8 @@ START_TEST(test_recall_answers) {
         }
         ck_assert_int_eq(nq, (64 - 14) / 2);
         ck_assert_int_eq(probes_answers(bucket, doc, 64, PROBE_TASK_RECALL), nq);
-        for (int t = 0; t < 64; t++) ck_assert_int_eq(bucket[t], (t >= 15 && t % 2 == 1) ? 0 : -1);
+        for (int t = 0; t < 64; t++)
+            ck_assert_int_eq(bucket[t], (t >= 15 && t % 2 == 1) ? 0 : -1);
     }
     free(docs);
 }
@@ -215,8 +217,10 @@ START_TEST(test_copy_answers) {
             L++;
             ck_assert_int_le(L, 19);
         }
-        for (int i = 0; i < L; i++) ck_assert_int_eq(doc[2 + L + i], doc[1 + i]);
-        for (int t = 2 + 2 * L; t < 40; t++) ck_assert_int_eq(doc[t], '.');
+        for (int i = 0; i < L; i++)
+            ck_assert_int_eq(doc[2 + L + i], doc[1 + i]);
+        for (int t = 2 + 2 * L; t < 40; t++)
+            ck_assert_int_eq(doc[t], '.');
         ck_assert_int_eq(probes_answers(bucket, doc, 40, PROBE_TASK_COPY), L);
         for (int t = 0; t < 40; t++)
             ck_assert_int_eq(bucket[t], (t >= L + 2 && t < 2 * L + 2) ? 0 : -1);
@@ -243,10 +247,12 @@ START_TEST(test_accuracy_from_logits) {
     for (int d = 0; d < 30; d++) {
         const uint16_t* doc = docs + d * T;
         int L = 0;
-        while (doc[1 + L] != '|') L++;
+        while (doc[1 + L] != '|')
+            L++;
         for (int t = 0; t < T; t++) {
             float* row = logits + (size_t)t * stride;
-            for (int v = 0; v < stride; v++) row[v] = 0.0f;
+            for (int v = 0; v < stride; v++)
+                row[v] = 0.0f;
             row[300] = 100.0f; // padded column beyond V: must be ignored
             int target = t + 1 < T ? doc[t + 1] : 0;
             int is_answer = t + 1 >= L + 2 && t + 1 < 2 * L + 2;
@@ -280,11 +286,13 @@ END_TEST
 START_TEST(test_malformed_and_validation) {
     int8_t bucket[32];
     uint16_t junk[32];
-    for (int t = 0; t < 32; t++) junk[t] = (uint16_t)(t * 37 % 300);
+    for (int t = 0; t < 32; t++)
+        junk[t] = (uint16_t)(t * 37 % 300);
     for (int task = 0; task < PROBE_NTASKS; task++)
         ck_assert_int_eq(probes_answers(bucket, junk, 32, task), -1);
     junk[0] = PROBE_EOT;
-    for (int t = 1; t < 32; t++) junk[t] = '5'; // no separator, trigger, query or symbol
+    for (int t = 1; t < 32; t++)
+        junk[t] = '5'; // no separator, trigger, query or symbol
     for (int task = 0; task < PROBE_NTASKS; task++)
         ck_assert_int_eq(probes_answers(bucket, junk, 32, task), -1);
     float logits[32 * 257] = {0};

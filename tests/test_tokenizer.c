@@ -82,7 +82,8 @@ static RefCase* read_fixture(const char* path, size_t* ncases) {
             ck_assert_msg(end != q, "%s:%d: bad id list", path, line);
             c->ids[c->nids++] = (int)v;
             q = end;
-            while (*q == ' ') q++;
+            while (*q == ' ')
+                q++;
         }
         p = nl + 1;
     }
@@ -111,7 +112,8 @@ static void check_fixture(const char* path, int js_whitespace, size_t min_cases)
         int* ids;
         size_t m = tokenizer_encode(t, (const char*)cs[c].text, cs[c].len, cs[c].special, &ids);
         size_t k = 0;
-        while (k < m && k < cs[c].nids && ids[k] == cs[c].ids[k]) k++;
+        while (k < m && k < cs[c].nids && ids[k] == cs[c].ids[k])
+            k++;
         ck_assert_msg(m == cs[c].nids && k == m,
                       "%s case %s: %zu ids vs %zu reference, first difference at %zu (%d vs %d)",
                       path, cs[c].name, m, cs[c].nids, k, k < m ? ids[k] : -1,
@@ -158,7 +160,8 @@ static void expect_pieces(Tokenizer* t, const char* text, const char* const* pie
     size_t nw = encode_pieces(t, pieces, np, want);
     size_t ng = tokenizer_encode(t, text, strlen(text), 0, &got);
     ck_assert_uint_eq(ng, nw);
-    for (size_t i = 0; i < ng; i++) ck_assert_int_eq(got[i], want[i]);
+    for (size_t i = 0; i < ng; i++)
+        ck_assert_int_eq(got[i], want[i]);
     free(got);
 }
 
@@ -176,10 +179,22 @@ START_TEST(test_whitespace_conventions) {
     // both: U+00A0, U+2028, U+3000 are whitespace; U+200B (a format character) is not
     for (int js = 0; js < 2; js++) {
         tokenizer_set_js_whitespace(t, js);
-        expect_pieces(t, "a \xc2\xa0" "b", (const char* const[]){"a", " ", "\xc2\xa0", "b"}, 4);
-        expect_pieces(t, "a \xe2\x80\xa8" "b", (const char* const[]){"a", " ", "\xe2\x80\xa8", "b"}, 4);
-        expect_pieces(t, "a \xe3\x80\x80" "b", (const char* const[]){"a", " ", "\xe3\x80\x80", "b"}, 4);
-        expect_pieces(t, "a \xe2\x80\x8b" "b", (const char* const[]){"a", " \xe2\x80\x8b", "b"}, 3);
+        expect_pieces(t,
+                      "a \xc2\xa0"
+                      "b",
+                      (const char* const[]){"a", " ", "\xc2\xa0", "b"}, 4);
+        expect_pieces(t,
+                      "a \xe2\x80\xa8"
+                      "b",
+                      (const char* const[]){"a", " ", "\xe2\x80\xa8", "b"}, 4);
+        expect_pieces(t,
+                      "a \xe3\x80\x80"
+                      "b",
+                      (const char* const[]){"a", " ", "\xe3\x80\x80", "b"}, 4);
+        expect_pieces(t,
+                      "a \xe2\x80\x8b"
+                      "b",
+                      (const char* const[]){"a", " \xe2\x80\x8b", "b"}, 3);
     }
     tokenizer_free(t);
 }
@@ -192,11 +207,14 @@ END_TEST
 // bytes map to U+0100, U+0101, ... in byte order.
 static void alphabet(int cp_to_byte[324]) {
     int extra = 0;
-    for (int i = 0; i < 324; i++) cp_to_byte[i] = -1;
+    for (int i = 0; i < 324; i++)
+        cp_to_byte[i] = -1;
     for (int b = 0; b < 256; b++) {
         int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-        if (printable) cp_to_byte[b] = b;
-        else cp_to_byte[256 + extra++] = b;
+        if (printable)
+            cp_to_byte[b] = b;
+        else
+            cp_to_byte[256 + extra++] = b;
     }
 }
 
@@ -214,12 +232,24 @@ static const char* json_string(const char* p, int32_t* cps, int* ncp) {
                 p += 4;
                 break;
             }
-            case 'n': c = '\n'; break;
-            case 't': c = '\t'; break;
-            case 'r': c = '\r'; break;
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            default: c = (unsigned char)*p; break; // \" \\ \/
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 'b':
+                c = '\b';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            default:
+                c = (unsigned char)*p;
+                break; // \" \\ \/
             }
             p++;
         } else {
@@ -227,7 +257,8 @@ static const char* json_string(const char* p, int32_t* cps, int* ncp) {
             int extra = u < 0x80 ? 0 : u < 0xE0 ? 1 : u < 0xF0 ? 2 : 3;
             c = extra == 0 ? u : extra == 1 ? (u & 0x1F) : extra == 2 ? (u & 0x0F) : (u & 7);
             p++;
-            for (int k = 0; k < extra; k++) c = c << 6 | (*p++ & 0x3F);
+            for (int k = 0; k < extra; k++)
+                c = c << 6 | (*p++ & 0x3F);
         }
         cps[(*ncp)++] = c;
     }
@@ -250,12 +281,14 @@ START_TEST(test_vocab_matches_encoder_json) {
     ck_assert(p != NULL);
     p++;
     for (;;) {
-        while (*p == ' ' || *p == '\n' || *p == ',') p++;
+        while (*p == ' ' || *p == '\n' || *p == ',')
+            p++;
         if (*p == '}') break;
         ck_assert_msg(*p == '"', "encoder.json: unexpected '%c'", *p);
         int ncp;
         p = json_string(p + 1, cps, &ncp);
-        while (*p == ' ' || *p == ':') p++;
+        while (*p == ' ' || *p == ':')
+            p++;
         char* end;
         long id = strtol(p, &end, 10);
         p = end;
@@ -264,7 +297,8 @@ START_TEST(test_vocab_matches_encoder_json) {
         count++;
         size_t nb = 0;
         if (id == 50256) { // the special token is stored as its literal text
-            for (int k = 0; k < ncp; k++) bytes[nb++] = (unsigned char)cps[k];
+            for (int k = 0; k < ncp; k++)
+                bytes[nb++] = (unsigned char)cps[k];
         } else {
             for (int k = 0; k < ncp; k++) {
                 ck_assert(cps[k] >= 0 && cps[k] < 324 && cp_to_byte[cps[k]] >= 0);
@@ -294,11 +328,34 @@ END_TEST
 // Random byte strings that mix ASCII, spaces, apostrophes, valid multi-byte UTF-8 and invalid
 // sequences (stray continuation bytes, truncated and overlong forms, surrogates, > U+10FFFF).
 static size_t random_bytes(unsigned char* out, size_t cap, Rng* r) {
-    static const char* frags[] = {"'s", "'ll", " ", "  ", "\n", "\t", "\r\n", "a", "Z", "7",
-                                  "\xc3\xa9", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xc2\xa0",
-                                  "\xc2\x85", "\xef\xbb\xbf", "\xe2\x80\xa8", "\x80", "\xbf",
-                                  "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-                                  "\xe4\xb8", "\xf0\x9f\x98", "\xff", "\xfe", "<|endoftext|>"};
+    static const char* frags[] = {"'s",
+                                  "'ll",
+                                  " ",
+                                  "  ",
+                                  "\n",
+                                  "\t",
+                                  "\r\n",
+                                  "a",
+                                  "Z",
+                                  "7",
+                                  "\xc3\xa9",
+                                  "\xe4\xb8\xad",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xc2\xa0",
+                                  "\xc2\x85",
+                                  "\xef\xbb\xbf",
+                                  "\xe2\x80\xa8",
+                                  "\x80",
+                                  "\xbf",
+                                  "\xc0\xaf",
+                                  "\xe0\x80\xaf",
+                                  "\xed\xa0\x80",
+                                  "\xf4\x90\x80\x80",
+                                  "\xe4\xb8",
+                                  "\xf0\x9f\x98",
+                                  "\xff",
+                                  "\xfe",
+                                  "<|endoftext|>"};
     size_t nfr = sizeof frags / sizeof frags[0];
     size_t n = 0, target = (uint32_t)rng_u64(r) % (cap - 16);
     while (n < target) {
@@ -416,7 +473,8 @@ START_TEST(test_split_point_chunks) {
         ck_assert_uint_gt(end, pos);
         size_t m = tokenizer_encode(t, prose + pos, end - pos, 0, &part);
         ck_assert_uint_le(k + m, nw);
-        for (size_t i = 0; i < m; i++) ck_assert_int_eq(part[i], whole[k + i]);
+        for (size_t i = 0; i < m; i++)
+            ck_assert_int_eq(part[i], whole[k + i]);
         k += m;
         free(part);
         pos = end;
@@ -470,7 +528,8 @@ static void expect_reject(const char* name, const char* a, size_t na, const char
 // Offset of the start of 1-based line `line`.
 static size_t line_start(const char* v, int line) {
     size_t o = 0;
-    for (int l = 1; l < line; l++) o = (size_t)(strchr(v + o, '\n') - v) + 1;
+    for (int l = 1; l < line; l++)
+        o = (size_t)(strchr(v + o, '\n') - v) + 1;
     return o;
 }
 

@@ -7,8 +7,8 @@
 
 #include "common/util.h"
 
-GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h,
-                    double atol, size_t max_checks) {
+GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h, double atol,
+                    size_t max_checks) {
     GradCheck r = {0};
     size_t stride = 1;
     if (max_checks > 0 && n > max_checks) stride = (n + max_checks - 1) / max_checks;
@@ -43,11 +43,13 @@ GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, f
 }
 
 void fill_uniform(float* x, size_t n, float lo, float hi, Rng* r) {
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * rng_uniform(r);
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * rng_uniform(r);
 }
 
 void fill_normal(float* x, size_t n, float std, Rng* r) {
-    for (size_t i = 0; i < n; i++) x[i] = std * rng_normal(r);
+    for (size_t i = 0; i < n; i++)
+        x[i] = std * rng_normal(r);
 }
 
 float max_abs(const float* x, size_t n) {

@@ -34,8 +34,8 @@ typedef struct {
 // At most max_checks coordinates are checked (evenly strided) when max_checks < n.
 // atol is the absolute allowance on top of 1% relative error (float rounding noise of the
 // loss divided by h, and near-zero gradients): e.g. 1e-4 * max|g|.
-GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h,
-                    double atol, size_t max_checks);
+GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h, double atol,
+                    size_t max_checks);
 
 // Fill with uniform values in [lo, hi) or N(0, std).
 void fill_uniform(float* x, size_t n, float lo, float hi, Rng* r);
