@@ -218,6 +218,7 @@ int main(int argc, char** argv) {
         const char* o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
+            free(files);
             return 0;
         } else if (!strcmp(o, "--allow-special")) {
             a.allow_special = 1;
@@ -255,6 +256,7 @@ int main(int argc, char** argv) {
     }
     if (nfiles == 0) {
         usage(stderr);
+        free(files);
         return EXIT_USAGE;
     }
     if (a.shard_tokens < 1) die(EXIT_USAGE, "--shard-tokens must be at least 1");
