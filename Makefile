@@ -95,7 +95,7 @@ bench: deps
 FMT_SRCS = $(wildcard *.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
 format:
 	clang-format -i $(FMT_SRCS)
-format-check:
+format-check: deps
 	clang-format --dry-run --Werror $(FMT_SRCS)
 
 clean:
