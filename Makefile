@@ -50,10 +50,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%: $(BUILD)/%.o $(BUILD)/libattnlab.a
+$(TOOL_BINS): $(BUILD)/%: $(BUILD)/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
+$(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/libattnlab.a $(LDLIBS) $(CHECKLIB) -o $@
 
 # ---- setup: Debian packages, tokenizer files (npm), default corpus -------------------------

@@ -20,6 +20,7 @@
 
 #include "attention/attention.h"
 #include "common/util.h"
+#include "tests/attn_harness.h"
 #include "tests/testutil.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -359,172 +360,34 @@ START_TEST(test_row_extreme_logits) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
-// layer-level harness
+// layer-level checks (tests/attn_harness.h builds the layer)
 
-typedef struct {
-    const VarCfg* c;
-    const AttnVariant* row;
-    AttnDims d;
-    int ntens;
-    AttnTensorSpec specs[ATTN_MAX_TENSORS];
-    float* tp[ATTN_MAX_TENSORS];
-    float* dtp[ATTN_MAX_TENSORS];
-    size_t tsize[ATTN_MAX_TENSORS];
-    float *x, *qkv, *out, *att, *cache, *rowp, *w, *qk_pos;
-    float *dx, *dqkv, *drowp;
-    AttnWorkspace* ws;
-    AttnLayer L;
-} LayerProblem;
-
-static void layer_setup(LayerProblem* lp, const VarCfg* c, int B, int T, int C, int NH,
-                        int nthreads, uint64_t seed) {
-    memset(lp, 0, sizeof(*lp));
-    lp->c = c;
-    const AttnVariant* v = c->v;
-    lp->row = v->layer_forward ? (c->hp.inner ? c->hp.inner : attn_lookup("softmax")) : v;
-    lp->d = (AttnDims){.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH};
-    Rng r;
-    rng_seed(&r, seed);
-    lp->ntens = v->layer_tensors ? v->layer_tensors(lp->specs, &lp->d, &c->hp) : 0;
-    for (int k = 0; k < lp->ntens; k++) {
-        const AttnTensorSpec* s = &lp->specs[k];
-        size_t n = 1;
-        for (int q = 0; q < s->ndim; q++)
-            n *= (size_t)s->shape[q];
-        lp->tsize[k] = n;
-        lp->tp[k] = allocFloats(n);
-        lp->dtp[k] = allocFloats(n);
-        for (size_t i = 0; i < n; i++) {
-            float base = s->init == ATTN_INIT_CONST ? s->init_value : 0.0f;
-            float sd = s->init == ATTN_INIT_NORMAL ? s->init_value : 0.0f;
-            lp->tp[k][i] = base + (sd > 0 ? sd : 0.05f) * rng_normal(&r);
-        }
-    }
-    size_t BTC = (size_t)B * T * C;
-    int P = lp->row->params_per_head;
-    lp->x = allocFloats(BTC);
-    lp->qkv = allocFloats(3 * BTC);
-    lp->out = allocFloats(BTC);
-    lp->w = allocFloats(BTC);
-    lp->att = allocFloats((size_t)B * NH * T * T);
-    size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&lp->d, &c->hp) : 0;
-    lp->cache = allocFloats(cf + 1);
-    lp->qk_pos = allocFloats((size_t)B * T * 2 * C); // rotated q, k under rope
-    lp->rowp = allocFloats((size_t)NH * P + 1);
-    lp->drowp = allocFloats((size_t)NH * P + 1);
-    lp->dx = allocFloats(BTC);
-    lp->dqkv = allocFloats(3 * BTC);
-    fill_normal(lp->x, BTC, 1.0f, &r);
-    fill_normal(lp->qkv, 3 * BTC, 1.0f, &r);
-    fill_normal(lp->w, BTC, 1.0f, &r);
-    if (P) {
-        VarCfg rc = *c;
-        rc.v = lp->row;
-        if (v->layer_forward)
-            attn_hparams_default(&rc.hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
-        init_row_params(lp->rowp, &rc, NH, &r);
-    }
-    size_t rs = attn_row_scratch(lp->row, T);
-    lp->ws = attn_workspace_new(B, T, NH, nthreads, rs, P);
-    static AttnHParams row_hp_store[64];
-    static int row_hp_next = 0;
-    AttnHParams* row_hp = (AttnHParams*)&c->hp;
-    if (v->layer_forward) {
-        row_hp = &row_hp_store[row_hp_next++ % 64];
-        attn_hparams_default(row_hp, lp->row, c->hp.T_train, NH, C / NH, C, 2);
-    }
-    lp->L = (AttnLayer){.v = v,
-                        .row = lp->row,
-                        .hp = &c->hp,
-                        .row_hp = row_hp,
-                        .d = lp->d,
-                        .layer = 0,
-                        .step = 3,
-                        .seed = 11,
-                        .pos_encoding = ATTN_POS_LEARNED,
-                        .qk_pos = lp->qk_pos,
-                        .rowp = P ? lp->rowp : NULL,
-                        .drowp = P ? lp->drowp : NULL,
-                        .x = lp->x,
-                        .qkv = lp->qkv,
-                        .out = lp->out,
-                        .att = lp->att,
-                        .cache = lp->cache,
-                        .dout = lp->w,
-                        .dx = lp->dx,
-                        .dqkv = lp->dqkv,
-                        .ws = lp->ws};
-    for (int k = 0; k < lp->ntens; k++) {
-        lp->L.tp[k] = lp->tp[k];
-        lp->L.dtp[k] = lp->dtp[k];
-    }
-}
-
-static void layer_free(LayerProblem* lp) {
-    for (int k = 0; k < lp->ntens; k++) {
-        free(lp->tp[k]);
-        free(lp->dtp[k]);
-    }
-    free(lp->x);
-    free(lp->qkv);
-    free(lp->out);
-    free(lp->w);
-    free(lp->att);
-    free(lp->cache);
-    free(lp->qk_pos);
-    free(lp->rowp);
-    free(lp->drowp);
-    free(lp->dx);
-    free(lp->dqkv);
-    attn_workspace_free(lp->ws);
-}
-
-static void layer_zero_grads(LayerProblem* lp) {
-    size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
-    memset(lp->dx, 0, sizeof(float) * BTC);
-    memset(lp->dqkv, 0, sizeof(float) * 3 * BTC);
-    memset(lp->drowp, 0, sizeof(float) * ((size_t)lp->d.NH * lp->row->params_per_head + 1));
-    for (int k = 0; k < lp->ntens; k++)
-        memset(lp->dtp[k], 0, sizeof(float) * lp->tsize[k]);
-}
-
-static double layer_loss(void* vp) {
-    LayerProblem* lp = vp;
-    attention_forward(&lp->L);
-    size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
-    double L = 0;
-    for (size_t i = 0; i < BTC; i++)
-        L += (double)lp->w[i] * (double)lp->out[i];
-    return L;
-}
-
-static void layer_check(LayerProblem* lp, float* x, const float* g, size_t n, double atol,
-                        const char* what) {
+static void layer_check(AttnHarness* lp, const char* cfg_label, float* x, const float* g, size_t n,
+                        double atol, const char* what) {
     int skipped = 0;
     size_t BTC = (size_t)lp->d.B * lp->d.T * lp->d.C;
-    layer_loss(lp);
+    harness_loss(lp);
     double lmag = 0;
     for (size_t i = 0; i < BTC; i++)
         lmag += fabs((double)lp->w[i] * (double)lp->out[i]);
     char label[200];
     static const char* const POS[] = {"learned", "rope", "alibi", "none"};
-    snprintf(label, sizeof(label), "%s (layer, pos_encoding=%s)", lp->c->label,
+    snprintf(label, sizeof(label), "%s (layer, pos_encoding=%s)", cfg_label,
              POS[lp->L.pos_encoding & 3]);
     int checked =
-        check_coords(lp, layer_loss, x, g, (int)n, atol, lmag, what, label, lp->d.T, &skipped);
+        check_coords(lp, harness_loss, x, g, (int)n, atol, lmag, what, label, lp->d.T, &skipped);
     // a handful of parameters, each touching every row, can all sit near some kink
     if (n > 8)
-        ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", lp->c->label,
-                      what, skipped, checked);
+        ck_assert_msg(checked >= skipped, "%s: layer d%s: %d kinks vs %d checked", cfg_label, what,
+                      skipped, checked);
 }
 
 START_TEST(test_layer_gradcheck) {
     // every configuration under every position encoding: _i = cfg * 4 + encoding
     const VarCfg* c = &CFGS[_i / 4];
     const int pos = _i % 4; // ATTN_POS_LEARNED, _ROPE, _ALIBI, _NONE
-    LayerProblem lp;
-    layer_setup(&lp, c, 1, 5, 8, 2, 1, label_seed(c->label) + (uint64_t)pos);
-    lp.L.pos_encoding = pos;
+    AttnHarness lp;
+    harness_setup(&lp, c->v, &c->hp, pos, 1, 5, 8, 2, 1, 0, label_seed(c->label) + (uint64_t)pos);
     // straight-through row maps: check the backward against their smooth surrogate
     AttnVariant surrogate;
     if (lp.row->surrogate_row) {
@@ -533,27 +396,28 @@ START_TEST(test_layer_gradcheck) {
         lp.L.row = &surrogate;
         if (!c->v->layer_forward) lp.L.v = &surrogate;
     }
-    layer_zero_grads(&lp);
+    harness_zero_grads(&lp);
     attention_forward(&lp.L);
     attention_backward(&lp.L);
     size_t BTC = 5 * 8;
     float gmax = fmaxf(max_abs(lp.dqkv, 3 * BTC), max_abs(lp.dx, BTC));
     double atol = 2e-3 * (double)gmax + 1e-5;
-    layer_check(&lp, lp.qkv, lp.dqkv, 3 * BTC, atol, "qkv");
-    layer_check(&lp, lp.x, lp.dx, BTC, atol, "x");
+    layer_check(&lp, c->label, lp.qkv, lp.dqkv, 3 * BTC, atol, "qkv");
+    layer_check(&lp, c->label, lp.x, lp.dx, BTC, atol, "x");
     int P = lp.row->params_per_head;
-    if (P) layer_check(&lp, lp.rowp, lp.drowp, (size_t)2 * P, atol, "rowp");
+    if (P) layer_check(&lp, c->label, lp.rowp, lp.drowp, (size_t)2 * P, atol, "rowp");
     for (int k = 0; k < lp.ntens; k++)
-        layer_check(&lp, lp.tp[k], lp.dtp[k], lp.tsize[k], atol, lp.specs[k].name);
-    layer_free(&lp);
+        layer_check(&lp, c->label, lp.tp[k], lp.dtp[k], lp.tsize[k], atol, lp.specs[k].name);
+    harness_free(&lp);
 }
 END_TEST
 
 START_TEST(test_layer_causality) {
     const VarCfg* c = &CFGS[_i];
     const int B = 1, T = 9, C = 8, NH = 2;
-    LayerProblem lp;
-    layer_setup(&lp, c, B, T, C, NH, 1, label_seed(c->label) + 99);
+    AttnHarness lp;
+    harness_setup(&lp, c->v, &c->hp, ATTN_POS_LEARNED, B, T, C, NH, 1, 0,
+                  label_seed(c->label) + 99);
     attention_forward(&lp.L);
     size_t BTC = (size_t)B * T * C;
     float* out0 = allocFloats(BTC);
@@ -583,18 +447,18 @@ START_TEST(test_layer_causality) {
                               "%s: att[%d][%d] above the diagonal is not 0", c->label, t, j);
     free(out0);
     free(att0);
-    layer_free(&lp);
+    harness_free(&lp);
 }
 END_TEST
 
 START_TEST(test_layer_threads_identical) {
     const VarCfg* c = &CFGS[_i];
     const int B = 2, T = 24, C = 16, NH = 4;
-    LayerProblem a, b;
-    layer_setup(&a, c, B, T, C, NH, 1, 7 + (uint64_t)_i);
-    layer_setup(&b, c, B, T, C, NH, 2, 7 + (uint64_t)_i);
-    layer_zero_grads(&a);
-    layer_zero_grads(&b);
+    AttnHarness a, b;
+    harness_setup(&a, c->v, &c->hp, ATTN_POS_LEARNED, B, T, C, NH, 1, 0, label_seed(c->label) + 7);
+    harness_setup(&b, c->v, &c->hp, ATTN_POS_LEARNED, B, T, C, NH, 2, 0, label_seed(c->label) + 7);
+    harness_zero_grads(&a);
+    harness_zero_grads(&b);
     attention_forward(&a.L);
     attention_backward(&a.L);
     attention_forward(&b.L);
@@ -612,8 +476,8 @@ START_TEST(test_layer_threads_identical) {
     for (int k = 0; k < a.ntens; k++)
         ck_assert_msg(memcmp(a.dtp[k], b.dtp[k], sizeof(float) * a.tsize[k]) == 0,
                       "%s: grad of %s differs 1 vs 2 threads", c->label, a.specs[k].name);
-    layer_free(&a);
-    layer_free(&b);
+    harness_free(&a);
+    harness_free(&b);
 }
 END_TEST
 

@@ -21,6 +21,7 @@
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
+#include "tests/attn_harness.h"
 #include "tests/testutil.h"
 
 static const int POS[3] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE};
@@ -133,120 +134,6 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // layer gradient check under each position encoding
 
-typedef struct {
-    const AttnVariant *v, *row;
-    AttnHParams hp, row_hp;
-    AttnDims d;
-    int nt;
-    AttnTensorSpec ts[ATTN_MAX_TENSORS];
-    size_t tsize[ATTN_MAX_TENSORS];
-    float *tp[ATTN_MAX_TENSORS], *dtp[ATTN_MAX_TENSORS];
-    float *x, *qkv, *out, *att, *cache, *qk, *rowp, *drowp, *w, *dx, *dqkv;
-    AttnWorkspace* ws;
-    AttnLayer L;
-} LP;
-
-static void lp_setup(LP* p, const AttnVariant* v, int pos, int B, int T, int C, int NH,
-                     uint64_t seed) {
-    memset(p, 0, sizeof(*p));
-    p->v = v;
-    p->row = v->layer_forward ? attn_lookup("softmax") : v;
-    p->d = (AttnDims){.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH};
-    attn_hparams_default(&p->hp, v, T, NH, C / NH, C, 1);
-    if (v->layer_forward) p->hp.inner = p->row;
-    attn_hparams_default(&p->row_hp, p->row, T, NH, C / NH, C, 1);
-    Rng r;
-    rng_seed(&r, seed);
-    size_t BTC = (size_t)B * T * C;
-    p->nt = v->layer_tensors ? v->layer_tensors(p->ts, &p->d, &p->hp) : 0;
-    for (int k = 0; k < p->nt; k++) {
-        size_t n = 1;
-        for (int q = 0; q < p->ts[k].ndim; q++)
-            n *= (size_t)p->ts[k].shape[q];
-        p->tsize[k] = n;
-        p->tp[k] = allocFloats(n);
-        p->dtp[k] = allocFloats(n);
-        float base = p->ts[k].init == ATTN_INIT_CONST ? p->ts[k].init_value : 0.0f;
-        for (size_t i = 0; i < n; i++)
-            p->tp[k][i] = base + 0.1f * rng_normal(&r);
-    }
-    int P = p->row->params_per_head;
-    p->x = allocFloats(BTC);
-    p->qkv = allocFloats(3 * BTC);
-    p->out = allocFloats(BTC);
-    p->w = allocFloats(BTC);
-    p->dx = allocFloats(BTC);
-    p->dqkv = allocFloats(3 * BTC);
-    p->qk = allocFloats(2 * BTC);
-    p->att = allocFloats((size_t)B * NH * T * T);
-    size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&p->d, &p->hp) : 0;
-    p->cache = allocFloats(cf + 1);
-    p->rowp = allocFloats((size_t)NH * P + 1);
-    p->drowp = allocFloats((size_t)NH * P + 1);
-    for (int h = 0; h < NH; h++) {
-        if (p->row->init_params) p->row->init_params(p->rowp + h * P, &p->row_hp);
-        for (int k = 0; k < P; k++)
-            p->rowp[h * P + k] += 0.02f * rng_normal(&r);
-    }
-    fill_normal(p->x, BTC, 1.0f, &r);
-    fill_normal(p->qkv, 3 * BTC, 1.0f, &r);
-    fill_normal(p->w, BTC, 1.0f, &r);
-    p->ws = attn_workspace_new(B, T, NH, 1, attn_row_scratch(p->row, T), P);
-    p->L = (AttnLayer){.v = v,
-                       .row = p->row,
-                       .hp = &p->hp,
-                       .row_hp = &p->row_hp,
-                       .d = p->d,
-                       .step = 3,
-                       .seed = 11,
-                       .pos_encoding = pos,
-                       .qk_pos = p->qk,
-                       .rowp = P ? p->rowp : NULL,
-                       .drowp = P ? p->drowp : NULL,
-                       .x = p->x,
-                       .qkv = p->qkv,
-                       .out = p->out,
-                       .att = p->att,
-                       .cache = p->cache,
-                       .dout = p->w,
-                       .dx = p->dx,
-                       .dqkv = p->dqkv,
-                       .ws = p->ws};
-    for (int k = 0; k < p->nt; k++) {
-        p->L.tp[k] = p->tp[k];
-        p->L.dtp[k] = p->dtp[k];
-    }
-}
-
-static void lp_free(LP* p) {
-    for (int k = 0; k < p->nt; k++) {
-        free(p->tp[k]);
-        free(p->dtp[k]);
-    }
-    free(p->x);
-    free(p->qkv);
-    free(p->out);
-    free(p->w);
-    free(p->dx);
-    free(p->dqkv);
-    free(p->qk);
-    free(p->att);
-    free(p->cache);
-    free(p->rowp);
-    free(p->drowp);
-    attn_workspace_free(p->ws);
-}
-
-static double lp_loss(void* vp) {
-    LP* p = vp;
-    attention_forward(&p->L);
-    size_t BTC = (size_t)p->d.B * p->d.T * p->d.C;
-    double L = 0;
-    for (size_t i = 0; i < BTC; i++)
-        L += (double)p->w[i] * (double)p->out[i];
-    return L;
-}
-
 // The default pipeline is shared by every row map: softmax and window stand for them. Every
 // layer-level variant handles the position encoding itself and is checked individually.
 static const AttnVariant* LAYER_VARIANTS[64];
@@ -263,8 +150,8 @@ static void collect_layer_variants(void) {
 START_TEST(test_layer_gradcheck_posenc) {
     const AttnVariant* v = LAYER_VARIANTS[_i / 3];
     const int pos = POS[_i % 3];
-    LP p;
-    lp_setup(&p, v, pos, 1, 5, 8, 2, 77 + (uint64_t)_i);
+    AttnHarness p;
+    harness_setup(&p, v, NULL, pos, 1, 5, 8, 2, 1, 0.1f, 77 + (uint64_t)_i);
     attention_forward(&p.L);
     attention_backward(&p.L);
     const size_t BTC = 40;
@@ -272,22 +159,22 @@ START_TEST(test_layer_gradcheck_posenc) {
     double atol = 2e-3 * gmax + 1e-5;
     char what[160];
     snprintf(what, sizeof(what), "%s/%s: layer dqkv", v->name, POS_NAME[pos]);
-    check_grad(&p, lp_loss, p.qkv, p.dqkv, 3 * BTC, 2, 1e-2, atol, what);
+    check_grad(&p, harness_loss, p.qkv, p.dqkv, 3 * BTC, 2, 1e-2, atol, what);
     if (max_abs(p.dx, BTC) > 0) {
         snprintf(what, sizeof(what), "%s/%s: layer dx", v->name, POS_NAME[pos]);
-        check_grad(&p, lp_loss, p.x, p.dx, BTC, 1, 1e-2, atol, what);
+        check_grad(&p, harness_loss, p.x, p.dx, BTC, 1, 1e-2, atol, what);
     }
     int P = p.row->params_per_head;
     if (P) {
         snprintf(what, sizeof(what), "%s/%s: layer drowp", v->name, POS_NAME[pos]);
-        check_grad(&p, lp_loss, p.rowp, p.drowp, (size_t)2 * P, 1, 1e-2, atol, what);
+        check_grad(&p, harness_loss, p.rowp, p.drowp, (size_t)2 * P, 1, 1e-2, atol, what);
     }
-    for (int k = 0; k < p.nt; k++) {
-        snprintf(what, sizeof(what), "%s/%s: layer d%s", v->name, POS_NAME[pos], p.ts[k].name);
+    for (int k = 0; k < p.ntens; k++) {
+        snprintf(what, sizeof(what), "%s/%s: layer d%s", v->name, POS_NAME[pos], p.specs[k].name);
         size_t stride = p.tsize[k] > 60 ? p.tsize[k] / 60 : 1;
-        check_grad(&p, lp_loss, p.tp[k], p.dtp[k], p.tsize[k], stride, 1e-2, atol, what);
+        check_grad(&p, harness_loss, p.tp[k], p.dtp[k], p.tsize[k], stride, 1e-2, atol, what);
     }
-    lp_free(&p);
+    harness_free(&p);
 }
 END_TEST
 
@@ -297,9 +184,10 @@ START_TEST(test_layer_sees_position) {
     const AttnVariant* v = LAYER_VARIANTS[_i];
     const int T = 6, C = 8, BTC = T * C;
     float* ref = allocFloats((size_t)BTC);
-    LP p;
+    AttnHarness p;
     for (int k = 0; k < 3; k++) {
-        lp_setup(&p, v, POS[2 - k], 1, T, C, 2, 555); // none first, then alibi, rope
+        harness_setup(&p, v, NULL, POS[2 - k], 1, T, C, 2, 1, 0.1f,
+                      555); // none first, then alibi, rope
         attention_forward(&p.L);
         if (k == 0) {
             memcpy(ref, p.out, sizeof(float) * (size_t)BTC);
@@ -308,7 +196,7 @@ START_TEST(test_layer_sees_position) {
                           "%s: output under %s equals the output without position encoding",
                           v->name, POS_NAME[POS[2 - k]]);
         }
-        lp_free(&p);
+        harness_free(&p);
     }
     free(ref);
 }
@@ -459,9 +347,9 @@ END_TEST
 START_TEST(test_twicing_reference) {
     const AttnVariant* v = attn_lookup("twicing");
     ck_assert_ptr_nonnull(v);
-    LP p;
+    AttnHarness p;
     const int T = 6, C = 8, NH = 2, hs = 4;
-    lp_setup(&p, v, ATTN_POS_NONE, 1, T, C, NH, 31);
+    harness_setup(&p, v, NULL, ATTN_POS_NONE, 1, T, C, NH, 1, 0.1f, 31);
     attention_forward(&p.L);
     for (int h = 0; h < NH; h++) {
         // softmax A in double from q, k, then (2A - A^2) V explicitly
@@ -498,7 +386,7 @@ START_TEST(test_twicing_reference) {
                               p.out[t * C + h * hs + i], o);
             }
     }
-    lp_free(&p);
+    harness_free(&p);
 }
 END_TEST
 

@@ -1,0 +1,40 @@
+// tests/attn_harness.h: one attention layer with random inputs, for the suites that test the
+// driver and the variants through attention_forward / attention_backward. The loss is
+// sum(w * out) in double, with w the upstream gradient; every buffer the layer reads or writes
+// is owned here.
+#ifndef ATTNLAB_ATTN_HARNESS_H
+#define ATTNLAB_ATTN_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attention/attention.h"
+
+typedef struct {
+    const AttnVariant* v;   // the layer's variant
+    const AttnVariant* row; // its row map: v, or the inner map of a layer-level variant
+    AttnHParams hp, row_hp;
+    AttnDims d;
+    int ntens;
+    AttnTensorSpec specs[ATTN_MAX_TENSORS];
+    float* tp[ATTN_MAX_TENSORS];
+    float* dtp[ATTN_MAX_TENSORS];
+    size_t tsize[ATTN_MAX_TENSORS];
+    float *x, *qkv, *out, *att, *cache, *qk_pos, *rowp, *w; // w: upstream gradient of out
+    float *dx, *dqkv, *drowp;
+    AttnWorkspace* ws;
+    AttnLayer L;
+} AttnHarness;
+
+// A layer of variant v with hyperparameters hp (NULL: defaults, with T_train = T; a
+// layer-level variant wraps hp->inner, default softmax) under position encoding `pos`.
+// Layer tensors start at their declared init plus N(0, tensor_noise) (tensor_noise <= 0: the
+// declared std, or 0.05 for constant inits); row parameters at their init plus N(0, 0.02);
+// x, qkv and w are N(0, 1). Everything is drawn from `seed`.
+void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, int pos, int B,
+                   int T, int C, int NH, int nthreads, float tensor_noise, uint64_t seed);
+void harness_free(AttnHarness* h);
+void harness_zero_grads(AttnHarness* h);
+double harness_loss(void* h); // forward, then sum(w * out) in double
+
+#endif
