@@ -90,6 +90,16 @@ static int finish(AtomicFile* af, char* err, size_t errcap) {
     return 0;
 }
 
+// Fields 2..7 of both model-file headers (attnlab's and llm.c's): maxT, V, L, NH, C, Vp.
+static void header_sizes(int32_t* h, const GPT2Config* c) {
+    h[2] = c->block_size;
+    h[3] = c->vocab_size;
+    h[4] = c->n_layer;
+    h[5] = c->n_head;
+    h[6] = c->n_embd;
+    h[7] = c->padded_vocab;
+}
+
 // ---------------------------------------------------------------------------------------------
 // attnlab model files
 
@@ -100,12 +110,7 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     size_t tl = config_text ? strlen(config_text) : 0;
     h[0] = CKPT_MAGIC;
     h[1] = CKPT_VERSION;
-    h[2] = c->block_size;
-    h[3] = c->vocab_size;
-    h[4] = c->n_layer;
-    h[5] = c->n_head;
-    h[6] = c->n_embd;
-    h[7] = c->padded_vocab;
+    header_sizes(h, c);
     h[8] = c->pos_encoding;
     h[9] = c->qk_norm;
     h[10] = m->nspecs;
@@ -358,12 +363,7 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     int32_t h[256] = {0};
     h[0] = LLMC_MAGIC;
     h[1] = LLMC_VERSION;
-    h[2] = c->block_size;
-    h[3] = c->vocab_size;
-    h[4] = c->n_layer;
-    h[5] = c->n_head;
-    h[6] = c->n_embd;
-    h[7] = c->padded_vocab;
+    header_sizes(h, c);
     AtomicFile af;
     if (atomic_open(&af, path)) {
         snprintf(err, errcap, "%s", af.err);
