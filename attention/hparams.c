@@ -156,6 +156,23 @@ void attn_print_list(void* file) {
                 v->rows_sum_to_one ? "yes" : "no", v->shift_invariant ? "yes" : "no",
                 v->layer_forward ? "; layer-level (wraps attn.inner)" : "");
         if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
+        if (v->layer_tensors) { // shapes shown for GPT-2 small's sizes
+            AttnDims d = {.B = 1, .T = 1024, .C = 768, .NH = 12, .hs = 64};
+            AttnHParams hp;
+            attn_hparams_default(&hp, v, 1024, 12, 64, 768, 12);
+            AttnTensorSpec ts[ATTN_MAX_TENSORS];
+            int nt = v->layer_tensors(ts, &d, &hp);
+            if (nt > 0) {
+                fprintf(f, "%-12s learnable per layer (n_embd 768, n_head 12):", "");
+                for (int k = 0; k < nt; k++) {
+                    fprintf(f, " %s(", ts[k].name);
+                    for (int q = 0; q < ts[k].ndim; q++)
+                        fprintf(f, "%s%d", q ? "," : "", ts[k].shape[q]);
+                    fputc(')', f);
+                }
+                fputc('\n', f);
+            }
+        }
         if (v->params_per_head > 0) {
             fprintf(f, "%-12s learnable per head:", "");
             for (int k = 0; k < v->params_per_head; k++)
