@@ -44,6 +44,7 @@
 #include <stdlib.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
@@ -287,16 +288,6 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
     }
 }
 
-// fraction of keys with nonzero weight
-static float entmax_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    (void)s;
-    (void)ctx;
-    int k = 0;
-    for (int j = 0; j < n; j++)
-        k += a[j] > 0.0f;
-    return (float)k / (float)n;
-}
-
 const AttnVariant attn_entmax = {
     .name = "entmax",
     .formula = "a = [(alpha-1) s - tau]_+^(1/(alpha-1)), sum a = 1 (alpha = 1.5)",
@@ -312,5 +303,5 @@ const AttnVariant attn_entmax = {
     .forward_row = entmax_forward_row,
     .backward_row = entmax_backward_row,
     .row_stat_name = "support",
-    .row_stat = entmax_support,
+    .row_stat = rowops_support,
 };

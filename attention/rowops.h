@@ -184,4 +184,15 @@ static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
     attn_pos_backward_end(c, &save, L);
 }
 
+// Row statistic of sparse maps: the fraction of keys with nonzero weight (signature of
+// AttnVariant.row_stat).
+static inline float rowops_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)s;
+    (void)ctx;
+    int k = 0;
+    for (int j = 0; j < n; j++)
+        k += a[j] > 0.0f;
+    return (float)k / (float)n;
+}
+
 #endif

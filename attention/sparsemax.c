@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
@@ -125,16 +126,6 @@ static void sparsemax_backward_row(float* ds, const float* da, const float* s, c
         if (a[j] > 0.0f) ds[j] += da[j] - mean;
 }
 
-// fraction of keys with nonzero weight
-static float sparsemax_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    (void)s;
-    (void)ctx;
-    int k = 0;
-    for (int j = 0; j < n; j++)
-        k += a[j] > 0.0f;
-    return (float)k / (float)n;
-}
-
 const AttnVariant attn_sparsemax = {
     .name = "sparsemax",
     .formula = "a = [s - tau]_+, sum a = 1 (projection onto the simplex)",
@@ -145,5 +136,5 @@ const AttnVariant attn_sparsemax = {
     .forward_row = sparsemax_forward_row,
     .backward_row = sparsemax_backward_row,
     .row_stat_name = "support",
-    .row_stat = sparsemax_support,
+    .row_stat = rowops_support,
 };
