@@ -48,11 +48,6 @@ static inline float pow2i(int k) {
     return k < -126 ? 0.0f : v.f;
 }
 
-static void pot_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    (void)ctx;
-    rowops_softmax_fast(a, s, n);
-}
-
 static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
     const int r = (int)rintf(ctx->hp->v[HP_FRAC]);
     const int use_floor = ctx->hp->v[HP_ROUND] >= 0.5f;
@@ -81,14 +76,6 @@ static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* c
         a[j] *= inv;
 }
 
-static void pot_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
-                             const AttnRowCtx* ctx) {
-    (void)a;
-    float* p = ctx->scratch;
-    rowops_softmax_fast(p, s, n);
-    rowops_softmax_backward_simd(ds, da, p, n);
-}
-
 const AttnVariant attn_pot = {
     .name = "pot",
     .formula = "a = 2^round(log2(e)(s - max s)) / sum(.), straight-through softmax backward",
@@ -99,6 +86,6 @@ const AttnVariant attn_pot = {
     .n_hparams = N_HP,
     .scratch_floats = pot_scratch,
     .forward_row = pot_forward_row,
-    .backward_row = pot_backward_row,
-    .surrogate_row = pot_softmax,
+    .backward_row = rowops_ste_softmax_backward,
+    .surrogate_row = rowops_ste_softmax,
 };

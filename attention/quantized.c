@@ -62,11 +62,6 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static void quant_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    (void)ctx;
-    rowops_softmax_fast(a, s, n);
-}
-
 // x[j] <- Q(x[j] * pre_scale) for x in [0, 1]
 static void quant_round(float* x, int n, float pre_scale, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
@@ -117,14 +112,6 @@ static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx*
     }
 }
 
-static void quant_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
-                               const AttnRowCtx* ctx) {
-    (void)a;
-    float* p = ctx->scratch;
-    rowops_softmax_fast(p, s, n);
-    rowops_softmax_backward_simd(ds, da, p, n);
-}
-
 const AttnVariant attn_quantized = {
     .name = "quantized",
     .formula = "a = round(softmax(s) (K-1)) / (K-1), straight-through softmax backward",
@@ -135,6 +122,6 @@ const AttnVariant attn_quantized = {
     .n_hparams = N_HP,
     .scratch_floats = quant_scratch,
     .forward_row = quant_forward_row,
-    .backward_row = quant_backward_row,
-    .surrogate_row = quant_softmax,
+    .backward_row = rowops_ste_softmax_backward,
+    .surrogate_row = rowops_ste_softmax,
 };

@@ -195,4 +195,20 @@ static inline float rowops_support(const float* a, const float* s, int n, const 
     return (float)k / (float)n;
 }
 
+// Straight-through softmax, for quantized maps whose backward is the softmax VJP (AttnVariant
+// row signatures): the smooth surrogate a = softmax(s), and its VJP ds += p (da - <p, da>)
+// with p recomputed into ctx->scratch (n floats).
+static inline void rowops_ste_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+    (void)ctx;
+    rowops_softmax_fast(a, s, n);
+}
+
+static inline void rowops_ste_softmax_backward(float* ds, const float* da, const float* s,
+                                               const float* a, int n, const AttnRowCtx* ctx) {
+    (void)a;
+    float* p = ctx->scratch;
+    rowops_softmax_fast(p, s, n);
+    rowops_softmax_backward_simd(ds, da, p, n);
+}
+
 #endif
