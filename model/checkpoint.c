@@ -100,6 +100,17 @@ static void header_sizes(int32_t* h, const GPT2Config* c) {
     h[7] = c->padded_vocab;
 }
 
+// The inverse of header_sizes: a zeroed config with those six sizes.
+static void config_from_header(GPT2Config* c, const int32_t* h) {
+    memset(c, 0, sizeof(*c));
+    c->block_size = h[2];
+    c->vocab_size = h[3];
+    c->n_layer = h[4];
+    c->n_head = h[5];
+    c->n_embd = h[6];
+    c->padded_vocab = h[7];
+}
+
 // ---------------------------------------------------------------------------------------------
 // attnlab model files
 
@@ -193,13 +204,7 @@ int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t at
     FILE* f = open_model(path, h, att, config_text, err, errcap);
     if (!f) return -1;
     fclose(f);
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->block_size = h[2];
-    cfg->vocab_size = h[3];
-    cfg->n_layer = h[4];
-    cfg->n_head = h[5];
-    cfg->n_embd = h[6];
-    cfg->padded_vocab = h[7];
+    config_from_header(cfg, h);
     cfg->pos_encoding = h[8];
     cfg->qk_norm = h[9];
     if (attention) util_strlcpy(attention, att, attcap);
@@ -419,13 +424,7 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
                  h[6], h[5]);
         return -1;
     }
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->block_size = h[2];
-    cfg->vocab_size = h[3];
-    cfg->n_layer = h[4];
-    cfg->n_head = h[5];
-    cfg->n_embd = h[6];
-    cfg->padded_vocab = h[7];
+    config_from_header(cfg, h);
     cfg->pos_encoding = ATTN_POS_LEARNED;
     size_t L = (size_t)h[4], C = (size_t)h[6];
     size_t nparams = (size_t)h[7] * C + (size_t)h[2] * C + L * (12 * C * C + 13 * C) + 2 * C;
