@@ -1,6 +1,6 @@
 // train.c: the attnlab trainer. config -> model -> loop (train, evaluate, sample, checkpoint,
 // log) -> free. Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help;
-// ./train --list-attention.
+// ./train --list-attention; ./train CONFIG [overrides] --print-config.
 //
 // defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); checkpoints
 // (model/checkpoint.h); sampling (model/sample.h); the run loop helpers (model/run.h)
@@ -38,7 +38,10 @@ static void usage(FILE* f) {
     fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
                "       ./train --help             every config key with type, default, meaning\n"
                "       ./train --list-attention   every attention variant and its keys\n"
-               "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n\n"
+               "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n"
+               "       ./train CONFIG [key=value ...] --print-config\n"
+               "                                  check the config and print every resolved key;\n"
+               "                                  train nothing\n\n"
                "Trains GPT-2 from a config file (key = value lines, `include = base.conf`).\n"
                "Writes OUT/metrics.jsonl, OUT/main.log, OUT/config.conf and checkpoints\n"
                "OUT/model_NNNNNNNN.bin + OUT/state_NNNNNNNN.bin. Exit codes: 0 done, 1 I/O,\n"
@@ -81,14 +84,23 @@ int main(int argc, char** argv) {
     Config cfg;
     config_defaults(&cfg);
     char err[2048];
-    int first = 1;
+    int first = 1, print_only = 0;
     if (!strchr(argv[1], '=') && strncmp(argv[1], "--", 2) != 0) {
         if (config_load(&cfg, argv[1], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
         first = 2;
     }
-    for (int i = first; i < argc; i++)
+    for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--print-config")) {
+            print_only = 1;
+            continue;
+        }
         if (config_apply_arg(&cfg, argv[i], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    }
     if (config_validate(&cfg, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (print_only) { // scripts/ablate compares runs by their resolved keys
+        printf("# attnlab resolved config (./train --print-config)\n");
+        return config_write(&cfg, stdout) ? 1 : 0;
+    }
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
     openblas_set_num_threads(1);

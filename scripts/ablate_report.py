@@ -91,12 +91,13 @@ def run_metrics(d):
     """Every column derived from one run directory."""
     r = {"status": "not run", "steps": 0, "wall_s": None, "diverged": 0}
     st_path = os.path.join(d, "ablate_status.json")
-    rc = None
+    rc, reused = None, None
     if os.path.exists(st_path):
         with open(st_path) as f:
             st = json.load(f)
         rc = st.get("exit")
         r["wall_s"] = st.get("wall_s")
+        reused = st.get("reused_from")
     train, evals, model, heads, events = [], [], [], {}, []
     mpath = os.path.join(d, "metrics.jsonl")
     if os.path.exists(mpath):
@@ -162,7 +163,9 @@ def run_metrics(d):
     elif rc not in (None, 0):
         r["status"] = "failed (exit %d)" % rc
     elif done:
-        r["status"] = "ok"
+        # a run copied by ablate.reuse: same resolved config, trained in another sweep
+        r["status"] = "ok (reused from %s)" % os.path.relpath(reused, os.path.dirname(
+            os.path.dirname(reused))) if reused else "ok"
     elif train:
         r["status"] = "incomplete"
     # probe accuracy
@@ -365,7 +368,10 @@ def main():
     md.append("### Sweep `%s`\n" % title)
     md.append("Command: `%s`  " % meta.get("command", ""))
     total = sum(float(r["wall_s"]) for r in rows if r.get("wall_s") is not None)
-    md.append("Runs: %d, total training wall time %s.\n" % (len(rows), dur(total)))
+    nreused = sum(1 for r in rows if r.get("status", "").startswith("ok (reused"))
+    md.append("Runs: %d, total training wall time %s%s.\n" % (
+        len(rows), dur(total), " (%d runs reused from other sweeps, not counted)" % nreused
+        if nreused else ""))
     short = [c for c in cols if c not in ("run",)]
     md.append("| " + " | ".join(short) + " |")
     md.append("|" + "---|" * len(short))
