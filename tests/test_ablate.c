@@ -13,22 +13,10 @@
 #include "common/util.h"
 #include "tests/testutil.h"
 
-static char g_root[1024]; // repository root (ROOT/BUILD/tests/test_ablate)
-static char g_bin[1024];  // ROOT/BUILD: train, probe, evaluate
 static char g_tmp[1024];
 
 static void setup_paths(void) {
-    if (g_root[0]) return;
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert(n > 0);
-    exe[n] = '\0';
-    *strrchr(exe, '/') = '\0'; // BUILD/tests
-    *strrchr(exe, '/') = '\0'; // BUILD
-    util_strlcpy(g_bin, exe, sizeof(g_bin));
-    *strrchr(exe, '/') = '\0'; // ROOT
-    util_strlcpy(g_root, exe, sizeof(g_root));
-    util_strlcpy(g_tmp, test_tmpdir(), sizeof(g_tmp));
+    if (!g_tmp[0]) util_strlcpy(g_tmp, test_tmpdir(), sizeof(g_tmp));
 }
 
 // The tiny model of every sweep here: 1 layer, 2 heads, 32 wide, on the recall probe task.
@@ -52,23 +40,16 @@ static void write_sweep(const char* path, const char* out, const char* extra) {
 
 static int run_ablate(const char* sweep, const char* log) {
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s --bin %s >%s 2>&1", g_root, sweep, g_bin,
-             log);
+    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s --bin %s >%s 2>&1", test_repo_root(),
+             sweep, test_build_dir(), log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static char* slurp(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char* b = mallocCheck((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = '\0';
-    fclose(f);
-    return b;
+    size_t len;
+    char err[512];
+    return util_read_file(path, &len, err, sizeof(err));
 }
 
 static int count_substr(const char* s, const char* needle) {

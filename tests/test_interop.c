@@ -422,19 +422,9 @@ static int have_numpy(void) {
     return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0;
 }
 
-// scripts/ref_gpt2.py relative to this binary (BUILD/tests/test_interop -> repo root).
+// scripts/ref_gpt2.py relative to the repository root.
 static void repo_path(char* out, size_t cap, const char* rel) {
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert(n > 0);
-    exe[n] = '\0';
-    char* s = strrchr(exe, '/'); // .../BUILD/tests
-    *s = '\0';
-    s = strrchr(exe, '/'); // .../BUILD
-    *s = '\0';
-    s = strrchr(exe, '/'); // repo
-    *s = '\0';
-    snprintf(out, cap, "%s/%s", exe, rel);
+    snprintf(out, cap, "%s/%s", test_repo_root(), rel);
 }
 
 static double ref_loss(const char* model, const char* data, int B, int T, int n) {
@@ -526,14 +516,7 @@ END_TEST
 START_TEST(test_export_tool) {
     const char* dir = test_tmpdir();
     char exe[1100], llmc[1100], hf[1100], cmd[4096], err[2048];
-    { // BUILD/export sits next to BUILD/tests
-        char self[1024];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        self[n] = '\0';
-        *strrchr(self, '/') = '\0';
-        *strrchr(self, '/') = '\0';
-        snprintf(exe, sizeof(exe), "%s/export", self);
-    }
+    snprintf(exe, sizeof(exe), "%s/export", test_build_dir());
     snprintf(llmc, sizeof(llmc), "%s/in.llmc.bin", dir);
     snprintf(hf, sizeof(hf), "%s/hf_out", dir);
     GPT2 a, b;

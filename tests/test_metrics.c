@@ -246,18 +246,6 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // a real run: read-only guarantee, complete records, attnmap, plot scripts
 
-static char g_root[1024]; // repository root, from this binary's path (ROOT/BUILD/tests/x)
-
-static void find_root(void) {
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert(n > 0);
-    exe[n] = '\0';
-    for (int k = 0; k < 3; k++)
-        *strrchr(exe, '/') = '\0';
-    util_strlcpy(g_root, exe, sizeof(g_root));
-}
-
 static void write_shards(const char* dir) {
     // a learnable byte sequence: repeating short words
     const char* text = "the cat sat on the mat. a dog ran to the log. ";
@@ -372,7 +360,6 @@ static int run_cmd(const char* cmd) {
 }
 
 START_TEST(test_training_run) {
-    find_root();
     const char* dir = test_tmpdir();
     write_shards(dir);
     char on[1100], off[1100], path[1300];
@@ -479,12 +466,8 @@ START_TEST(test_training_run) {
     // ---- attnmap on the final checkpoint
     char cmd[4096], prefix[1200];
     snprintf(prefix, sizeof(prefix), "%s/map", dir);
-    // the binary lives in this test's build directory (BUILD/tests/test_metrics -> BUILD)
-    char exe[1024];
-    ssize_t en = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    exe[en] = '\0';
-    *strrchr(exe, '/') = '\0';
-    *strrchr(exe, '/') = '\0';
+    // the binary lives in this test's build directory
+    const char* exe = test_build_dir();
     snprintf(cmd, sizeof(cmd),
              "%s/attnmap --checkpoint %s/model_00000006.bin --text 'the cat sat' --out %s "
              ">/dev/null",
@@ -536,27 +519,28 @@ START_TEST(test_training_run) {
 
     // ---- plot scripts on this run
     if (have_python("numpy, matplotlib")) {
-        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s >/dev/null", PYTHON, g_root, on);
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s >/dev/null", PYTHON, test_repo_root(),
+                 on);
         ck_assert_int_eq(run_cmd(cmd), 0);
         const char* figs[] = {"loss", "grad_norm", "heads", "diagnostics", "activations", "params"};
         for (int i = 0; i < 6; i++) {
             snprintf(path, sizeof(path), "%s/plots/%s.png", on, figs[i]);
             ck_assert_msg(png_ok(path), "%s is not a PNG", path);
         }
-        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_attention %s >/dev/null", PYTHON, g_root,
-                 prefix);
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_attention %s >/dev/null", PYTHON,
+                 test_repo_root(), prefix);
         ck_assert_int_eq(run_cmd(cmd), 0);
         snprintf(path, sizeof(path), "%s.png", prefix);
         ck_assert(png_ok(path));
         snprintf(cmd, sizeof(cmd),
                  "%s %s/scripts/plot_attention %s/attn/step_00000006 "
                  "--out %s/dump.png >/dev/null",
-                 PYTHON, g_root, on, dir);
+                 PYTHON, test_repo_root(), on, dir);
         ck_assert_int_eq(run_cmd(cmd), 0);
         snprintf(path, sizeof(path), "%s/dump.png", dir);
         ck_assert(png_ok(path));
-        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s/none 2>/dev/null", PYTHON, g_root,
-                 dir);
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s/none 2>/dev/null", PYTHON,
+                 test_repo_root(), dir);
         ck_assert_int_eq(run_cmd(cmd), 2);
     }
 }

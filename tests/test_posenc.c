@@ -486,18 +486,11 @@ static char* run_capture(const char* cmd) {
 }
 
 START_TEST(test_rope_long_context_tool) {
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert(n > 0);
-    exe[n] = '\0';
-    char* slash = strrchr(exe, '/');
-    ck_assert(slash != NULL);
-    *slash = '\0'; // .../BUILD/tests
-    char tool[1100];
-    snprintf(tool, sizeof(tool), "%s/../evaluate", exe);
+    char tool[4200];
+    snprintf(tool, sizeof(tool), "%s/evaluate", test_build_dir());
     ck_assert_msg(access(tool, X_OK) == 0, "%s not built", tool);
     const char* dir = test_tmpdir();
-    char ckpt[1100], glob[1100], cmd[4096];
+    char ckpt[1100], glob[1100], cmd[8400];
     write_rope_checkpoint(dir, ckpt, sizeof(ckpt), glob, sizeof(glob));
     snprintf(cmd, sizeof(cmd), "%s --checkpoint %s --data '%s' --lengths 1,2,8 --batches 2 2>&1",
              tool, ckpt, glob);

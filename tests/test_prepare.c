@@ -18,15 +18,7 @@
 
 static const char* prepare_bin(void) {
     static char path[PATH_MAX + 16];
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    ck_assert(n > 0);
-    exe[n] = 0;
-    char* s = strrchr(exe, '/'); // BUILD/tests/test_prepare -> BUILD/prepare
-    *s = 0;
-    s = strrchr(exe, '/');
-    *s = 0;
-    snprintf(path, sizeof path, "%s/prepare", exe);
+    snprintf(path, sizeof path, "%s/prepare", test_build_dir());
     ck_assert_msg(access(path, X_OK) == 0, "%s not built", path);
     return path;
 }

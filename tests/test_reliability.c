@@ -31,15 +31,7 @@ static char g_val[1100];
 
 static void setup_once(void) {
     if (g_train[0]) return;
-    char exe[1024];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    ck_assert(n > 0);
-    exe[n] = '\0';
-    char* s = strrchr(exe, '/'); // BUILD/tests
-    *s = '\0';
-    s = strrchr(exe, '/'); // BUILD
-    *s = '\0';
-    snprintf(g_train, sizeof(g_train), "%s/train", exe);
+    snprintf(g_train, sizeof(g_train), "%s/train", test_build_dir());
     ck_assert_msg(access(g_train, X_OK) == 0, "%s: trainer not built", g_train);
     // byte-level shards: a repeating pattern with noise, so the model has something to learn
     const char* dir = test_tmpdir();

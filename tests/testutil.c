@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -74,5 +76,31 @@ const char* test_tmpdir(void) {
     const char* base = getenv("TMPDIR");
     snprintf(buf, sizeof(buf), "%s/attnlab-test-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(buf)) die(1, "cannot create a temporary directory under %s", buf);
+    return buf;
+}
+
+// The directory `up` levels above this binary: 2 -> BUILD, 3 -> ROOT.
+static void self_dir(char* out, size_t cap, int up) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) die(1, "cannot read /proc/self/exe");
+    exe[n] = '\0';
+    for (int k = 0; k < up; k++) {
+        char* s = strrchr(exe, '/');
+        if (!s || s == exe) die(1, "%s: not inside BUILD/tests", exe);
+        *s = '\0';
+    }
+    util_strlcpy(out, exe, cap);
+}
+
+const char* test_build_dir(void) {
+    static char buf[4096];
+    if (!buf[0]) self_dir(buf, sizeof(buf), 2);
+    return buf;
+}
+
+const char* test_repo_root(void) {
+    static char buf[4096];
+    if (!buf[0]) self_dir(buf, sizeof(buf), 3);
     return buf;
 }

@@ -47,4 +47,10 @@ double rel_diff(const float* a, const float* b, size_t n);
 // A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); returns a static buffer.
 const char* test_tmpdir(void);
 
+// From this test binary's path (ROOT/BUILD/tests/test_x): the build directory, which holds the
+// tools (BUILD/train, BUILD/probe, ...), and the repository root (scripts/, configs/). Static
+// buffers; exits if /proc/self/exe cannot be read.
+const char* test_build_dir(void);
+const char* test_repo_root(void);
+
 #endif
