@@ -440,8 +440,11 @@ def make_plots(out, rows, groups, opt_cols):
     os.makedirs(pdir, exist_ok=True)
     made = []
     gnames = list(groups)
-    cmap = plt.get_cmap("tab10" if len(gnames) <= 10 else "tab20")
-    color = {g: cmap(i % cmap.N) for i, g in enumerate(gnames)}
+    if len(gnames) <= 10:
+        palette = list(plt.get_cmap("tab10").colors)
+    else:  # up to 40 distinct colours (sweep (a) has 27 groups)
+        palette = list(plt.get_cmap("tab20").colors) + list(plt.get_cmap("tab20b").colors)
+    color = {g: palette[i % len(palette)] for i, g in enumerate(gnames)}
     styles = ["-", "--", ":", "-."]
 
     def smooth(ys, k):
@@ -479,9 +482,13 @@ def make_plots(out, rows, groups, opt_cols):
     for a in ax:
         a.set_xlabel("step")
         a.grid(alpha=0.3)
-    ax[1].legend(fontsize=7, loc="upper right")
+    if len(rows) <= 8:
+        ax[1].legend(fontsize=7, loc="upper right")
+    else:  # many runs: the legend goes beside the plots, not over the curves
+        h, lab = ax[1].get_legend_handles_labels()
+        fig.legend(h, lab, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
-    fig.savefig(os.path.join(pdir, "loss.png"), dpi=110)
+    fig.savefig(os.path.join(pdir, "loss.png"), dpi=110, bbox_inches="tight")
     plt.close(fig)
     made.append("loss.png")
 
@@ -535,6 +542,14 @@ def make_plots(out, rows, groups, opt_cols):
             a.set_xticks(range(len(gnames)))
             a.set_xticklabels(gnames, rotation=45, ha="right", fontsize=7)
             a.set_title(c, fontsize=9)
+            vals = [float(r[c]) for r in rows if isinstance(r.get(c), (int, float)) and
+                    finite(float(r[c]))]
+            if "loss" in c and vals:
+                # losses differ by hundredths: a zero-based axis would hide every difference
+                lo, hi = min(vals), max(vals)
+                pad = max(0.1 * (hi - lo), 0.005)
+                a.set_ylim(lo - 2 * pad, hi + pad)
+                a.set_title(c + " (axis zoomed)", fontsize=9)
             a.grid(axis="y", alpha=0.3)
         for i in range(n, nrow * ncol):
             axs[i // ncol][i % ncol].axis("off")
