@@ -510,6 +510,12 @@ def make_plots(out, rows, groups, opt_cols):
                 hi.append(max(v) if v else float("nan"))
             ax.plot(steps, mean, color=color[g], lw=1.5, label="%s (n=%d)" % (g, len(curves)))
             ax.fill_between(steps, lo, hi, color=color[g], alpha=0.2)
+        late = [v for rs in groups.values() for r in rs for s_, v in r["_val"]
+                if finite(v) and s_ > 0 and s_ >= 0.1 * max(1, r["steps"])]
+        if late:  # the first evaluation (ln V) would flatten every difference
+            lo, hi = min(late), max(late)
+            pad = 0.1 * (hi - lo) + 1e-3
+            ax.set_ylim(lo - pad, hi + 3 * pad)
         ax.set_xlabel("step")
         ax.set_ylabel("validation loss")
         ax.set_title("validation loss: mean over seeds, band = min..max")
