@@ -84,14 +84,6 @@ static void load_model(GPT2* m, Config* cfg, const char* path) {
     m->step = -1;
 }
 
-static int parse_int(const char* s, const char* what, int lo, int hi) {
-    char* end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
-        die(EXIT_USAGE, "%s: '%s' is not an integer in [%d, %d]", what, s, lo, hi);
-    return (int)v;
-}
-
 // ---------------------------------------------------------------------------------------------
 // loss at several lengths
 
@@ -104,7 +96,7 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
     char* save = NULL;
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (nf == 16) die(EXIT_USAGE, "--lengths: at most 16 factors");
-        fac[nf++] = parse_int(tok, "--lengths", 1, 1024);
+        fac[nf++] = (int)util_cli_long("--lengths", tok, 1, 1024);
     }
     if (nf == 0) die(EXIT_USAGE, "--lengths: give factors such as 1,2,4");
     int Tmax = 0;
@@ -340,17 +332,17 @@ int main(int argc, char** argv) {
         } else if (more && !strcmp(a, "--lengths")) {
             lengths = argv[++i];
         } else if (more && !strcmp(a, "--batches")) {
-            batches = parse_int(argv[++i], "--batches", 1, 1000000);
+            batches = (int)util_cli_long("--batches", argv[++i], 1, 1000000);
         } else if (more && !strcmp(a, "--batch-size")) {
-            B = parse_int(argv[++i], "--batch-size", 1, 4096);
+            B = (int)util_cli_long("--batch-size", argv[++i], 1, 4096);
         } else if (more && !strcmp(a, "--threads")) {
-            threads = parse_int(argv[++i], "--threads", 1, 1024);
+            threads = (int)util_cli_long("--threads", argv[++i], 1, 1024);
         } else if (more && !strcmp(a, "--length")) {
-            plen = parse_int(argv[++i], "--length", 8, 1 << 20);
+            plen = (int)util_cli_long("--length", argv[++i], 8, 1 << 20);
         } else if (more && !strcmp(a, "--trials")) {
-            trials = parse_int(argv[++i], "--trials", 1, 1000000);
+            trials = (int)util_cli_long("--trials", argv[++i], 1, 1000000);
         } else if (more && !strcmp(a, "--seed")) {
-            seed = parse_int(argv[++i], "--seed", 0, 2147483647);
+            seed = (int)util_cli_long("--seed", argv[++i], 0, 2147483647);
         } else {
             usage(stderr);
             die(EXIT_USAGE, "unknown or incomplete argument '%s'", a);

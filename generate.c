@@ -25,14 +25,6 @@ static void usage(FILE* f) {
                "The tokenizer and model sizes come from the config saved in the checkpoint.\n");
 }
 
-static long parse_long(const char* flag, const char* v, long lo, long hi) {
-    char* end;
-    long x = strtol(v, &end, 10);
-    if (*v == '\0' || *end != '\0' || x < lo || x > hi)
-        die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
-    return x;
-}
-
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *prompt = NULL;
     int n = 3, tokens = 100, top_k = 40;
@@ -54,13 +46,13 @@ int main(int argc, char** argv) {
         else if (!strcmp(a, "--prompt"))
             prompt = v;
         else if (!strcmp(a, "--n"))
-            n = (int)parse_long(a, v, 1, 1000);
+            n = (int)util_cli_long(a, v, 1, 1000);
         else if (!strcmp(a, "--tokens"))
-            tokens = (int)parse_long(a, v, 1, 100000);
+            tokens = (int)util_cli_long(a, v, 1, 100000);
         else if (!strcmp(a, "--top-k"))
-            top_k = (int)parse_long(a, v, 0, 1 << 20);
+            top_k = (int)util_cli_long(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--seed"))
-            seed = parse_long(a, v, 0, 1L << 62);
+            seed = util_cli_long(a, v, 0, 1L << 62);
         else if (!strcmp(a, "--temperature")) {
             char* end;
             temperature = strtof(v, &end);

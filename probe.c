@@ -48,14 +48,6 @@ static void usage(FILE* f) {
             "Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
 }
 
-static long parse_long(const char* opt, const char* s, long lo, long hi) {
-    char* end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi)
-        die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
-    return v;
-}
-
 static int parse_buckets(const char* s) {
     int mask = 0;
     char buf[256];
@@ -84,21 +76,21 @@ static int cmd_gen(int task, int argc, char** argv) {
         if (!strcmp(a, "--out"))
             out = v;
         else if (!strcmp(a, "--n-train"))
-            ntrain = parse_long(a, v, 1, 100000000);
+            ntrain = util_cli_long(a, v, 1, 100000000);
         else if (!strcmp(a, "--n-val"))
-            nval = parse_long(a, v, 1, 100000000);
+            nval = util_cli_long(a, v, 1, 100000000);
         else if (!strcmp(a, "--seq-len"))
-            T = parse_long(a, v, 1, 65536);
+            T = util_cli_long(a, v, 1, 65536);
         else if (!strcmp(a, "--seed"))
-            seed = parse_long(a, v, 0, 0x7fffffffffffffffL);
+            seed = util_cli_long(a, v, 0, 0x7fffffffffffffffL);
         else if (!strcmp(a, "--alphabet"))
-            alphabet = (int)parse_long(a, v, 2, 26);
+            alphabet = (int)util_cli_long(a, v, 2, 26);
         else if (!strcmp(a, "--pairs"))
-            pairs = (int)parse_long(a, v, 1, 26);
+            pairs = (int)util_cli_long(a, v, 1, 26);
         else if (!strcmp(a, "--trigger-every"))
-            every = (int)parse_long(a, v, 2, 1000000);
+            every = (int)util_cli_long(a, v, 2, 1000000);
         else if (!strcmp(a, "--copy-len"))
-            copy_len = (int)parse_long(a, v, 0, 65536);
+            copy_len = (int)util_cli_long(a, v, 0, 65536);
         else if (!strcmp(a, "--buckets"))
             mask = parse_buckets(v);
         else
@@ -170,11 +162,11 @@ static int cmd_eval(int task, int argc, char** argv) {
         else if (!strcmp(a, "--data"))
             data = v;
         else if (!strcmp(a, "--batches"))
-            batches = parse_long(a, v, 0, 1000000000);
+            batches = util_cli_long(a, v, 0, 1000000000);
         else if (!strcmp(a, "--batch-size"))
-            B = parse_long(a, v, 1, 4096);
+            B = util_cli_long(a, v, 1, 4096);
         else if (!strcmp(a, "--threads"))
-            threads = parse_long(a, v, 0, 4096);
+            threads = util_cli_long(a, v, 0, 4096);
         else
             die(EXIT_USAGE, "unknown option '%s' for eval (./probe --help)", a);
     }

@@ -1,6 +1,7 @@
 // common/util.c: implementation of util.h (errors, allocation, time, crc32, atomic writes).
 #include "common/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -227,4 +228,14 @@ int util_mkdirs(const char* path, char* err, size_t errcap) {
 int util_file_exists(const char* path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+long util_cli_long(const char* what, const char* s, long lo, long hi) {
+    char* end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || isspace((unsigned char)*s) || *end != '\0' || errno == ERANGE || v < lo ||
+        v > hi)
+        die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", what, s, lo, hi);
+    return v;
 }

@@ -24,6 +24,10 @@ _Noreturn void util_assert_fail(const char* expr, const char* file, int line);
 // Print "attnlab: <message>" to stderr and exit with `code`.
 _Noreturn void die(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// A command-line integer: the whole of `s` in [lo, hi], else die(EXIT_USAGE) naming the option
+// `what` and the value.
+long util_cli_long(const char* what, const char* s, long lo, long hi);
+
 // Checked allocation: on failure print the size and the call site, exit 1.
 void* util_malloc(size_t n, const char* file, int line);
 void* util_calloc(size_t n, size_t sz, const char* file, int line);

@@ -68,6 +68,22 @@ static int init_weights(Run* r, char* err, size_t errcap) {
     return 0;
 }
 
+// init_from a model file: its sizes (fc) must equal the config's (gc). On a difference, err
+// reads "WHERE: WHAT n_layer=.. n_head=.. n_embd=.. vocab_size=.. block_size=..NOTE; set these
+// keys to match" and 1 is returned.
+static int sizes_differ(const GPT2Config* fc, const GPT2Config* gc, const char* where,
+                        const char* what, const char* note, char* err, size_t errcap) {
+    if (fc->n_layer == gc->n_layer && fc->n_head == gc->n_head && fc->n_embd == gc->n_embd &&
+        fc->vocab_size == gc->vocab_size && fc->block_size == gc->block_size)
+        return 0;
+    snprintf(err, errcap,
+             "%s: %s n_layer=%d n_head=%d n_embd=%d vocab_size=%d block_size=%d%s; set these "
+             "keys to match",
+             where, what, fc->n_layer, fc->n_head, fc->n_embd, fc->vocab_size, fc->block_size,
+             note);
+    return 1;
+}
+
 static char* resolved_config_text(const Run* r) {
     char* buf = NULL;
     size_t len = 0;
@@ -114,29 +130,15 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
     if (strncmp(c->init_from, "llmc:", 5) == 0) { // the file's sizes must match the config
         GPT2Config fc;
         if (llmc_read_config(c->init_from + 5, &fc, err, errcap)) return -1;
-        if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
-            fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
-            snprintf(err, errcap,
-                     "%s: llm.c model has n_layer=%d n_head=%d n_embd=%d "
-                     "vocab_size=%d block_size=%d; set these keys to match",
-                     c->init_from + 5, fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size,
-                     fc.block_size);
-            return -1;
-        }
+        if (sizes_differ(&fc, &gc, c->init_from + 5, "llm.c model has", "", err, errcap)) return -1;
     }
     if (strncmp(c->init_from, "hf:", 3) == 0) { // config.json's sizes must match the config
         GPT2Config fc;
         char fatt[CONFIG_STR];
         if (hf_read_config(c->init_from + 3, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
-        if (fc.n_layer != gc.n_layer || fc.n_head != gc.n_head || fc.n_embd != gc.n_embd ||
-            fc.vocab_size != gc.vocab_size || fc.block_size != gc.block_size) {
-            snprintf(err, errcap,
-                     "%s/config.json: model has n_layer=%d n_head=%d n_embd=%d "
-                     "vocab_size=%d block_size=%d (n_positions); set these keys to match",
-                     c->init_from + 3, fc.n_layer, fc.n_head, fc.n_embd, fc.vocab_size,
-                     fc.block_size);
-            return -1;
-        }
+        char where[1100];
+        snprintf(where, sizeof(where), "%s/config.json", c->init_from + 3);
+        if (sizes_differ(&fc, &gc, where, "model has", " (n_positions)", err, errcap)) return -1;
         if (strcmp(fatt, c->attention) != 0)
             fprintf(stderr,
                     "attnlab: init_from %s: weights trained with attention '%s', this run "

@@ -644,11 +644,29 @@ START_TEST(test_atomic_write) {
 }
 END_TEST
 
+// util_cli_long: whole-string integers in range; anything else exits 2 (EXIT_USAGE).
+START_TEST(test_cli_long_ok) {
+    ck_assert_int_eq(util_cli_long("--n", "12", 1, 100), 12);
+    ck_assert_int_eq(util_cli_long("--n", "-3", -5, 5), -3);
+    ck_assert_int_eq(util_cli_long("--n", "100", 1, 100), 100);
+}
+END_TEST
+
+static const char* const CLI_BAD[] = {"", "12x", "x", "101", "0", "99999999999999999999", " 5"};
+
+START_TEST(test_cli_long_bad_exits_2) {
+    util_cli_long("--n", CLI_BAD[_i], 1, 100);
+}
+END_TEST
+
 static Suite* common_suite(void) {
     Suite* s = suite_create("common");
     TCase* tj = tcase_create("json");
     tcase_set_timeout(tj, 20);
     tcase_add_test(tj, test_json_record);
+    tcase_add_test(tj, test_cli_long_ok);
+    tcase_add_loop_exit_test(tj, test_cli_long_bad_exits_2, 2, 0,
+                             (int)(sizeof(CLI_BAD) / sizeof(CLI_BAD[0])));
     tcase_add_test(tj, test_json_float_roundtrip);
     tcase_add_test(tj, test_json_escape);
     tcase_add_test(tj, test_json_nested);

@@ -467,6 +467,54 @@ static float attnlab_loss(const char* init_from, const char* data, int B, int T,
     return v;
 }
 
+// init_from a file whose sizes differ from the config: run_setup refuses, naming the file and
+// the file's sizes (llm.c and HF readers share the check).
+START_TEST(test_init_from_size_mismatch) {
+    const char* dir = test_tmpdir();
+    char llmc[1100], hf[1100], shard[1100], err[2048];
+    snprintf(llmc, sizeof(llmc), "%s/m.llmc.bin", dir);
+    snprintf(hf, sizeof(hf), "%s/hf", dir);
+    snprintf(shard, sizeof(shard), "%s/val_000000.bin", dir);
+    GPT2 a;
+    build(&a, "softmax", 2, 2, 32, 32, 300);
+    ck_assert_msg(llmc_save(&a, llmc, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(hf_export(&a, hf, NULL, err, sizeof(err)) == 0, "%s", err);
+    gpt2_free(&a);
+    uint16_t toks[256];
+    for (int i = 0; i < 256; i++)
+        toks[i] = (uint16_t)(i % 251);
+    ck_assert(shard_write(shard, toks, 256, err, sizeof(err)) == 0);
+    const char* src[2] = {"llmc:", "hf:"};
+    const char* want[2] = {"llm.c model has n_layer=2", "config.json: model has n_layer=2"};
+    for (int k = 0; k < 2; k++) {
+        Config c;
+        config_defaults(&c);
+        c.n_layer = 1; // the files have 2
+        c.n_head = 2;
+        c.n_embd = 32;
+        c.block_size = 32;
+        c.vocab_size = 300;
+        util_strlcpy(c.tokenizer, "byte", sizeof(c.tokenizer));
+        c.batch_size = 1;
+        c.seq_len = 16;
+        c.max_steps = 0;
+        util_strlcpy(c.val_data, shard, sizeof(c.val_data));
+        util_strlcpy(c.train_data, shard, sizeof(c.train_data));
+        char from[1200];
+        snprintf(from, sizeof(from), "%s%s", src[k], k ? hf : llmc);
+        util_strlcpy(c.init_from, from, sizeof(c.init_from));
+        snprintf(c.out_dir, sizeof(c.out_dir), "%s/run%d", dir, k);
+        ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
+        Run r;
+        err[0] = '\0';
+        ck_assert_int_ne(run_setup(&r, &c, 1, err, sizeof(err)), 0);
+        ck_assert_msg(strstr(err, want[k]) && strstr(err, "set these keys to match") &&
+                          strstr(err, k ? hf : llmc),
+                      "%s", err);
+    }
+}
+END_TEST
+
 START_TEST(test_numpy_reference_agrees) {
     if (!have_numpy()) {
         printf("test_numpy_reference_agrees: skipped: " PY " has no numpy\n");
@@ -552,6 +600,7 @@ static Suite* interop_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_hf_roundtrip_identical_logits);
     tcase_add_test(tc, test_hf_layout);
+    tcase_add_test(tc, test_init_from_size_mismatch);
     tcase_add_test(tc, test_hf_unprefixed_names);
     tcase_add_test(tc, test_hf_variant_tagged);
     tcase_add_test(tc, test_llmc_roundtrip);
