@@ -8,7 +8,6 @@
 //
 // defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); ckpt_read_info,
 // ckpt_load_model (model/checkpoint.h); metrics_write_attention (model/metrics.h)
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <omp.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/config.h"
+#include "common/matmul.h"
 #include "common/util.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
                     heads_s);
 
     // ---- forward and write
-    openblas_set_num_threads(1);
+    mm_init_threads();
     int nthreads = omp_get_num_procs();
     omp_set_num_threads(nthreads);
     gpt2_alloc_acts(&m, 1, T, nthreads);

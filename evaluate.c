@@ -35,9 +35,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cblas.h>
-
 #include "common/config.h"
+#include "common/matmul.h"
 #include "common/rng.h"
 #include "common/util.h"
 #include "data/dataloader.h"
@@ -356,7 +355,7 @@ int main(int argc, char** argv) {
         usage(stderr);
         die(EXIT_USAGE, "give --data GLOB (loss by length) or --passkey");
     }
-    openblas_set_num_threads(1);
+    mm_init_threads();
     if (threads <= 0) threads = omp_get_max_threads();
     omp_set_num_threads(threads);
     GPT2 m;

@@ -2,13 +2,13 @@
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
 //                   [--top-k K] [--seed S]
 // defines: gpt2_load_checkpoint (model/load.h), gpt2_generate (model/sample.h), tokenizer
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "common/matmul.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/load.h"
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
         usage(stderr);
         die(EXIT_USAGE, "--checkpoint is required");
     }
-    openblas_set_num_threads(1);
+    mm_init_threads();
     char err[2048];
     Config cfg;
     GPT2 m;

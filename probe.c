@@ -7,7 +7,6 @@
 //
 // eval prints a table per bucket and, last, one JSON line {"probe": TASK, "accuracy": ...}
 // for scripts.
-#include <cblas.h>
 #include <glob.h>
 #include <omp.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "common/util.h"
+#include "common/matmul.h"
 #include "data/probes.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
@@ -259,7 +259,7 @@ static int cmd_eval(int task, int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-    openblas_set_num_threads(1);
+    mm_init_threads();
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;

@@ -4,7 +4,6 @@
 //
 // defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); checkpoints
 // (model/checkpoint.h); sampling (model/sample.h); the run loop helpers (model/run.h)
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/matmul.h"
 #include "common/util.h"
 #include "model/run.h"
 
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!strcmp(argv[i], "--sgemm-peak")) { // used by scripts/bench
-            openblas_set_num_threads(1);
+            mm_init_threads();
             int nt = omp_get_max_threads();
             double best = 0;
             for (int k = 0; k < 5; k++) {
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     }
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
-    openblas_set_num_threads(1);
+    mm_init_threads();
     int nthreads = cfg.threads > 0 ? cfg.threads : omp_get_num_procs();
     omp_set_num_threads(nthreads);
 

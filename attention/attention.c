@@ -12,10 +12,11 @@
 //   drow_scale_t = <S_t, dS'_t> ; dS_t = row_scale_t * dS'_t
 //   dq  += scale * dS k ;  dk += scale * dS^T q ;  dv += A^T do
 // S is recomputed in backward (one sgemm) instead of being stored: it saves a (B,NH,T,T)
-// tensor per layer. All products go through cblas_sgemm on strided views of qkv.
+// tensor per layer. All products go through the kernel layer (mm_gemm, common/matmul.h) on strided
+// views of qkv.
 #include "attention/attention.h"
+#include "common/matmul.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -87,8 +88,7 @@ static float* thread_buf(AttnWorkspace* ws) {
 // S = scale * q k^T (+ ALiBi) for one (b, h): q, k point at row 0 of that head.
 static void scores(float* S, const float* q, size_t ldq, const float* k, size_t ldk, int T, int hs,
                    float scale, float slope) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, (int)ldq, k, (int)ldk,
-                0.0f, S, T);
+    mm_gemm(0, 1, T, T, hs, scale, q, (int)ldq, k, (int)ldk, 0.0f, S, T);
     if (slope != 0.0f) {
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++)
@@ -146,8 +146,7 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
                 memset(A + (size_t)t * T + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
             }
             float* o = c->out + bt * c->ldo + (size_t)h * hs;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, v,
-                        (int)c->ldv, 0.0f, o, (int)c->ldo);
+            mm_gemm(0, 0, T, hs, T, 1.0f, A, T, v, (int)c->ldv, 0.0f, o, (int)c->ldo);
         }
     }
 }
@@ -183,8 +182,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                 memset(dkey_sq, 0, sizeof(float) * (size_t)T);
             }
             // dA = do v^T
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout, (int)c->ldo,
-                        v, (int)c->ldv, 0.0f, dA, T);
+            mm_gemm(0, 1, T, T, hs, 1.0f, dout, (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
             AttnRowCtx ctx = {.hp = c->hp,
                               .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
                               .dp = P > 0 ? ws->dp_slots + ((size_t)b * NH + h) * P : NULL,
@@ -222,12 +220,9 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
             float* dq = c->dq + bt * c->ldq + (size_t)h * hs;
             float* dk = c->dk + bt * c->ldk + (size_t)h * hs;
             float* dv = c->dv + bt * c->ldv + (size_t)h * hs;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, c->scale, dS, T, k,
-                        (int)c->ldk, 1.0f, dq, (int)c->ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, c->scale, dS, T, q,
-                        (int)c->ldq, 1.0f, dk, (int)c->ldk);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, dout,
-                        (int)c->ldo, 1.0f, dv, (int)c->ldv);
+            mm_gemm(0, 0, T, hs, T, c->scale, dS, T, k, (int)c->ldk, 1.0f, dq, (int)c->ldq);
+            mm_gemm(1, 0, T, hs, T, c->scale, dS, T, q, (int)c->ldq, 1.0f, dk, (int)c->ldk);
+            mm_gemm(1, 0, T, hs, T, 1.0f, A, T, dout, (int)c->ldo, 1.0f, dv, (int)c->ldv);
             if (need_ks) { // key_sq_j = |k_j|^2  =>  dk_j += 2 dkey_sq_j k_j
                 for (int j = 0; j < T; j++) {
                     float g = 2.0f * dkey_sq[j];

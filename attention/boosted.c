@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
-#include "model/layers.h"
+#include "common/matmul.h"
 
 enum { T_QKVW, T_QKVB, T_GATEW, T_GATEB };
 

@@ -37,11 +37,11 @@
 //            dx = du + W_h^T du,  dW_h += du x^T
 // The W_h gradient is accumulated per (b, h) and reduced over b in index order (thread-count
 // independent). Products through sgemm on per-thread scratch.
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "attention/attention.h"
+#include "common/matmul.h"
 
 enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG };
 
@@ -188,8 +188,7 @@ static void linear_forward(AttnLayer* L) {
             feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F, kind, W, u);
             feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F, kind, W, u);
             float* A = L->att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f,
-                        A, T);
+            mm_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, A, T);
             const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             float* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
@@ -205,9 +204,8 @@ static void linear_forward(AttnLayer* L) {
                     row[j] *= inv;
                 memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, A, T,
-                        c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv, 0.0f,
-                        L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            mm_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv, 0.0f,
+                    L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
         }
     }
 }
@@ -245,10 +243,9 @@ static void linear_backward(AttnLayer* L) {
             feat_rows(Pq, q, c.ldq, T, hs, F, kind, W, u);
             feat_rows(Pk, k, c.ldk, T, hs, F, kind, W, u);
             // dA = dO V^T, dV += A^T dO
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dO, d->C, v,
-                        (int)c.ldv, 0.0f, dA, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, A, T, dO, d->C,
-                        1.0f, c.dv + bt * c.ldv + (size_t)h * hs, (int)c.ldv);
+            mm_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
+            mm_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f, c.dv + bt * c.ldv + (size_t)h * hs,
+                    (int)c.ldv);
             const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             for (int t = 0; t < T; t++) {
                 float* row = dA + (size_t)t * T;
@@ -261,10 +258,8 @@ static void linear_backward(AttnLayer* L) {
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
                 memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, F, T, 1.0f, dA, T, Pk, F,
-                        0.0f, dPq, F);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, F, T, 1.0f, dA, T, Pq, F, 0.0f,
-                        dPk, F);
+            mm_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, dPq, F);
+            mm_gemm(1, 0, T, F, T, 1.0f, dA, T, Pq, F, 0.0f, dPk, F);
             float* dq = c.dq + bt * c.ldq + (size_t)h * hs;
             float* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {

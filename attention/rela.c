@@ -21,16 +21,15 @@
 //   dnhat = dO G g;  dobar = r (dnhat - nhat mean(dnhat nhat))   -> core backward
 //   dg += dO G nhat;  dZ = dO g nhat G (1 - G)   (Z = W_g x)
 //   dW_g += dZ^T x;  dx += dZ W_g
-// The gate products run through cblas_sgemm on fixed blocks of rows (of Z, dx) and of output
-// channels (of dW_g), so the summation order never depends on the thread count; the gain's
-// gradient is summed over (b, t) in index order per channel.
-// Position encodings apply to the scores as in the default pipeline.
-// Cache: obar, dobar, G, dZ (B,T,C); r (B,T,NH).
-#include <cblas.h>
+// The gate products run through the kernel layer (mm_gemm) on fixed blocks of rows (of Z, dx) and
+// of output channels (of dW_g), so the summation order never depends on the thread count; the
+// gain's gradient is summed over (b, t) in index order per channel. Position encodings apply to the
+// scores as in the default pipeline. Cache: obar, dobar, G, dZ (B,T,C); r (B,T,NH).
 #include <math.h>
 #include <string.h>
 
 #include "attention/attention.h"
+#include "common/matmul.h"
 #include "attention/rowops.h"
 #include "common/util.h"
 
@@ -125,8 +124,7 @@ static void rela_forward(AttnLayer* L) {
     for (long blk = 0; blk < nblk; blk++) {
         const long r0 = blk * RELA_BLOCK, m = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
         float* G = k.G + (size_t)r0 * C;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, C, C, 1.0f,
-                    L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G, C);
+        mm_gemm(0, 1, (int)m, C, C, 1.0f, L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G, C);
         for (size_t i = 0; i < (size_t)m * C; i++)
             G[i] = 1.0f / (1.0f + expf(-G[i]));
     }
@@ -199,14 +197,14 @@ static void rela_backward(AttnLayer* L) {
 #pragma omp for schedule(static) nowait
         for (int blk = 0; blk < cblk; blk++) {
             const int c0 = blk * RELA_BLOCK, m = C - c0 < RELA_BLOCK ? C - c0 : RELA_BLOCK;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, C, (int)BT, 1.0f, k.dZ + c0, C,
-                        L->x, C, 1.0f, L->dtp[T_GW] + (size_t)c0 * C, C);
+            mm_gemm(1, 0, m, C, (int)BT, 1.0f, k.dZ + c0, C, L->x, C, 1.0f,
+                    L->dtp[T_GW] + (size_t)c0 * C, C);
         }
 #pragma omp for schedule(static)
         for (long blk = 0; blk < rblk; blk++) {
             const long r0 = blk * RELA_BLOCK, m = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, C, C, 1.0f,
-                        k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C, 1.0f, L->dx + (size_t)r0 * C, C);
+            mm_gemm(0, 0, (int)m, C, C, 1.0f, k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C, 1.0f,
+                    L->dx + (size_t)r0 * C, C);
         }
     }
     rela_run(L, &k, 1);

@@ -20,10 +20,10 @@
 // with (v = V, dout = dP), which gives dV and the dP V^T part of dq, dk and the row params, and
 // once with (v = P, dout = -dO), which adds the -dO P^T part (its "dv" is discarded).
 // Cache (per layer): P, -dO, dP and a discard buffer, each (B,T,C).
-#include <cblas.h>
 #include <string.h>
 
 #include "attention/attention.h"
+#include "common/matmul.h"
 
 static size_t twicing_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
@@ -43,8 +43,7 @@ static void twicing_apply(float* y, const float* x, const float* att, int transp
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < hs; i++)
                     y[off + (size_t)t * C + i] = 2.0f * x[off + (size_t)t * C + i];
-            cblas_sgemm(CblasRowMajor, transpose ? CblasTrans : CblasNoTrans, CblasNoTrans, T, hs,
-                        T, -1.0f, A, T, x + off, C, 1.0f, y + off, C);
+            mm_gemm(transpose, 0, T, hs, T, -1.0f, A, T, x + off, C, 1.0f, y + off, C);
         }
     }
 }

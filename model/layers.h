@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "common/matmul.h"
+
 // out (B,T,C) = wte[inp] + wpe[t] ; wpe may be NULL (no learned positions)
 void encoder_forward(float* out, const int* inp, const float* wte, const float* wpe, int B, int T,
                      int C);
@@ -21,15 +23,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C);
 
-// out (N,OC) = inp (N,C) @ weight^T (weight is (OC,C)) + bias (OC, may be NULL); via sgemm
-void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
-                    int C, int OC);
-// dinp (N,C) += dout @ weight ; dweight (OC,C) += dout^T @ inp ; dbias += column sums
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC);
-// Naive triple loop (double accumulation), the reference for tests.
-void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
-                        int C, int OC);
+// The linear layer (matmul_forward / matmul_backward) lives in the kernel layer.
 
 // GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float* out, const float* inp, size_t n);

@@ -6,8 +6,8 @@
 // write per-item results that are reduced afterwards in a fixed order, so every number is the
 // same for any thread count.
 #include "model/metrics.h"
+#include "common/matmul.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -315,8 +315,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
             float* scratch = key_sq + T;
             const float* q = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
             const float* k = q + C;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, 3 * C, k,
-                        3 * C, 0.0f, S, T);
+            mm_gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, S, T);
             // ALiBi slopes 2^(-8(h+1)/NH), the driver's geometric sequence
             const float slope = alibi ? powf(2.0f, -8.0f * (float)(h + 1) / (float)NH) : 0.0f;
             float mx = 0.0f;

@@ -2,8 +2,8 @@
 // written, the step loop (gradient accumulation, clipping, schedule, non-finite guard),
 // evaluation, sampling, JSONL/llm.c-style logs, checkpoints and exact resume.
 #include "model/run.h"
+#include "common/matmul.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -37,8 +37,7 @@ double run_measure_sgemm_peak(int nthreads) {
         {
             size_t o = (size_t)omp_get_thread_num() * n * n;
             for (int k = 0; k < 2; k++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a + o, n, b + o,
-                            n, 0.0f, c + o, n);
+                mm_gemm(0, 1, n, n, n, 1.0f, a + o, n, b + o, n, 0.0f, c + o, n);
         }
         double dt = util_now() - t0;
         double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
