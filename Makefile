@@ -27,8 +27,12 @@ CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubuni
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c probe.c))
+# tool mains: train.c at the root, the other tools in tools/; every binary lands at ./NAME
+CLI_SRCS  := $(sort $(wildcard tools/*.c))
+CLI_NAMES := $(notdir $(basename $(CLI_SRCS)))
+TOOLS     := train $(CLI_NAMES)
 TOOL_BINS := $(TOOLS:%=$(BUILD)/%)
+CLI_BINS  := $(CLI_NAMES:%=$(BUILD)/%)
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
 TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
@@ -50,7 +54,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(TOOL_BINS): $(BUILD)/%: $(BUILD)/%.o $(BUILD)/libattnlab.a
+$(BUILD)/train: $(BUILD)/train.o $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
+
+$(CLI_BINS): $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
 $(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
@@ -92,7 +99,7 @@ bench: deps
 	@bash scripts/bench
 
 # ---- formatting ----------------------------------------------------------------------------
-FMT_SRCS = $(wildcard *.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
+FMT_SRCS = $(wildcard *.c tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
 format:
 	clang-format -i $(FMT_SRCS)
 format-check: deps
