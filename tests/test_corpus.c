@@ -3,12 +3,19 @@
 // separator escapes) and data/passkey.c (sequence layout in both modes). Expected token streams
 // are written out by hand from the layouts in data/corpus.h and data/passkey.h, with the byte
 // tokenizer (id = byte value, EOT = 256) so every id is known without a vocabulary.
+// Also the message a new user gets when a config names data that is not there yet: a missing
+// directory is "no file matches" (not a glob read error), and a bundled corpus names the one
+// command that fetches it, through the library and through ./train with configs/gpt2_124M.conf.
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "data/corpus.h"
+#include "data/dataloader.h"
 #include "data/passkey.h"
 #include "data/shard.h"
 #include "tests/testutil.h"
@@ -161,6 +168,52 @@ START_TEST(test_passkey_text_byte) {
 }
 END_TEST
 
+START_TEST(test_missing_data_messages) {
+    char pat[1200], err[1400];
+    DataLoader dl;
+    // a bundled corpus whose directory does not exist yet
+    snprintf(pat, sizeof pat, "%s/data_cache/kjv/kjv_train_*.bin", test_tmpdir());
+    ck_assert_int_eq(dataloader_init(&dl, pat, 2, 4, 0, 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, pat) && strstr(err, "no file matches"), "%s", err);
+    ck_assert_msg(strstr(err, "bash scripts/setup corpus kjv"), "%s", err);
+    ck_assert_msg(!strstr(err, "glob failed"), "%s", err);
+    snprintf(pat, sizeof pat, "data_cache/mobydick-missing-%d/x_*.bin", (int)getpid());
+    ck_assert_int_eq(dataloader_init(&dl, pat, 2, 4, 0, 1, err, sizeof err), -1);
+    ck_assert_msg(!strstr(err, "scripts/setup"), "not a bundled corpus: %s", err);
+    snprintf(pat, sizeof pat, "%s/mydata_kjv/kjv_*.bin", test_tmpdir());
+    ck_assert_int_eq(dataloader_init(&dl, pat, 2, 4, 0, 1, err, sizeof err), -1);
+    ck_assert_msg(!strstr(err, "scripts/setup"), "not a bundled corpus: %s", err);
+    // any other missing directory: no match, with the tool that makes shards
+    snprintf(pat, sizeof pat, "%s/no/such/dir/x_*.bin", test_tmpdir());
+    ck_assert_int_eq(dataloader_init(&dl, pat, 2, 4, 0, 1, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "no file matches") && strstr(err, "./prepare"), "%s", err);
+    ck_assert_msg(!strstr(err, "glob failed"), "%s", err);
+}
+END_TEST
+
+// A new user's first try: ./train configs/gpt2_124M.conf where no kjv shards exist (a fresh
+// working directory). It must stop with exit 2 and print the command that fetches the corpus.
+START_TEST(test_train_names_setup_command) {
+    char conf[PATH_MAX], cmd[3 * PATH_MAX + 1300], out[1200];
+    ck_assert_ptr_nonnull(realpath("configs/gpt2_124M.conf", conf));
+    const char* dir = test_tmpdir();
+    snprintf(out, sizeof out, "%s/stderr.txt", dir);
+    char bin[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(test_build_dir(), bin));
+    snprintf(cmd, sizeof cmd, "cd %s && %s/train %s >/dev/null 2>%s", dir, bin, conf, out);
+    int rc = system(cmd);
+    ck_assert(rc != -1 && WIFEXITED(rc));
+    ck_assert_int_eq(WEXITSTATUS(rc), 2);
+    size_t n;
+    char e[256];
+    char* text = util_read_file(out, &n, e, sizeof e);
+    ck_assert_msg(text != NULL, "%s", e);
+    ck_assert_msg(strstr(text, "data_cache/kjv/kjv_train_*.bin: no file matches"), "%s", text);
+    ck_assert_msg(strstr(text, "bash scripts/setup corpus kjv"), "%s", text);
+    free(text);
+}
+END_TEST
+
 static Suite* corpus_suite(void) {
     Suite* s = suite_create("corpus");
     TCase* tc = tcase_create("core");
@@ -171,6 +224,11 @@ static Suite* corpus_suite(void) {
     tcase_add_test(tc, test_passkey_ids);
     tcase_add_test(tc, test_passkey_text_byte);
     suite_add_tcase(s, tc);
+    TCase* tm = tcase_create("missing_data");
+    tcase_set_timeout(tm, 60);
+    tcase_add_test(tm, test_missing_data_messages);
+    tcase_add_test(tm, test_train_names_setup_command);
+    suite_add_tcase(s, tm);
     return s;
 }
 
