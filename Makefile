@@ -38,7 +38,7 @@ TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
 TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz
+        check-long fuzz check-includes
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -73,7 +73,14 @@ setup: deps
 # ---- tests ---------------------------------------------------------------------------------
 test: setup
 	@$(MAKE) --no-print-directory -j2 all
+	@$(MAKE) --no-print-directory check-includes
 	@bash scripts/run_tests $(BUILD)
+
+# the include direction (train.c, tools/ -> model/ -> attention/ -> common/; data/, optim/ ->
+# common/), and the checker's own proof that it catches each kind of upward include
+check-includes:
+	@bash scripts/check_includes
+	@bash scripts/check_includes --self-test
 
 test-only:
 	@bash scripts/run_tests $(BUILD)
