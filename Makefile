@@ -38,7 +38,7 @@ TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
 TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz check-includes
+        check-long fuzz check-includes check-docs docs
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -73,7 +73,7 @@ setup: deps
 # ---- tests ---------------------------------------------------------------------------------
 test: setup
 	@$(MAKE) --no-print-directory -j2 all
-	@$(MAKE) --no-print-directory check-includes
+	@$(MAKE) --no-print-directory check-includes check-docs
 	@bash scripts/run_tests $(BUILD)
 
 # the include direction (train.c, tools/ -> model/ -> attention/ -> common/; data/, optim/ ->
@@ -81,6 +81,14 @@ test: setup
 check-includes:
 	@bash scripts/check_includes
 	@bash scripts/check_includes --self-test
+
+# the generated tables in docs/ (config keys, attention variants) match ./train's own output;
+# `make docs` rewrites them
+check-docs:
+	@TRAIN=$(BUILD)/train bash scripts/gen_docs --check
+
+docs: all
+	@bash scripts/gen_docs
 
 test-only:
 	@bash scripts/run_tests $(BUILD)
