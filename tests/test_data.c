@@ -340,18 +340,17 @@ START_TEST(test_loader_shuffled_permutation) {
             runs += shard_of_id(ep[e][i]) != shard_of_id(ep[e][i - 1]);
         ck_assert_int_eq(runs, 3);
     }
-    // the order changes between epochs and is not the sequential one
-    int same01 = memcmp(ep[0], ep[1], sizeof(ep[0])) == 0;
-    int same12 = memcmp(ep[1], ep[2], sizeof(ep[0])) == 0;
-    ck_assert(!(same01 && same12));
-    int sequential = 1, seq_all = 1;
+    // every epoch has its own order and none is the sequential one (with seed 42 fixed this is
+    // deterministic; a correct shuffle repeats an order with probability 1 / (3! 6! 4! 2!))
     for (int e = 0; e < 4; e++) {
-        sequential = 1;
+        if (e > 0)
+            ck_assert_msg(memcmp(ep[e], ep[e - 1], sizeof(ep[0])) != 0,
+                          "epoch %d repeats the order of epoch %d", e, e - 1);
+        int sequential = 1;
         for (int i = 0; i < NWIN_TOTAL; i++)
             sequential &= ep[e][i] == i;
-        seq_all &= sequential;
+        ck_assert_msg(!sequential, "epoch %d is in file order", e);
     }
-    ck_assert(!seq_all);
 
     // same seed: same order; another seed: another order
     DataLoader d2, d3;

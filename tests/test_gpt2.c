@@ -1,12 +1,9 @@
-// tests/test_gpt2.c: the whole model and the training run.
-//   - finite-difference gradient check (loss in double) of every parameter tensor of a tiny
-//     GPT-2, and of the training loss as a whole;
+// tests/test_gpt2.c: the whole model, without training runs (tests/test_gpt2_train.c) and
+// gradient checks (tests/test_gpt2_gradcheck.c):
 //   - 1 thread vs 2 threads: identical loss and gradients, bit for bit;
 //   - save -> load (attnlab and llm.c files) gives identical logits;
-//   - 20 steps straight == 10 steps + resume + 10 steps, exactly;
-//   - one batch overfits (loss < 0.1); a tiny model's loss falls > 2 nats in 60 steps;
-//   - every registered attention variant trains 40 steps with finite, falling loss;
-//   - bad attention names and keys are rejected with the key named.
+//   - bad attention names and keys are rejected with the key named;
+//   - attn.* keys reach the model (per-head parameter init, a window's effect on the logits).
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -51,67 +48,7 @@ static void random_tokens(int* x, int n, int V, Rng* r) {
         x[i] = (int)rng_below(r, (uint64_t)V);
 }
 
-typedef struct {
-    GPT2* m;
-    const int* in;
-    const int* tg;
-    int B, T;
-} ModelLoss;
-
-static double model_loss(void* p) {
-    ModelLoss* ml = p;
-    gpt2_forward(ml->m, ml->in, ml->tg, ml->B, ml->T);
-    double s = 0;
-    for (int i = 0; i < ml->B * ml->T; i++)
-        s += ml->m->losses[i];
-    return s / (ml->B * ml->T);
-}
-
 // ---------------------------------------------------------------------------------------------
-
-START_TEST(test_model_gradcheck) {
-    Config c;
-    tiny_config(&c, 64, 2, 2, 8, 5);
-    GPT2 m;
-    build_model(&m, &c, 2, 5, 7);
-    // random (non-trivial) LayerNorm gains and biases so their gradients are exercised
-    Rng r;
-    rng_seed(&r, 3);
-    for (int i = 0; i < m.nspecs; i++) {
-        float* p = m.params + m.specs[i].offset;
-        for (size_t k = 0; k < m.specs[i].size; k++)
-            p[k] += 0.1f * rng_normal(&r);
-    }
-    int in[10], tg[10];
-    random_tokens(in, 10, 64, &r);
-    random_tokens(tg, 10, 64, &r);
-    ModelLoss ml = {&m, in, tg, 2, 5};
-    gpt2_forward(&m, in, tg, 2, 5);
-    gpt2_zero_grad(&m);
-    gpt2_backward(&m, 1.0f);
-    float* g = allocFloats(m.num_params);
-    memcpy(g, m.grads, sizeof(float) * m.num_params);
-    for (int i = 0; i < m.nspecs; i++) {
-        const ParamSpec* s = &m.specs[i];
-        if (i == P_WTE) { // padded rows have zero gradient; check the real vocabulary only
-            GradCheck gc =
-                gradcheck(model_loss, &ml, m.params + s->offset, g + s->offset, (size_t)64 * 8,
-                          2e-2f, 1e-3 * max_abs(g + s->offset, s->size) + 2e-5, 200);
-            ck_assert_msg(gc.max_err <= 1.0, "wte: err %.3g at %zu (%.6g vs %.6g)", gc.max_err,
-                          gc.worst, gc.ana, gc.num);
-            continue;
-        }
-        // absolute floor: the float forward's rounding noise of the loss (~4e-7) over h
-        double atol = 1e-3 * (double)max_abs(g + s->offset, s->size) + 2e-5;
-        GradCheck gc = gradcheck(model_loss, &ml, m.params + s->offset, g + s->offset, s->size,
-                                 2e-2f, atol, 200);
-        ck_assert_msg(gc.max_err <= 1.0, "%s: err %.3g at %zu (analytic %.6g, numeric %.6g)",
-                      s->name, gc.max_err, gc.worst, gc.ana, gc.num);
-    }
-    free(g);
-    gpt2_free(&m);
-}
-END_TEST
 
 START_TEST(test_model_threads_identical) {
     Config c;
@@ -143,7 +80,6 @@ START_TEST(test_model_threads_identical) {
     free(g[1]);
 }
 END_TEST
-
 START_TEST(test_save_load_logits) {
     Config c;
     tiny_config(&c, 200, 2, 2, 32, 16);
@@ -187,186 +123,6 @@ START_TEST(test_save_load_logits) {
 }
 END_TEST
 
-// ---------------------------------------------------------------------------------------------
-// runs: synthetic shards, in-process trainer
-
-// A learnable stream: a random sequence of `period` tokens repeated.
-static void write_shards(const char* dir, int V, int period, size_t ntrain, size_t nval) {
-    Rng r;
-    rng_seed(&r, 123);
-    uint16_t* base = mallocCheck(sizeof(uint16_t) * (size_t)period);
-    for (int i = 0; i < period; i++)
-        base[i] = (uint16_t)rng_below(&r, (uint64_t)V);
-    uint16_t* t = mallocCheck(sizeof(uint16_t) * (ntrain + nval));
-    for (size_t i = 0; i < ntrain + nval; i++)
-        t[i] = base[i % (size_t)period];
-    char p[600], err[1024];
-    snprintf(p, sizeof(p), "%s/train_000.bin", dir);
-    ck_assert_msg(shard_write(p, t, ntrain, err, sizeof(err)) == 0, "%s", err);
-    snprintf(p, sizeof(p), "%s/val_000.bin", dir);
-    ck_assert_msg(shard_write(p, t + ntrain, nval, err, sizeof(err)) == 0, "%s", err);
-    free(base);
-    free(t);
-}
-
-static void run_config(Config* c, const char* dir, const char* out, int V) {
-    tiny_config(c, V, 2, 2, 32, 32);
-    c->batch_size = 4;
-    snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
-    snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
-    snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dir, out);
-    c->lr = 3e-3f;
-    c->min_lr = 3e-4f;
-    c->warmup_steps = 5;
-    c->eval_every = 10;
-    c->eval_steps = 2;
-    c->log_every = 0;
-    c->sample_every = 0;
-    c->threads = 2;
-    c->tokenizer[0] = 'b'; // "byte": no tokenizer files needed
-    strcpy(c->tokenizer, "byte");
-}
-
-static int do_run(const Config* c, Run* keep) {
-    Run r;
-    char err[2048];
-    static volatile sig_atomic_t no_stop = 0;
-    ck_assert_msg(run_setup(&r, c, 2, err, sizeof(err)) == 0, "%s", err);
-    int rc = run_train(&r, &no_stop);
-    if (keep)
-        *keep = r;
-    else
-        run_free(&r);
-    return rc;
-}
-
-// train_loss of every training record in metrics.jsonl, in order; returns the count
-static int read_losses(const char* out_dir, double* losses, int cap, double* last_val) {
-    char p[700], err[512];
-    snprintf(p, sizeof(p), "%s/metrics.jsonl", out_dir);
-    size_t len;
-    char* text = util_read_file(p, &len, err, sizeof(err));
-    ck_assert_msg(text != NULL, "%s", err);
-    int n = 0;
-    for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char* tl = strstr(line, "\"train_loss\":");
-        if (tl && n < cap) losses[n++] = strtod(tl + 13, NULL);
-        char* vl = strstr(line, "\"val_loss\":");
-        if (vl && last_val) *last_val = strtod(vl + 11, NULL);
-    }
-    free(text);
-    return n;
-}
-
-START_TEST(test_resume_exact) {
-    const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
-    Config a;
-    run_config(&a, dir, "straight", 300);
-    a.max_steps = 20;
-    a.shuffle = 1;
-    ck_assert_int_eq(do_run(&a, NULL), 0);
-    Config b = a;
-    snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed", dir);
-    b.max_steps = 10;
-    // same schedule as the 20-step run: the cosine horizon must not change at the stop
-    b.max_steps = 20;
-    b.checkpoint_every = 10;
-    // stop after step 10 by running a 20-step run whose checkpoint at 10 we then resume from:
-    // simulate the interruption by deleting everything after the step-10 checkpoint
-    ck_assert_int_eq(do_run(&b, NULL), 0);
-    char p[800];
-    snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    b.resume = 1;
-    ck_assert_int_eq(do_run(&b, NULL), 0);
-    double la[64], lb[64];
-    int na = read_losses(a.out_dir, la, 64, NULL), nb = read_losses(b.out_dir, lb, 64, NULL);
-    ck_assert_int_eq(na, 20);
-    ck_assert_int_eq(nb, 20);
-    for (int i = 0; i < 20; i++)
-        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed %.9g", i + 1, la[i],
-                      lb[i]);
-}
-END_TEST
-
-START_TEST(test_overfit_one_batch) {
-    const char* dir = test_tmpdir();
-    // exactly one batch of B*T+1 tokens: every step sees the same batch
-    Config c;
-    run_config(&c, dir, "overfit", 300);
-    Rng r;
-    rng_seed(&r, 9);
-    size_t n = (size_t)c.batch_size * c.seq_len + 1;
-    uint16_t* t = mallocCheck(sizeof(uint16_t) * n);
-    for (size_t i = 0; i < n; i++)
-        t[i] = (uint16_t)rng_below(&r, 300);
-    char p[600], err[1024];
-    snprintf(p, sizeof(p), "%s/train_000.bin", dir);
-    ck_assert_msg(shard_write(p, t, n, err, sizeof(err)) == 0, "%s", err);
-    snprintf(p, sizeof(p), "%s/val_000.bin", dir);
-    ck_assert_msg(shard_write(p, t, n, err, sizeof(err)) == 0, "%s", err);
-    free(t);
-    c.max_steps = 150;
-    c.lr = 1e-2f;
-    c.min_lr = 1e-3f;
-    c.weight_decay = 0;
-    c.eval_every = 0;
-    c.eval_steps = 1;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
-    double l[200];
-    int k = read_losses(c.out_dir, l, 200, NULL);
-    ck_assert_int_eq(k, 150);
-    ck_assert_msg(l[k - 1] < 0.1, "one batch did not overfit: final loss %.4f", l[k - 1]);
-}
-END_TEST
-
-START_TEST(test_tiny_gpt2_vocab_learns) {
-    // 2 layers, 64 wide, full GPT-2 vocabulary: loss falls by more than 2 nats in 60 steps
-    const char* dir = test_tmpdir();
-    write_shards(dir, 50257, 97, 30000, 5000);
-    Config c;
-    run_config(&c, dir, "learn", 50257);
-    c.n_embd = 64;
-    c.n_head = 2;
-    c.block_size = 64;
-    c.seq_len = 32;
-    c.max_steps = 60;
-    c.eval_every = 0;
-    strcpy(c.tokenizer, "gpt2");
-    ck_assert_int_eq(do_run(&c, NULL), 0);
-    double l[64];
-    int k = read_losses(c.out_dir, l, 64, NULL);
-    ck_assert_int_eq(k, 60);
-    ck_assert_msg(l[0] - l[59] > 2.0, "loss fell only %.3f nats (%.3f -> %.3f)", l[0] - l[59], l[0],
-                  l[59]);
-}
-END_TEST
-
-START_TEST(test_every_variant_trains) {
-    const AttnVariant* v = attn_get(_i);
-    const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
-    Config c;
-    run_config(&c, dir, "v", 300);
-    util_strlcpy(c.attention, v->name, sizeof(c.attention));
-    c.max_steps = 40;
-    c.eval_every = 0;
-    c.eval_steps = 2;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
-    double l[64], val = NAN;
-    int k = read_losses(c.out_dir, l, 64, &val);
-    ck_assert_int_eq(k, 40);
-    for (int i = 0; i < k; i++)
-        ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", v->name);
-    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
-    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", v->name, first, last);
-    ck_assert_msg(isfinite(val), "%s: val loss not finite", v->name);
-}
-END_TEST
-
 START_TEST(test_bad_attention_config) {
     Config c;
     tiny_config(&c, 64, 2, 2, 8, 8);
@@ -384,7 +140,6 @@ START_TEST(test_bad_attention_config) {
     ck_assert_msg(strstr(err, "attn.no_such") && strstr(err, "command line"), "%s", err);
 }
 END_TEST
-
 START_TEST(test_attn_keys_reach_model) {
     // attn.* keys set in the config change the model: per-head parameter init and the forward
     Config c;
@@ -420,80 +175,15 @@ START_TEST(test_attn_keys_reach_model) {
     free(logits[1]);
 }
 END_TEST
-
-START_TEST(test_mixed_layers_train_and_checkpoint) {
-    // per-layer variants: a row map with per-head params, a layer-level wrapper and softmax
-    const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
-    Config c;
-    run_config(&c, dir, "mixed", 300);
-    c.n_layer = 3;
-    strcpy(c.attention, "0:ssmax,1:gated,2:softmax1");
-    char err[1024];
-    ck_assert_int_eq(config_apply_arg(&c, "attn.sink=learn", err, sizeof(err)), 0);
-    c.max_steps = 30;
-    c.eval_every = 0;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
-    double l[40];
-    int k = read_losses(c.out_dir, l, 40, NULL);
-    ck_assert_int_eq(k, 30);
-    ck_assert_msg(l[29] < l[0] - 0.3, "mixed model did not learn (%.3f -> %.3f)", l[0], l[29]);
-    // the checkpoint loads into a model built from the same config, with identical logits
-    GPT2 a, b;
-    build_model(&a, &c, 1, 32, 1);
-    build_model(&b, &c, 1, 32, 2);
-    char path[700];
-    snprintf(path, sizeof(path), "%s/model_%08d.bin", c.out_dir, 30);
-    long step;
-    ck_assert_msg(ckpt_load_model(&a, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_msg(ckpt_load_model(&b, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(step, 30);
-    // the variants' own tensors were trained: gated's gate weights moved from their init
-    int gs = -1;
-    for (int i = 0; i < a.nspecs; i++)
-        if (strncmp(a.specs[i].name, "gated.", 6) == 0) gs = i;
-    ck_assert_int_ge(gs, 0);
-    GPT2 fresh;
-    build_model(&fresh, &c, 1, 32, (uint64_t)c.seed);
-    ck_assert(memcmp(fresh.params + fresh.specs[gs].offset, a.params + a.specs[gs].offset,
-                     sizeof(float) * a.specs[gs].size) != 0);
-    gpt2_free(&fresh);
-    int in[32];
-    for (int i = 0; i < 32; i++)
-        in[i] = (i * 7) % 300;
-    gpt2_forward(&a, in, NULL, 1, 32);
-    gpt2_forward(&b, in, NULL, 1, 32);
-    ck_assert(memcmp(a.logits, b.logits, sizeof(float) * 32 * a.cfg.padded_vocab) == 0);
-    // loading under another attention spec is refused (strict resume)
-    Config c2 = c;
-    strcpy(c2.attention, "softmax");
-    c2.n_attn = 0;
-    GPT2 d;
-    build_model(&d, &c2, 1, 32, 1);
-    ck_assert_int_eq(ckpt_load_model(&d, path, 1, &step, NULL, 0, err, sizeof(err)), -1);
-    ck_assert_msg(strstr(err, "attention"), "%s", err);
-    gpt2_free(&a), gpt2_free(&b), gpt2_free(&d);
-}
-END_TEST
-
 static Suite* gpt2_suite(void) {
     Suite* s = suite_create("gpt2");
     TCase* tc = tcase_create("model");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_model_gradcheck);
     tcase_add_test(tc, test_model_threads_identical);
     tcase_add_test(tc, test_save_load_logits);
     tcase_add_test(tc, test_bad_attention_config);
     tcase_add_test(tc, test_attn_keys_reach_model);
     suite_add_tcase(s, tc);
-    TCase* tr = tcase_create("training");
-    tcase_set_timeout(tr, 300);
-    tcase_add_test(tr, test_resume_exact);
-    tcase_add_test(tr, test_overfit_one_batch);
-    tcase_add_test(tr, test_tiny_gpt2_vocab_learns);
-    tcase_add_test(tr, test_mixed_layers_train_and_checkpoint);
-    tcase_add_loop_test(tr, test_every_variant_trains, 0, attn_count());
-    suite_add_tcase(s, tr);
     return s;
 }
 

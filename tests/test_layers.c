@@ -1,5 +1,6 @@
 // tests/test_layers.c: finite-difference gradient checks (loss in double) for every GPT-2 layer
-// in model/layers.c, sgemm matmul against the naive reference, and 1 vs 2 threads identical.
+// in model/layers.c, sgemm matmul against the naive reference, GELU and LayerNorm forward values
+// against their definitions, and 1 vs 2 threads identical.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -269,6 +270,54 @@ START_TEST(test_threads_identical) {
 }
 END_TEST
 
+// Forward values against the definitions, in double. GELU (tanh form, GPT-2 / Hendrycks &
+// Gimpel): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); the points include |x| ~ 1, where a
+// changed constant (0.044715 -> 0.05) moves the output by ~1e-3. LayerNorm (PyTorch, as GPT-2):
+// (x - mean) / sqrt(var + 1e-5) * w + b with the biased variance; rows of std 0.05, where an
+// epsilon of 1e-3 instead of 1e-5 would shrink the output by ~30%.
+START_TEST(test_forward_definitions) {
+    const float xs[] = {-3.0f, -1.5f, -1.0f, -0.5f, 0.0f, 0.25f, 0.75f, 1.0f, 1.7f, 4.0f};
+    const int nx = (int)(sizeof(xs) / sizeof(xs[0]));
+    float ys[16];
+    gelu_forward(ys, xs, (size_t)nx);
+    for (int i = 0; i < nx; i++) {
+        double x = xs[i];
+        double ref = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        ck_assert_msg(fabs(ys[i] - ref) <= 2e-7 + 2e-6 * fabs(ref), "gelu(%g) = %.9g, want %.9g", x,
+                      (double)ys[i], ref);
+    }
+    enum { N = 3, C = 24 };
+    Rng r;
+    rng_seed(&r, 11);
+    float x[N * C], w[C], b[C], out[N * C], mean[N], rstd[N];
+    fill_normal(x, N * C, 0.05f, &r);
+    for (int i = 0; i < N * C; i++)
+        x[i] += 0.3f * (float)(i / C); // rows with different means
+    fill_normal(w, C, 1.0f, &r);
+    fill_normal(b, C, 1.0f, &r);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    for (int n = 0; n < N; n++) {
+        double mu = 0, var = 0;
+        for (int i = 0; i < C; i++)
+            mu += x[n * C + i];
+        mu /= C;
+        for (int i = 0; i < C; i++)
+            var += (x[n * C + i] - mu) * (x[n * C + i] - mu);
+        var /= C;
+        double rs = 1.0 / sqrt(var + 1e-5);
+        ck_assert_msg(fabs(mean[n] - mu) < 1e-6 && fabs(rstd[n] - rs) < 1e-4 * rs,
+                      "row %d: mean %.7g rstd %.7g, want %.7g %.7g", n, (double)mean[n],
+                      (double)rstd[n], mu, rs);
+        for (int i = 0; i < C; i++) {
+            double ref = (x[n * C + i] - mu) * rs * w[i] + b[i];
+            ck_assert_msg(fabs(out[n * C + i] - ref) < 1e-4 * (1.0 + fabs(ref)),
+                          "layernorm row %d [%d] = %.7g, want %.7g", n, i, (double)out[n * C + i],
+                          ref);
+        }
+    }
+}
+END_TEST
+
 static Suite* layers_suite(void) {
     Suite* s = suite_create("layers");
     TCase* tc = tcase_create("gradcheck");
@@ -279,6 +328,7 @@ static Suite* layers_suite(void) {
     tcase_add_test(tc, test_encoder_grad);
     tcase_add_test(tc, test_crossentropy_grad);
     tcase_add_test(tc, test_threads_identical);
+    tcase_add_test(tc, test_forward_definitions);
     suite_add_tcase(s, tc);
     return s;
 }

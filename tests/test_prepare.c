@@ -32,6 +32,23 @@ static int run_prepare(const char* args) {
     return WEXITSTATUS(rc);
 }
 
+// Run prepare expecting exit code 2 and a message on stderr that contains `want` (the bad
+// option, value or file).
+static void expect_usage_error(const char* dir, const char* args, const char* want) {
+    char cmd[8192], errpath[1200], err[1400];
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s --quiet %s 2>%s", prepare_bin(), args, errpath);
+    int rc = system(cmd);
+    ck_assert(rc != -1 && WIFEXITED(rc));
+    ck_assert_msg(WEXITSTATUS(rc) == 2, "%s: exit code %d, want 2", args, WEXITSTATUS(rc));
+    size_t n;
+    char* msg = util_read_file(errpath, &n, err, sizeof err);
+    ck_assert_msg(msg != NULL, "%s", err);
+    ck_assert_msg(strstr(msg, want) != NULL, "%s: message '%s' does not name '%s'", args, msg,
+                  want);
+    free(msg);
+}
+
 static void write_text(const char* path, const char* s) {
     FILE* f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
@@ -192,20 +209,25 @@ START_TEST(test_bad_input) {
     write_text(f, "tiny");
     snprintf(prefix, sizeof prefix, "%s/bad", dir);
     snprintf(path, sizeof path, "%s_val_000000.bin", prefix);
+    // each failure names what is wrong: the file, the option and its value
+    char want[1200];
     snprintf(args, sizeof args, "--out %s %s/missing.txt", prefix, dir);
-    ck_assert_int_eq(run_prepare(args), 2);
+    snprintf(want, sizeof want, "%s/missing.txt", dir);
+    expect_usage_error(dir, args, want);
     snprintf(args, sizeof args, "--out %s --tokenizer byte --val-tokens 5 %s", prefix, f);
-    ck_assert_int_eq(run_prepare(args), 2); // 5 tokens: nothing left for training
+    expect_usage_error(dir, args, "nothing for training"); // 5 tokens: all of them validation
     snprintf(args, sizeof args, "--out %s --val-fraction 1.5 %s", prefix, f);
-    ck_assert_int_eq(run_prepare(args), 2);
+    expect_usage_error(dir, args, "--val-fraction");
+    expect_usage_error(dir, args, "1.5");
     snprintf(args, sizeof args, "--out %s --shard-tokens x %s", prefix, f);
-    ck_assert_int_eq(run_prepare(args), 2);
+    expect_usage_error(dir, args, "--shard-tokens");
     snprintf(args, sizeof args, "--out %s --bogus %s", prefix, f);
-    ck_assert_int_eq(run_prepare(args), 2);
+    expect_usage_error(dir, args, "--bogus");
     snprintf(args, sizeof args, "--out %s --tokenizer nope %s", prefix, f);
-    ck_assert_int_eq(run_prepare(args), 2);
+    expect_usage_error(dir, args, "'nope'");
     snprintf(args, sizeof args, "--out %s --dir %s/novocab %s", prefix, dir, f);
-    ck_assert_int_eq(run_prepare(args), 2);
+    snprintf(want, sizeof want, "%s/novocab/vocab.bpe", dir);
+    expect_usage_error(dir, args, want);
     ck_assert(!util_file_exists(path)); // nothing was written by any failed run
     ck_assert_int_eq(run_prepare(""), 2);
     ck_assert_int_eq(run_prepare("--help >/dev/null"), 0);
