@@ -8,10 +8,11 @@
 // Models (2 layers, 2 heads, n_embd 32, vocab 97 padded to 128, B = 2, T = 24): softmax under
 // every position encoding (learned, rope, alibi, none), and variants with learnable parameters:
 // gated (layer tensors) mixed with ssmax (per-head attnp parameters, a different P per layer),
-// ssmax as gated's inner map, asentmax, ssa with its value temperature, boosted. Parameters are
-// the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the GELU's cubic
-// term matters); the tolerance is tight enough that a GELU constant 0.05 instead of 0.044715 or
-// a LayerNorm epsilon 1e-3 instead of 1e-5 in model/layers.c fails (docs/testing.md).
+// ssmax as gated's inner map, asentmax, ssa with its value temperature, boosted, and sigmoid
+// with a learnable bias (P = 1) next to ssmax (P = 2), so that attnp's stride maxP matters.
+// Parameters are the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the
+// GELU's cubic term matters); the tolerance is tight enough that a GELU constant 0.05 instead of
+// 0.044715 or a LayerNorm epsilon 1e-3 instead of 1e-5 in model/layers.c fails (docs/testing.md).
 // A missing /usr/bin/python3 or numpy fails with the install line.
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +83,7 @@ static const ModelCase MODELS[] = {
     {"asentmax", "learned", NULL},
     {"0:softmax,1:ssa", "none", "attn.ssa_value=on"},
     {"boosted", "alibi", NULL},
+    {"0:sigmoid,1:ssmax", "rope", "attn.bias_mode=learn"}, // P = 1 and 2: heads maxP apart
 };
 
 static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
