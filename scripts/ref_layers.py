@@ -383,6 +383,8 @@ def v_linear(L):
     return L.merge(A @ v), A
 
 
+ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
+
 LAYER_VARIANTS = {
     "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
@@ -418,9 +420,9 @@ def run_dir(d):
                 continue
             case = json.loads(line)
             cid = case["id"]
-            if case["variant"] not in LAYER_VARIANTS:
-                raise RefError(f"cases.jsonl:{lineno}: layer-level variant '{case['variant']}' "
-                               "has no reference")
+            if case["variant"] not in LAYER_VARIANTS and case["variant"] not in ROW_MAPS:
+                raise RefError(f"cases.jsonl:{lineno}: variant '{case['variant']}' has no "
+                               "reference")
             pre = os.path.join(d, cid)
             rowp = load(pre + ".rowp.npy") if case.get("P", 0) > 0 else np.zeros((case["NH"], 0))
             tensors = {nm: load(f"{pre}.t.{nm}.npy") for nm in case.get("tensors", [])}

@@ -1,9 +1,9 @@
 // tests/test_ref_layers.c: every layer-level attention variant (those with layer_forward) against
 // the independent float64 numpy reference scripts/ref_layers.py, written from VARIANTS.md and the
 // papers. One attention layer per case (tests/attn_harness.h): B = 2, NH = 2 or 3, hs = 8,
-// T in {64, 7, 33, 2, 80, 1}; layer tensors drawn N(0, 0.3) around their init and row parameters
-// N(0, 0.3) around theirs (away from the zero inits that make several variants the identity);
-// x, q, k, v, N(0, 1).
+// T in {64, 7, 33, 2, 80, 1} and once per variant 300; layer tensors drawn N(0, 0.3) around
+// their init and row parameters N(0, 0.3) around theirs (away from the zero inits that make
+// several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
 // the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised) besides the
@@ -13,6 +13,8 @@
 // with a cases.jsonl manifest, the reference runs once for all of them, and `out` and the stored
 // attention weights `att` are compared: max |C - ref| / max(1, max |ref|) <= TOL.
 //
+// The default pipeline's position encodings are also compared under the row maps softmax, ssmax
+// and sigmoid (the row maps themselves are covered in depth by their own reference suite).
 // A registered layer-level variant that the reference does not implement fails by name; a
 // missing /usr/bin/python3 or numpy fails with the install line.
 #include <math.h>
@@ -152,8 +154,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
         *eq = '\0';
         set_hp(&hp, v, tok, eq + 1);
     }
-    hp.inner = attn_lookup(inner);
-    ck_assert_msg(hp.inner != NULL, "inner %s", inner);
+    if (v->layer_forward) {
+        hp.inner = attn_lookup(inner);
+        ck_assert_msg(hp.inner != NULL, "inner %s", inner);
+    }
     AttnHarness h;
     harness_setup(&h, v, &hp, pos, B, T, C, NH, 2, 0.3f, 1000 + 17 * (uint64_t)cs->n);
     const int P = h.row->params_per_head;
@@ -203,6 +207,7 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
 #define NEXT_NH (2 + k % 2)
     for (int pos = 0; pos < 4; pos++, k++)
         add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
+    add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
     const char* with = inner_setting(v->name);
     static const char* const INNERS[] = {"ssmax", "sigmoid"};
     if (with) {
@@ -271,6 +276,12 @@ START_TEST(test_layer_variants_match_reference) {
             variant_cases(&cs, attn_get(i));
             nlayer++;
         }
+    // the default pipeline's position encodings, under row maps the reference also implements
+    static const char* const ROWMAPS[] = {"softmax", "ssmax", "sigmoid"};
+    for (int i = 0; i < 3; i++)
+        for (int pos = 0; pos < 4; pos++)
+            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos, TS[(i + pos) % NTS],
+                     2 + pos % 2);
     fclose(cs.manifest);
     ck_assert_int_ge(nlayer, 8);
     snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);
