@@ -7,7 +7,8 @@
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
 // the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised) besides the
-// default softmax, each under rope and alibi; every choice value of every choice hyperparameter;
+// default softmax, each under rope and alibi; every choice value of every choice hyperparameter
+// (twice, under different position encodings and sizes);
 // three values of every numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter
 // without an entry fails the suite by name). All cases are written as .npy files (common/npy.h)
 // with a cases.jsonl manifest, the reference runs once for all of them, and `out` and the stored
@@ -220,11 +221,12 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
         const AttnHParamSpec* s = &v->hparams[i];
         char set[256];
         if (s->choices) {
-            for (int c = 0; c < n_choices(s->choices); c++, k++) {
+            for (int c = 0; c < n_choices(s->choices); c++) {
                 char w[64];
                 choice_word(w, sizeof(w), s->choices, c);
                 snprintf(set, sizeof(set), "%s=%s", s->name, w);
-                add_case(cs, v, set, "softmax", k % 4, NEXT_T, NEXT_NH);
+                for (int rep = 0; rep < 2; rep++, k++) // two positions, lengths, head counts
+                    add_case(cs, v, set, "softmax", (k + c) % 4, NEXT_T, NEXT_NH);
             }
             continue;
         }
