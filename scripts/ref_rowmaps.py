@@ -12,13 +12,14 @@ Input (written by the C suite):
     init  variant=V id=I Ttrain=.. NH=.. hs=.. C=.. h=.. hp.NAME=VALUE ... P=k
           the variant's init_params for these hyperparameters (P = params per head)
     case  variant=V id=I n=.. T=.. Ttrain=.. NH=.. hs=.. C=.. h=.. step=.. kind=det|stoch|wstoch
-          [wobs=W] hp.NAME=VALUE ... p=x,y,..  off=O   one causal row of length n whose scores
+          stat=0|1 [wobs=W] hp.NAME=VALUE ... p=x,y,..  off=O   one causal row of length n whose scores
           (and key norms |k_j|^2) are s.f32[off:off+n], ksq.f32[off:off+n]
     Numbers are float32 values printed with 9 significant digits (exact round trip); choice
     hyperparameters are given by their word.
   DIR/s.f32, DIR/ksq.f32  little-endian float32, all rows back to back.
 Output:
-  DIR/ref.f64   per case, in manifest order, 3n float64: ref, lo, hi with lo <= ref <= hi. The
+  DIR/ref.f64   per case, in manifest order, 3n + 3 float64: ref, lo, hi with lo <= ref <= hi,
+                then the row statistic (value, lo, hi; NaN unless stat=1). The
                 C weight a_j passes if it lies in [lo_j, hi_j] widened by the tolerance at
                 ref_j. lo/hi differ from ref only for the quantizers, where an entry within
                 float rounding of a rounding boundary may go either way: [lo, hi] encloses
@@ -30,7 +31,8 @@ Output:
   DIR/init.f64  per init record, P float64 (NaN = parameter unused in this configuration).
   DIR/status.txt  one line per problem: "noref V" (registered row map without a reference
                 entry), "nohp V NAME" (a hyperparameter this reference does not know),
-                "default V NAME expected X got Y", "choices V NAME expected a|b got c|d".
+                "default V NAME expected X got Y", "choices V NAME expected a|b got c|d",
+                "nostat V" (a row statistic without a reference).
 Exit code 0 when the files were written (problems are reported in status.txt), 2 on bad input.
 """
 import math
@@ -100,7 +102,7 @@ def entmax_bisect(z, alpha):
         else:
             hi = mid
     p = relu(x - lo) ** b
-    return p / p.sum()
+    return p / p.sum(), x - lo
 
 
 def sparsemax_sort(z):
@@ -111,7 +113,7 @@ def sparsemax_sort(z):
     support = 1.0 + k * zs > cs
     kstar = k[support][-1]
     tau = (cs[kstar - 1] - 1.0) / kstar
-    return relu(z - tau)
+    return relu(z - tau), z - tau
 
 
 def rm_entmax(s, c):  # A12
@@ -120,13 +122,14 @@ def rm_entmax(s, c):  # A12
         alpha = 1.0 + 1.0 / (1.0 + math.exp(-p[0]))  # alpha = 1 + sigmoid(raw)
     else:
         alpha = hp["alpha"]
-    if alpha == 2.0:
-        return sparsemax_sort(s)
-    return entmax_bisect(s, alpha)
+    a, margin = sparsemax_sort(s) if alpha == 2.0 else entmax_bisect(s, alpha)
+    c["margin"] = margin
+    return a
 
 
 def rm_sparsemax(s, c):
-    return sparsemax_sort(s)
+    a, c["margin"] = sparsemax_sort(s)
+    return a
 
 
 def quantize_rows(x, L, margin_rel):
@@ -401,6 +404,24 @@ def rm_window(s, c):  # B5: softmax over t - w < j <= t
     return a
 
 
+# Row statistics (AttnVariant.row_stat), as (value, lo, hi) for the row (s, a = reference).
+def st_support(s, a, c):
+    """entmax/sparsemax: fraction of keys in the support, |{j : a_j > 0}| / n. Keys within
+    1e-5 of the threshold tau may fall either side in float."""
+    y, n = c["margin"], row_len(c)
+    return (y > 0).sum() / n, (y > 1e-5).sum() / n, (y > -1e-5).sum() / n
+
+
+def st_credal(s, a, c):
+    """credal: uncertainty u = n / S, S = sum_j (e(s_j) + 1) (VARIANTS.md A20)."""
+    n, ev = row_len(c), c["hp"]["evidence"]
+    e = np.exp(s) if ev == "exp" else softplus(s) if ev == "softplus" else relu(s)
+    u = n / (e + 1.0).sum()
+    return u, u, u
+
+
+STATS = {"entmax": st_support, "sparsemax": st_support, "credal": st_credal}
+
 ROWMAPS = {
     "softmax": rm_softmax, "cog": rm_cog, "entmax": rm_entmax, "sparsemax": rm_sparsemax,
     "quantized": rm_quantized, "pot": rm_pot, "hccs": rm_hccs, "multimax": rm_multimax,
@@ -584,6 +605,13 @@ def main():
                 status.append(f"shape {v} line {r['line']}")
                 a = np.full(n, np.nan)
             refs.append(a)
+        st = STATS.get(v)
+        if st is not None and r.get("stat") == "1" and fn is not None:
+            refs.append(np.asarray(st(s_all[off:off + n].copy(), out[0], r), dtype=np.float64))
+        else:
+            if r.get("stat") == "1":
+                status.append(f"nostat {v}")
+            refs.append(np.full(3, np.nan))
     np.concatenate(refs or [np.zeros(0)]).astype("<f8").tofile(os.path.join(d, "ref.f64"))
     np.asarray(inits, dtype="<f8").tofile(os.path.join(d, "init.f64"))
     with open(os.path.join(d, "status.txt"), "w") as f:

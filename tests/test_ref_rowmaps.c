@@ -57,7 +57,8 @@ enum { K_DET, K_STOCH, K_WSTOCH };
 typedef struct {
     int cfg, n, h, layer, kind, wobs;
     long step;
-    size_t off;   // into S, KSQ, A (n floats) and REF (3n doubles at 3*off)
+    float stat;   // the row statistic (row_stat) of a, if the variant declares one
+    size_t off;   // into S, KSQ, A (n floats); REF block at case_ref(i)
     size_t draws; // K_STOCH: STOCH_STEPS * n draws at DRAWS[draws]
     float p[ATTN_MAX_PPH];
 } Case;
@@ -185,7 +186,7 @@ static void* grow(void* p, size_t* cap, size_t need, size_t elem) {
 }
 
 // Forward of one row into a, with the case's context.
-static void run_row(const Case* k, float* a, const float* s, const float* ksq) {
+static void run_row(Case* k, float* a, const float* s, const float* ksq) {
     const Cfg* c = &CFG[k->cfg];
     size_t ns = c->v->scratch_floats ? c->v->scratch_floats(T_CALL) : 0;
     float* scratch = malloc((ns + 1) * sizeof(float));
@@ -201,6 +202,7 @@ static void run_row(const Case* k, float* a, const float* s, const float* ksq) {
                       .seed = 1234567,
                       .layer = k->layer};
     c->v->forward_row(a, s, k->n, &ctx);
+    if (c->v->row_stat) k->stat = c->v->row_stat(a, s, k->n, &ctx);
     free(scratch);
 }
 
@@ -345,8 +347,8 @@ static int write_batch(const char* dir) {
     for (int i = 0; i < NCASE; i++) {
         const Case* k = &CASES[i];
         const Cfg* c = &CFG[k->cfg];
-        fprintf(f, "case variant=%s id=%d n=%d T=%d step=%ld kind=%s", c->v->name, i, k->n, T_CALL,
-                k->step, KIND[k->kind]);
+        fprintf(f, "case variant=%s id=%d n=%d T=%d step=%ld kind=%s stat=%d", c->v->name, i, k->n,
+                T_CALL, k->step, KIND[k->kind], c->v->row_stat != NULL);
         write_dims(f, k->h);
         if (k->kind == K_WSTOCH) fprintf(f, " wobs=%d", k->wobs);
         write_hp(f, c->v, &c->hp);
@@ -407,7 +409,7 @@ static void setup_batch(void) {
         snprintf(SETUP_ERR, sizeof(SETUP_ERR), "'%s' failed (status %d)", cmd, rc);
         return;
     }
-    REF = read_f64(dir, "ref.f64", 3 * NS_TOT);
+    REF = read_f64(dir, "ref.f64", 3 * NS_TOT + 3 * (size_t)NCASE);
     INIT_REF = read_f64(dir, "init.f64", NINIT);
     char path[1024];
     snprintf(path, sizeof(path), "%s/status.txt", dir);
@@ -419,6 +421,11 @@ static void setup_batch(void) {
         snprintf(SETUP_ERR, sizeof(SETUP_ERR), "reference outputs in %s are missing or short", dir);
 }
 
+// reference block of case i: ref[n], lo[n], hi[n], then stat, stat_lo, stat_hi
+static const double* case_ref(int i) {
+    return REF + 3 * CASES[i].off + 3 * (size_t)i;
+}
+
 #define REQUIRE_BATCH() ck_assert_msg(SETUP_ERR[0] == '\0', "%s", SETUP_ERR)
 
 // ---------------------------------------------------------------------------------------------
@@ -426,6 +433,8 @@ static void setup_batch(void) {
 
 START_TEST(test_ref_python_numpy_present) {
     REQUIRE_BATCH();
+    if (getenv("REF_ROWMAPS_VERBOSE"))
+        printf("%d configurations, %d rows, %zu scores\n", NCFG, NCASE, NS_TOT);
     ck_assert_int_gt(NCASE, 1000);
 }
 END_TEST
@@ -456,6 +465,8 @@ START_TEST(test_ref_every_rowmap_has_reference) {
     ck_assert_msg(k == 0, "registered row maps without a reference entry: %s", msg);
     k = status_lines("nohp", msg, sizeof(msg));
     ck_assert_msg(k == 0, "hyperparameters the reference does not know: %s", msg);
+    k = status_lines("nostat", msg, sizeof(msg));
+    ck_assert_msg(k == 0, "row statistics without a reference: %s", msg);
     k = status_lines("nparams", msg, sizeof(msg));
     ck_assert_msg(k == 0, "parameter counts differ: %s", msg);
 }
@@ -533,7 +544,7 @@ START_TEST(test_ref_forward) {
         const Case* k = &CASES[i];
         if (CFG[k->cfg].v != v || k->kind == K_STOCH) continue;
         cases++;
-        const double* ref = REF + 3 * k->off;
+        const double* ref = case_ref(i);
         const double *lo = ref + k->n, *hi = ref + 2 * k->n;
         const float* a = A + k->off;
         double m = row_scale(ref, k->n);
@@ -558,6 +569,32 @@ START_TEST(test_ref_forward) {
 }
 END_TEST
 
+// The row statistic (credal uncertainty n/S; entmax/sparsemax support fraction) of every
+// deterministic case of a variant that declares one.
+START_TEST(test_ref_row_stat) {
+    REQUIRE_BATCH();
+    int checked = 0, bad = 0;
+    char first[768] = "";
+    for (int i = 0; i < NCASE; i++) {
+        const Case* k = &CASES[i];
+        const AttnVariant* v = CFG[k->cfg].v;
+        if (!v->row_stat || k->kind != K_DET) continue;
+        const double* st = case_ref(i) + 3 * k->n;
+        checked++;
+        double tol = RTOL * fabs(st[0]) + 1e-7;
+        if (isfinite(st[0]) && k->stat >= st[1] - tol && k->stat <= st[2] + tol) continue;
+        if (!bad++) {
+            char lab[512];
+            cfg_label(lab, sizeof(lab), &CFG[k->cfg]);
+            snprintf(first, sizeof(first), "[%s] n=%d: %s = %.9g, reference %.9g [%.9g, %.9g]", lab,
+                     k->n, v->row_stat_name, (double)k->stat, st[0], st[1], st[2]);
+        }
+    }
+    ck_assert_int_gt(checked, 50);
+    ck_assert_msg(bad == 0, "%d row statistics differ; first: %s", bad, first);
+}
+END_TEST
+
 // quantized, rounding = stochastic at training steps: every draw is a grid neighbour of p, and
 // the mean over STOCH_STEPS draws is p within 5 standard errors (unbiased rounding).
 START_TEST(test_ref_quantized_stochastic_unbiased) {
@@ -567,7 +604,7 @@ START_TEST(test_ref_quantized_stochastic_unbiased) {
         const Case* k = &CASES[i];
         if (k->kind != K_STOCH) continue;
         cases++;
-        const double* ref = REF + 3 * k->off;
+        const double* ref = case_ref(i);
         const double *lo = ref + k->n, *hi = ref + 2 * k->n;
         char lab[512];
         cfg_label(lab, sizeof(lab), &CFG[k->cfg]);
@@ -656,6 +693,7 @@ static Suite* ref_rowmaps_suite(void) {
     tcase_add_test(tc, test_ref_documented_defaults);
     tcase_add_test(tc, test_ref_init_params);
     tcase_add_loop_test(tc, test_ref_forward, 0, attn_count());
+    tcase_add_test(tc, test_ref_row_stat);
     tcase_add_test(tc, test_ref_quantized_stochastic_unbiased);
     tcase_add_test(tc, test_ref_window_stochastic_draws);
     suite_add_tcase(s, tc);
