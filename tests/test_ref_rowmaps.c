@@ -417,8 +417,12 @@ static void setup_batch(void) {
     size_t got = f ? fread(STATUS, 1, sizeof(STATUS) - 1, f) : 0;
     STATUS[got] = '\0';
     if (f) fclose(f);
-    if (!REF || !INIT_REF || !f)
+    if (!REF || !INIT_REF || !f) {
         snprintf(SETUP_ERR, sizeof(SETUP_ERR), "reference outputs in %s are missing or short", dir);
+        return; // the batch stays for inspection
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
 }
 
 // reference block of case i: ref[n], lo[n], hi[n], then stat, stat_lo, stat_hi
