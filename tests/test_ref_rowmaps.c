@@ -421,6 +421,10 @@ static void setup_batch(void) {
         snprintf(SETUP_ERR, sizeof(SETUP_ERR), "reference outputs in %s are missing or short", dir);
         return; // the batch stays for inspection
     }
+    if (getenv("REF_ROWMAPS_KEEP")) {
+        printf("batch kept in %s\n", dir);
+        return;
+    }
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
 }
