@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/compose.h"
 #include "attention/rowops.h"
 #include "common/util.h"
 
@@ -114,12 +115,10 @@ static const AttnVariant AS_ENTMAX_ROW = {
 };
 
 static void entmax_row_setup(EntmaxRow* e, const AttnLayer* L) {
-    e->em = attn_lookup("entmax");
-    if (!e->em) die(1, "attention 'asentmax': the row map 'entmax' is not registered");
+    e->em = &attn_entmax;
     const AttnHParams* hp = L->hp;
     attn_hparams_default(&e->hp, e->em, hp->T_train, L->d.NH, L->d.hs, L->d.C, hp->n_layer);
-    int ia = attn_hparam_index(e->em, "alpha");
-    if (ia >= 0) e->hp.v[ia] = hp->v[HP_ALPHA];
+    e->hp.v[ATTN_ENTMAX_HP_ALPHA] = hp->v[HP_ALPHA];
     e->ws = L->ws;
     attn_workspace_reserve(L->ws, (size_t)L->d.T);
 }

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 
 #include "attention/attention.h"
+#include "attention/compose.h"
 #include "attention/rowops.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
@@ -57,6 +58,9 @@ static inline real min_f(real x, real y) {
 }
 
 enum { HP_ALPHA, HP_LEARN, N_HP };
+_Static_assert((int)HP_ALPHA == (int)ATTN_ENTMAX_HP_ALPHA &&
+                   (int)HP_LEARN == (int)ATTN_ENTMAX_HP_LEARN,
+               "attention/compose.h must match entmax's hyperparameters");
 
 static const AttnHParamSpec ENTMAX_HP[N_HP] = {
     [HP_ALPHA] = {"alpha", 1.5f, 1.01f, 2.0f, NULL,

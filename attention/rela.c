@@ -30,6 +30,7 @@
 
 #include "attention/attention.h"
 #include "common/matmul.h"
+#include "attention/compose.h"
 #include "attention/rowops.h"
 #include "common/util.h"
 
@@ -39,7 +40,8 @@ enum { T_GW, T_GAIN, N_T };
 
 #define RELA_BLOCK 64 // rows (or output channels) per sgemm block
 
-static const char* const RELU_FORMS[] = {"relu", "relu_n", "relu2"};
+// rela_map relu | relu_n | relu2 as attn.form of the relu row map
+static const int RELU_FORM_OF_MAP[] = {ATTN_RELU_FORM_PLAIN, ATTN_RELU_FORM_N, ATTN_RELU_FORM_SQ};
 
 static const AttnHParamSpec RELA_HP[N_HP] = {
     [HP_MAP] = {"rela_map", MAP_RELU, 0, 0, "relu|relu_n|relu2|inner",
@@ -92,14 +94,10 @@ static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
     AttnHParams rhp;
     const int map = (int)L->hp->v[HP_MAP];
     if (map != MAP_INNER) {
-        const AttnVariant* relu = attn_lookup("relu");
-        if (!relu) die(1, "attention 'rela': the row map 'relu' is not registered");
         const AttnHParams* hp = L->hp;
-        attn_hparams_default(&rhp, relu, hp->T_train, L->d.NH, L->d.hs, L->d.C, hp->n_layer);
-        char err[256];
-        if (attn_hparams_set(&rhp, relu, "form", RELU_FORMS[map], err, sizeof(err)))
-            die(1, "attention 'rela': %s", err);
-        c.row = relu;
+        attn_hparams_default(&rhp, &attn_relu, hp->T_train, L->d.NH, L->d.hs, L->d.C, hp->n_layer);
+        rhp.v[ATTN_RELU_HP_FORM] = (float)RELU_FORM_OF_MAP[map];
+        c.row = &attn_relu;
         c.hp = &rhp;
         c.rowp = NULL;
         c.rowp_stride = 0;

@@ -24,9 +24,15 @@
 // O(n), no transcendental.
 // Rows do not sum to 1; not shift-invariant.
 #include "attention/attention.h"
+#include "attention/compose.h"
 
 enum { HP_FORM };
 enum { FORM_RELU_N, FORM_RELU, FORM_RELU2 };
+_Static_assert((int)HP_FORM == (int)ATTN_RELU_HP_FORM &&
+                   (int)FORM_RELU_N == (int)ATTN_RELU_FORM_N &&
+                   (int)FORM_RELU == (int)ATTN_RELU_FORM_PLAIN &&
+                   (int)FORM_RELU2 == (int)ATTN_RELU_FORM_SQ,
+               "attention/compose.h must match relu's hyperparameters");
 
 static const AttnHParamSpec RELU_HP[] = {
     {"form", FORM_RELU_N, 0, 0, "relu_n|relu|relu2",
