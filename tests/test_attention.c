@@ -1,10 +1,13 @@
 // tests/test_attention.c: generic tests that loop over the attention registry, so every variant
-// (and every future one) is covered without editing this file. Each variant is tested at its
-// defaults and at every value of each of its choice hyperparameters:
-//   - row gradient check in double against finite differences, n in {1, 2, 7, 64}, including
-//     the per-head parameters and the key-norm input; coordinates at a kink (where the 4-point
-//     estimates at h and h/2 disagree) are skipped, and most coordinates must be checkable;
-//     straight-through variants are checked against their declared smooth surrogate;
+// (and every future one) is covered without editing this file. These run on the float (product)
+// build; the gradient checks that resolve a 0.5% error run in double in tests/test_attn64_rows.c
+// and tests/test_attn64_layer.c (docs/testing.md). Each variant is tested at its defaults and at
+// every value of each of its choice hyperparameters:
+//   - row gradient check of the float kernels (loss summed in double) against finite
+//     differences, n in {1, 2, 7, 64}, including the per-head parameters and the key-norm input;
+//     coordinates at a kink (where the 4-point estimates at h and h/2 disagree) are skipped, and
+//     most coordinates must be checkable; straight-through variants are checked against their
+//     declared smooth surrogate;
 //   - a layer gradient check through the driver (B = 1, T = 5, C = 8, 2 heads) on q, k, v, the
 //     layer input x, the row parameters and any layer tensors;
 //   - causality: changing a future key/value never changes an earlier row or output;
