@@ -307,10 +307,10 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
             const float* g = G + (gpt2_tensor(&m, m.params, si, l) - m.params);
             char name[96];
             if (si == P_WTE) {
-                size_t real = (size_t)c->vocab_size * gc.n_embd;
-                ck_assert_msg(all_zero(g + real, per - real), "%s: wte padded rows", label);
+                size_t nreal = (size_t)c->vocab_size * gc.n_embd;
+                ck_assert_msg(all_zero(g + nreal, per - nreal), "%s: wte padded rows", label);
                 rep.zero_checks++;
-                per = real;
+                per = nreal;
             }
             if (si == P_WPE && gc.pos_encoding != ATTN_POS_LEARNED) {
                 ck_assert_msg(all_zero(g, per), "%s: wpe is not read without learned positions",
