@@ -301,6 +301,19 @@ static double mean_nan0(const double* v, int n) {
     return s / n;
 }
 
+// Mean over the entries that are not NaN (NaN if none): for the massive-activation ratio, which
+// is undefined on an all-zero tensor.
+static double mean_defined(const double* v, int n) {
+    double s = 0.0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(v[i])) continue;
+        s += v[i];
+        k++;
+    }
+    return k ? s / k : NAN;
+}
+
 static double mean_plain(const double* v, int n) {
     double s = 0.0;
     for (int i = 0; i < n; i++)
@@ -373,7 +386,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
     sr_norm /= (double)L * NH;
 
     // activations: per (site, layer) means over the probe sequences
-    double kmean = 0.0, kmax = -INFINITY, amax = 0.0, rmax = 0.0;
+    double kmean = 0.0, kmax = -INFINITY, amax = 0.0, rmax = NAN;
     long massive = 0;
     int nmod = 0;
     for (int sl = 0; sl < 5 * L + 1; sl++) {
@@ -384,12 +397,12 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
             a += mt->act_max[o + b];
             mc += mt->act_massive[o + b];
         }
-        const double k = mean_plain(mt->act_kurt + o, n), r = mean_plain(mt->act_ratio + o, n);
+        const double k = mean_plain(mt->act_kurt + o, n), r = mean_defined(mt->act_ratio + o, n);
         a /= n;
         kmean += k;
         if (k > kmax || isnan(k)) kmax = k;
         if (a > amax || isnan(a)) amax = a;
-        if (r > rmax || isnan(r)) rmax = r;
+        if (!isnan(r) && (isnan(rmax) || r > rmax)) rmax = r; // over the defined ratios
         massive += mc;
         nmod++;
         const int site = sl < 5 * L ? sl / L : 5, l = sl < 5 * L ? sl % L : -1;

@@ -339,6 +339,10 @@ START_TEST(test_massive_ratio) {
     x[500] = -500.0f; // one spike: 500 / 0.05
     ck_assert_double_eq_tol(metrics_massive(x, n, scratch, &c), 10000.0, 1e-3);
     ck_assert_int_eq(c, 1);
+    x[7] = 100.0f; // exactly 100 is not above 100
+    x[8] = 100.5f;
+    ck_assert_double_eq_tol(metrics_massive(x, n, scratch, &c), 10000.0, 1e-3);
+    ck_assert_int_eq(c, 2);
     // median = the floor(N/2)-th smallest magnitude: 500 values 1, 501 values 2 -> median 2
     for (size_t i = 0; i < n; i++)
         x[i] = i < 500 ? 1.0f : -2.0f;
