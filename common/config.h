@@ -45,6 +45,7 @@ typedef struct {
     int log_every, eval_every, eval_steps, metrics_every, checkpoint_every, sample_every;
     int sample_tokens, keep_last, dump_attention_every;
     float sink_eps;      // sink-rate threshold (Gu et al.: 0.3)
+    int probe_sequences; // diagnostics probe sequences over the validation split
     char nan_policy[16]; // stop | skip
     int max_skips;       // with nan_policy=skip: stop after this many consecutive skips
     int eval_seq_len;    // 0 = seq_len

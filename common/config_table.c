@@ -101,6 +101,9 @@ const ConfigField CONFIG_FIELDS[] = {
           "periodic checkpoints kept; older ones are deleted"),
     F_INT("dump_attention_every", dump_attention_every, "0", 0, 1e9, "output",
           "write attention maps (.npy) every N steps; 0: never"),
+    F_INT("probe_sequences", probe_sequences, "64", 1, 1e6, "output",
+          "diagnostics probe: sequences spread evenly over the validation split (the training "
+          "split without val_data)"),
     F_FLOAT("sink_eps", sink_eps, "0.3", 0, 1, "output",
             "a head counts as a sink when its mean attention to the first token exceeds this "
             "(Gu et al.: 0.3)"),

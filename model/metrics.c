@@ -1,10 +1,12 @@
-// model/metrics.c: the diagnostics of model/metrics.h: attention-row statistics, activation
-// kurtosis and outliers, gradient norms, variant parameters, the probe forward that feeds them
-// and the JSONL / main.log records. Definitions and conventions are stated in metrics.h.
+// model/metrics.c: the diagnostics of a run (model/metrics.h): the probe forward over the probe
+// sequences, the statistics it feeds (attention rows raw and renormalised, per-head output
+// kurtosis, activation kurtosis, outliers and massive activations, gradient norms, variant
+// parameters) and the JSONL / main.log records. The kernels are in model/metrics_kernels.c;
+// definitions are stated in metrics.h and docs/diagnostics.md.
 //
 // Parallel parts (per (b, h) attention statistics, per (site, layer, b) activation statistics)
-// write per-item results that are reduced afterwards in a fixed order, so every number is the
-// same for any thread count.
+// write per-item results that are reduced afterwards in a fixed order (sequences ascending), so
+// every number is the same for any thread count and any probe chunk size.
 #include "model/metrics.h"
 #include "common/matmul.h"
 
@@ -14,218 +16,55 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "data/dataloader.h"
 #include "optim/clip.h"
-
-// ---------------------------------------------------------------------------------------------
-// kernels
-
-double metrics_attn_accum(AttnAccum* acc, const float* A, int T, int Ts) {
-    double a0 = 0.0;
-    long na0 = 0;
-    for (int t = 0; t < T; t++) {
-        const float* row = A + (size_t)t * T;
-        const int n = t + 1;
-        double sum = 0.0;
-        long zeros = 0;
-        for (int j = 0; j < n; j++) {
-            sum += fabs((double)row[j]);
-            zeros += row[j] == 0.0f;
-        }
-        acc->n_entries += n;
-        acc->n_zero += zeros;
-        if (!(sum > 0.0) || !isfinite(sum)) continue; // no distribution in this row
-        const double inv = 1.0 / sum;
-        double H = 0.0, mx = 0.0;
-        for (int j = 0; j < n; j++) {
-            double p = fabs((double)row[j]) * inv;
-            if (p > 0.0) H -= p * log(p);
-            if (p > mx) mx = p;
-        }
-        acc->ent += H;
-        acc->maxw += mx;
-        acc->n_rows++;
-        if (n >= 2) {
-            acc->ent_norm += H / log((double)n);
-            acc->n_rows_norm++;
-        }
-        const double p0 = fabs((double)row[0]) * inv;
-        if (t >= 1) {
-            acc->sink += p0;
-            acc->n_rows_sink++;
-        }
-        if (t < Ts) {
-            a0 += p0;
-            na0++;
-        }
-    }
-    return na0 ? a0 / (double)na0 : NAN;
-}
-
-double metrics_sink_rate(const double* alpha0, size_t n, double eps) {
-    size_t sinks = 0;
-    for (size_t i = 0; i < n; i++)
-        sinks += alpha0[i] > eps; // NaN counts as no sink
-    return n ? (double)sinks / (double)n : NAN;
-}
-
-static void accum_add(AttnAccum* a, const AttnAccum* b) {
-    a->ent += b->ent;
-    a->ent_norm += b->ent_norm;
-    a->sink += b->sink;
-    a->maxw += b->maxw;
-    a->n_rows += b->n_rows;
-    a->n_rows_norm += b->n_rows_norm;
-    a->n_rows_sink += b->n_rows_sink;
-    a->n_entries += b->n_entries;
-    a->n_zero += b->n_zero;
-}
-
-static double ratio(double num, long den) {
-    return den > 0 ? num / (double)den : NAN;
-}
-
-void metrics_attn_finish(AttnHeadStats* out, const AttnAccum* acc) {
-    out->entropy = ratio(acc->ent, acc->n_rows);
-    out->entropy_norm = ratio(acc->ent_norm, acc->n_rows_norm);
-    out->sink_mass = ratio(acc->sink, acc->n_rows_sink);
-    out->max_weight = ratio(acc->maxw, acc->n_rows);
-    out->sparsity = ratio((double)acc->n_zero, acc->n_entries);
-}
-
-double metrics_kurtosis(const float* x, size_t n) {
-    if (n < 2) return NAN;
-    double mu = 0.0;
-    for (size_t i = 0; i < n; i++)
-        mu += x[i];
-    mu /= (double)n;
-    double m2 = 0.0, m4 = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)x[i] - mu, d2 = d * d;
-        m2 += d2;
-        m4 += d2 * d2;
-    }
-    const double var = m2 / (double)(n - 1); // unbiased, as torch.std
-    return (m4 / (double)n) / (var * var + 1e-6);
-}
-
-float metrics_max_abs(const float* x, size_t n) {
-    float mx = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float a = fabsf(x[i]);
-        if (a > mx || isnan(a)) mx = a;
-        if (isnan(mx)) break;
-    }
-    return mx;
-}
-
-// k-th smallest of v[0..n) (v is reordered): quickselect with a three-way partition and a
-// median-of-three pivot (NaNs compare equal to everything and end in the middle part).
-static void swapf(float* a, float* b) {
-    float t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static float select_kth(float* v, size_t n, size_t k) {
-    size_t lo = 0, hi = n; // search in [lo, hi)
-    while (hi - lo > 1) {
-        float a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi - 1];
-        float pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        size_t lt = lo, i = lo, gt = hi; // [lo,lt) < pivot, [lt,i) == pivot, [gt,hi) > pivot
-        while (i < gt) {
-            if (v[i] < pivot)
-                swapf(&v[lt++], &v[i++]);
-            else if (v[i] > pivot)
-                swapf(&v[i], &v[--gt]);
-            else
-                i++;
-        }
-        if (k < lt)
-            hi = lt;
-        else if (k >= gt)
-            lo = gt;
-        else
-            return pivot;
-    }
-    return v[k];
-}
-
-long metrics_massive_count(const float* x, size_t n, float* scratch) {
-    long big = 0;
-    for (size_t i = 0; i < n; i++)
-        big += fabsf(x[i]) > 100.0f;
-    if (big == 0) return 0;
-    for (size_t i = 0; i < n; i++)
-        scratch[i] = fabsf(x[i]);
-    const double thr = 1000.0 * (double)select_kth(scratch, n, n / 2);
-    long count = 0;
-    for (size_t i = 0; i < n; i++) {
-        double a = fabs((double)x[i]);
-        count += a > 100.0 && a > thr;
-    }
-    return count;
-}
-
-void metrics_head_grad_norms(float* gq, float* gk, float* gv, const float* dqkvw,
-                             const float* dqkvb, int C, int NH) {
-    const int hs = C / NH;
-    float* outs[3] = {gq, gk, gv};
-    for (int part = 0; part < 3; part++) {
-        for (int h = 0; h < NH; h++) {
-            double s = 0.0;
-            for (int r = part * C + h * hs; r < part * C + (h + 1) * hs; r++) {
-                const float* w = dqkvw + (size_t)r * C;
-                for (int c = 0; c < C; c++)
-                    s += (double)w[c] * w[c];
-                if (dqkvb) s += (double)dqkvb[r] * dqkvb[r];
-            }
-            outs[part][h] = (float)sqrt(s);
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // setup
 
-int metrics_init(Metrics* mt, const GPT2* m, const Config* c, int nthreads, char* err,
-                 size_t errcap) {
+typedef struct {
+    AttnAccum acc;
+    MetricsAlpha0 alpha0;
+    double kurt; // of this head's attention output
+    float max_logit;
+    double stat_sum;
+    long stat_n;
+} HeadItem;
+
+int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, size_t errcap) {
     memset(mt, 0, sizeof(*mt));
     json_init(&mt->j);
-    if (c->metrics_every <= 0 && c->dump_attention_every <= 0) return 0;
-    const int use_val = c->val_data[0] != '\0';
-    const char* glob = use_val ? c->val_data : c->train_data;
-    const int B = c->batch_size;
-    const int T = use_val && c->eval_seq_len > 0 ? c->eval_seq_len : c->seq_len;
-    DataLoader dl;
-    if (dataloader_init(&dl, glob, B, T, use_val ? 0 : c->shuffle, use_val ? 0 : (uint64_t)c->seed,
-                        err, errcap))
+    if (s->every <= 0 && s->dump_every <= 0) return 0;
+    const int T = s->T, n = s->nseq;
+    if (n < 1 || T < 1 || !s->tokens) {
+        snprintf(err, errcap, "probe: no probe sequences");
         return -1;
-    int* targets = mallocCheck(sizeof(int) * (size_t)B * T);
-    mt->probe = mallocCheck(sizeof(int) * (size_t)B * T);
-    dataloader_next(&dl, mt->probe, targets);
-    dataloader_free(&dl);
-    free(targets);
-    for (size_t i = 0; i < (size_t)B * T; i++) {
-        if (mt->probe[i] < 0 || mt->probe[i] >= m->cfg.vocab_size) {
-            snprintf(err, errcap, "%s: probe batch token id %d is >= vocab_size %d", glob,
-                     mt->probe[i], m->cfg.vocab_size);
-            free(mt->probe);
-            mt->probe = NULL;
+    }
+    if (T > m->T || m->B < 1) {
+        snprintf(err, errcap, "probe: sequence length %d is longer than the activations (%d)", T,
+                 m->T);
+        return -1;
+    }
+    for (size_t i = 0; i < (size_t)n * T; i++) {
+        if (s->tokens[i] < 0 || s->tokens[i] >= m->cfg.vocab_size) {
+            snprintf(err, errcap, "probe sequence %zu, position %zu: token id %d is not in [0, %d)",
+                     i / (size_t)T, i % (size_t)T, s->tokens[i], m->cfg.vocab_size);
             return -1;
         }
     }
-    mt->every = c->metrics_every;
-    mt->dump_every = c->dump_attention_every;
-    mt->sink_eps = c->sink_eps;
-    mt->B = B;
+    mt->probe = mallocCheck(sizeof(int) * (size_t)n * T);
+    memcpy(mt->probe, s->tokens, sizeof(int) * (size_t)n * T);
+    mt->every = s->every;
+    mt->dump_every = s->dump_every;
+    mt->sink_eps = s->sink_eps;
+    mt->nseq = n;
     mt->T = T;
-    mt->nthreads = nthreads > 0 ? nthreads : 1;
+    mt->chunk = n < m->B ? n : m->B;
+    mt->nthreads = s->nthreads > 0 ? s->nthreads : 1;
     const int L = m->cfg.n_layer, NH = m->cfg.n_head, C = m->cfg.n_embd;
     size_t rs = 0;
     for (int l = 0; l < L; l++) {
-        size_t s = attn_row_scratch(m->la[l].row, T);
-        if (s > rs) rs = s;
+        size_t r = attn_row_scratch(m->la[l].row, T);
+        if (r > rs) rs = r;
     }
     mt->tbuf_per = ((size_t)T * T + (size_t)T + rs + 15) & ~(size_t)15;
     mt->tbuf = allocFloats(mt->tbuf_per * (size_t)mt->nthreads);
@@ -234,17 +73,29 @@ int metrics_init(Metrics* mt, const GPT2* m, const Config* c, int nthreads, char
     mt->gq = allocFloats((size_t)L * NH);
     mt->gk = allocFloats((size_t)L * NH);
     mt->gv = allocFloats((size_t)L * NH);
+    const size_t LH = (size_t)L * NH, NA = (size_t)(5 * L + 1) * n;
+    mt->acc = callocCheck(LH, sizeof(AttnAccum));
+    mt->max_logit = allocFloats(LH);
+    mt->stat_sum = callocCheck(LH, sizeof(double));
+    mt->stat_n = callocCheck(LH, sizeof(long));
+    mt->a0_raw = callocCheck(LH * n, sizeof(double));
+    mt->a0_norm = callocCheck(LH * n, sizeof(double));
+    mt->head_kurt = callocCheck(LH * n, sizeof(double));
+    mt->act_kurt = callocCheck(NA, sizeof(double));
+    mt->act_ratio = callocCheck(NA, sizeof(double));
+    mt->act_max = allocFloats(NA);
+    mt->act_massive = callocCheck(NA, sizeof(long));
+    mt->items = callocCheck((size_t)m->B * NH, sizeof(HeadItem));
     return 0;
 }
 
 void metrics_free(Metrics* mt) {
-    free(mt->probe);
-    free(mt->tbuf);
-    free(mt->massive_buf);
-    free(mt->tensor_norm);
-    free(mt->gq);
-    free(mt->gk);
-    free(mt->gv);
+    void* bufs[] = {mt->probe,     mt->tbuf,    mt->massive_buf, mt->tensor_norm, mt->gq,
+                    mt->gk,        mt->gv,      mt->acc,         mt->max_logit,   mt->stat_sum,
+                    mt->stat_n,    mt->a0_raw,  mt->a0_norm,     mt->head_kurt,   mt->act_kurt,
+                    mt->act_ratio, mt->act_max, mt->act_massive, mt->items};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        free(bufs[i]);
     json_free(&mt->j);
     memset(mt, 0, sizeof(*mt));
 }
@@ -279,15 +130,7 @@ void metrics_grads(Metrics* mt, const GPT2* m, double global_norm) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// attention statistics of the probe batch
-
-typedef struct {
-    AttnAccum acc;
-    double alpha0;
-    float max_logit;
-    double stat_sum;
-    long stat_n;
-} HeadItem;
+// attention statistics of the last forward
 
 // Statistics of layer l for every (b, h) of the last forward into items[(b*NH + h)].
 static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l) {
@@ -299,6 +142,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
     const int want_stat = default_pipe && la->row->row_stat != NULL;
     const float* qkv = m->qkv + (size_t)l * B * T * 3 * C;
     const float* att = m->att + (size_t)l * B * NH * T * T;
+    const float* atty = m->atty + (size_t)l * B * T * C;
     const float* rowp =
         la->row->params_per_head > 0 ? gpt2_tensor(m, m->params, m->attnp_spec, l) : NULL;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -309,6 +153,9 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
             memset(it, 0, sizeof(*it));
             const float* A = att + ((size_t)b * NH + h) * T * T;
             it->alpha0 = metrics_attn_accum(&it->acc, A, T, Ts);
+            // this head's channels of the attention output (before c_proj): T x hs values
+            it->kurt = metrics_kurtosis_2d(atty + (size_t)b * T * C + (size_t)h * hs, (size_t)T,
+                                           (size_t)hs, (size_t)C);
             // scores s = q.k / sqrt(hs) (+ ALiBi), as the row map saw them
             float* S = mt->tbuf + (size_t)omp_get_thread_num() * mt->tbuf_per;
             float* key_sq = S + (size_t)T * T;
@@ -360,7 +207,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
 }
 
 // ---------------------------------------------------------------------------------------------
-// activation statistics of the probe batch
+// activation statistics of the last forward
 
 static const char* const SITE_NAMES[METRICS_NSITES] = {"ln_1", "attn",  "ln_2",
                                                        "mlp",  "block", "ln_f"};
@@ -383,14 +230,8 @@ static const float* site_base(const GPT2* m, int site, int l) {
     }
 }
 
-typedef struct {
-    double kurt;
-    float max_abs;
-    long massive;
-} ActItem;
-
-// items[(site*L + l)*B + b] for sites 0..4; ln_f at [(5*L)*B + b].
-static void act_items(ActItem* items, const Metrics* mt, const GPT2* m) {
+// Entry [(site*L + l)*nseq + b0 + b] for sites 0..4; ln_f at [(5*L)*nseq + b0 + b].
+static void act_items(Metrics* mt, const GPT2* m, int b0) {
     const int B = m->cur_B, T = m->cur_T, C = m->cfg.n_embd, L = m->cfg.n_layer;
     const size_t TC = (size_t)T * C;
     const int n = (5 * L + 1) * B;
@@ -398,13 +239,48 @@ static void act_items(ActItem* items, const Metrics* mt, const GPT2* m) {
     for (int i = 0; i < n; i++) {
         int b = i % B, sl = i / B, site = sl < 5 * L ? sl / L : 5, l = sl < 5 * L ? sl % L : 0;
         const float* x = site_base(m, site, l) + (size_t)b * TC;
-        items[i].kurt = metrics_kurtosis(x, TC);
-        items[i].max_abs = metrics_max_abs(x, TC);
-        items[i].massive =
-            site == 4
-                ? metrics_massive_count(x, TC, mt->massive_buf + (size_t)omp_get_thread_num() * TC)
-                : 0;
+        const size_t o = (size_t)sl * mt->nseq + b0 + b;
+        mt->act_kurt[o] = metrics_kurtosis(x, TC);
+        mt->act_max[o] = metrics_max_abs(x, TC);
+        mt->act_ratio[o] = metrics_massive(
+            x, TC, mt->massive_buf + (size_t)omp_get_thread_num() * TC, &mt->act_massive[o]);
+        if (site != 4) mt->act_massive[o] = 0; // counted on block outputs only
     }
+}
+
+void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
+    const int L = m->cfg.n_layer, NH = m->cfg.n_head, B = m->cur_B;
+    ASSERT(b0 >= 0 && b0 + B <= mt->nseq && B <= m->B && m->cur_T == mt->T);
+    const size_t LH = (size_t)L * NH;
+    if (b0 == 0) { // a new metrics step
+        memset(mt->acc, 0, sizeof(AttnAccum) * LH);
+        memset(mt->stat_sum, 0, sizeof(double) * LH);
+        memset(mt->stat_n, 0, sizeof(long) * LH);
+        for (size_t i = 0; i < LH; i++)
+            mt->max_logit[i] = 0.0f;
+        mt->collected = 0;
+    }
+    ASSERT(b0 == mt->collected); // sequences arrive in order: the sums keep a fixed order
+    HeadItem* items = mt->items;
+    for (int l = 0; l < L; l++) {
+        attn_items(items, mt, m, l);
+        for (int h = 0; h < NH; h++) {
+            const size_t lh = (size_t)l * NH + h;
+            for (int b = 0; b < B; b++) { // fixed order over the sequences
+                const HeadItem* it = &items[(size_t)b * NH + h];
+                metrics_accum_add(&mt->acc[lh], &it->acc);
+                if (it->max_logit > mt->max_logit[lh] || isnan(it->max_logit))
+                    mt->max_logit[lh] = it->max_logit;
+                mt->a0_raw[lh * mt->nseq + b0 + b] = it->alpha0.raw;
+                mt->a0_norm[lh * mt->nseq + b0 + b] = it->alpha0.renorm;
+                mt->head_kurt[lh * mt->nseq + b0 + b] = it->kurt;
+                mt->stat_sum[lh] += it->stat_sum;
+                mt->stat_n[lh] += it->stat_n;
+            }
+        }
+    }
+    act_items(mt, m, b0);
+    mt->collected = b0 + B;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -416,36 +292,55 @@ static void record_head(JsonBuf* j, long step, const char* kind) {
     json_str(j, "kind", kind);
 }
 
-static void write_records(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log) {
-    const int L = m->cfg.n_layer, NH = m->cfg.n_head, B = m->cur_B;
+// Mean of v[0..n) (NaN entries count 0, as "no sink" / no statistic), and the NaN-skipping
+// mean for kurtosis-like statistics.
+static double mean_nan0(const double* v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += isnan(v[i]) ? 0.0 : v[i];
+    return s / n;
+}
+
+// Mean over the entries that are not NaN (NaN if none): for the massive-activation ratio, which
+// is undefined on an all-zero tensor.
+static double mean_defined(const double* v, int n) {
+    double s = 0.0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (isnan(v[i])) continue;
+        s += v[i];
+        k++;
+    }
+    return k ? s / k : NAN;
+}
+
+static double mean_plain(const double* v, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    return s / n;
+}
+
+void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log) {
+    const int L = m->cfg.n_layer, NH = m->cfg.n_head, n = mt->collected;
+    ASSERT(n >= 1);
+    const double eps = mt->sink_eps;
     JsonBuf* j = &mt->j;
-    HeadItem* items = mallocCheck(sizeof(HeadItem) * (size_t)B * NH);
-    double* alpha0 = mallocCheck(sizeof(double) * (size_t)L * B * NH); // (l, h, b)
     double ent_sum = 0.0, max_logit = 0.0;
     long ent_n = 0;
     for (int l = 0; l < L; l++) {
-        attn_items(items, mt, m, l);
         const AttnVariant* row = m->la[l].row;
         for (int h = 0; h < NH; h++) {
-            AttnAccum acc = {0};
-            float ml = 0.0f;
-            double a0 = 0.0, ssum = 0.0;
-            long sn = 0;
-            for (int b = 0; b < B; b++) { // fixed order over b
-                const HeadItem* it = &items[(size_t)b * NH + h];
-                accum_add(&acc, &it->acc);
-                if (it->max_logit > ml || isnan(it->max_logit)) ml = it->max_logit;
-                a0 += isnan(it->alpha0) ? 0.0 : it->alpha0;
-                alpha0[((size_t)l * NH + h) * B + b] = it->alpha0;
-                ssum += it->stat_sum;
-                sn += it->stat_n;
-            }
+            const size_t lh = (size_t)l * NH + h;
+            const double* araw = mt->a0_raw + lh * mt->nseq;
+            const double* anorm = mt->a0_norm + lh * mt->nseq;
             AttnHeadStats hs;
-            metrics_attn_finish(&hs, &acc);
+            metrics_attn_finish(&hs, &mt->acc[lh]);
             if (isfinite(hs.entropy)) {
                 ent_sum += hs.entropy;
                 ent_n++;
             }
+            const float ml = mt->max_logit[lh];
             if (ml > max_logit || isnan(ml)) max_logit = ml;
             record_head(j, step, "head");
             json_int(j, "layer", l);
@@ -453,49 +348,61 @@ static void write_records(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FI
             json_num(j, "entropy", hs.entropy);
             json_num(j, "entropy_norm", hs.entropy_norm);
             json_num(j, "sink_mass", hs.sink_mass);
+            json_num(j, "sink_mass_raw", hs.sink_mass_raw);
             json_num(j, "max_weight", hs.max_weight);
             json_num(j, "max_logit", ml);
             json_num(j, "sparsity", hs.sparsity);
             if (mt->have_grads) {
-                json_num(j, "grad_norm_q", mt->gq[(size_t)l * NH + h]);
-                json_num(j, "grad_norm_k", mt->gk[(size_t)l * NH + h]);
-                json_num(j, "grad_norm_v", mt->gv[(size_t)l * NH + h]);
+                json_num(j, "grad_norm_q", mt->gq[lh]);
+                json_num(j, "grad_norm_k", mt->gk[lh]);
+                json_num(j, "grad_norm_v", mt->gv[lh]);
             } else {
                 json_null(j, "grad_norm_q");
                 json_null(j, "grad_norm_k");
                 json_null(j, "grad_norm_v");
             }
-            json_num(j, "alpha0", a0 / B);
+            const double a0n = mean_nan0(anorm, n);
+            json_num(j, "alpha0", a0n); // = alpha0_renorm (kept for existing readers)
+            json_num(j, "alpha0_raw", mean_nan0(araw, n));
+            json_num(j, "alpha0_renorm", a0n);
+            json_num(j, "sink_frac_raw", metrics_sink_rate(araw, (size_t)n, eps));
+            json_num(j, "sink_frac_renorm", metrics_sink_rate(anorm, (size_t)n, eps));
+            json_num(j, "kurtosis", mean_plain(mt->head_kurt + lh * mt->nseq, n));
             if (row->row_stat && row->row_stat_name && m->la[l].v->layer_forward == NULL)
-                json_num(j, row->row_stat_name, sn ? ssum / (double)sn : NAN);
+                json_num(j, row->row_stat_name,
+                         mt->stat_n[lh] ? mt->stat_sum[lh] / (double)mt->stat_n[lh] : NAN);
             json_end(j);
             json_write_line(j, jsonl);
         }
     }
-    free(items);
-    // fraction of (layer, head) pairs that are sinks, averaged over the probe sequences
-    const double sink_rate = metrics_sink_rate(alpha0, (size_t)L * NH * B, mt->sink_eps);
-    free(alpha0);
+    // fraction of (layer, head) pairs that are sinks, averaged over the probe sequences; the
+    // arrays hold (l, h, sequence) with nseq slots per head of which n are filled
+    double sr_raw = 0.0, sr_norm = 0.0;
+    for (size_t lh = 0; lh < (size_t)L * NH; lh++) {
+        sr_raw += metrics_sink_rate(mt->a0_raw + lh * mt->nseq, (size_t)n, eps);
+        sr_norm += metrics_sink_rate(mt->a0_norm + lh * mt->nseq, (size_t)n, eps);
+    }
+    sr_raw /= (double)L * NH;
+    sr_norm /= (double)L * NH;
 
     // activations: per (site, layer) means over the probe sequences
-    ActItem* ai = mallocCheck(sizeof(ActItem) * (size_t)(5 * L + 1) * B);
-    act_items(ai, mt, m);
-    double kmean = 0.0, kmax = -INFINITY, amax = 0.0;
+    double kmean = 0.0, kmax = -INFINITY, amax = 0.0, rmax = NAN;
     long massive = 0;
     int nmod = 0;
     for (int sl = 0; sl < 5 * L + 1; sl++) {
-        double k = 0.0, a = 0.0;
+        const size_t o = (size_t)sl * mt->nseq;
+        double a = 0.0;
         long mc = 0;
-        for (int b = 0; b < B; b++) {
-            k += ai[(size_t)sl * B + b].kurt;
-            a += ai[(size_t)sl * B + b].max_abs;
-            mc += ai[(size_t)sl * B + b].massive;
+        for (int b = 0; b < n; b++) {
+            a += mt->act_max[o + b];
+            mc += mt->act_massive[o + b];
         }
-        k /= B;
-        a /= B;
+        const double k = mean_plain(mt->act_kurt + o, n), r = mean_defined(mt->act_ratio + o, n);
+        a /= n;
         kmean += k;
         if (k > kmax || isnan(k)) kmax = k;
         if (a > amax || isnan(a)) amax = a;
+        if (!isnan(r) && (isnan(rmax) || r > rmax)) rmax = r; // over the defined ratios
         massive += mc;
         nmod++;
         const int site = sl < 5 * L ? sl / L : 5, l = sl < 5 * L ? sl % L : -1;
@@ -504,26 +411,31 @@ static void write_records(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FI
         json_str(j, "site", SITE_NAMES[site]);
         json_num(j, "kurtosis", k);
         json_num(j, "max_abs", a);
+        json_num(j, "massive_ratio", r);
         if (site == 4) json_int(j, "massive", mc);
         json_end(j);
         json_write_line(j, jsonl);
     }
-    free(ai);
     kmean /= nmod;
     const double ent_mean = ent_n ? ent_sum / ent_n : NAN;
 
     record_head(j, step, "model");
-    json_num(j, "sink_rate", sink_rate);
+    json_num(j, "sink_rate", sr_norm); // = sink_rate_renorm (kept for existing readers)
+    json_num(j, "sink_rate_raw", sr_raw);
+    json_num(j, "sink_rate_renorm", sr_norm);
     json_num(j, "kurtosis_mean", kmean);
     json_num(j, "kurtosis_max", kmax);
     json_num(j, "max_abs_act", amax);
     json_int(j, "massive_acts", massive);
+    json_num(j, "massive_ratio_max", rmax);
     if (mt->have_grads)
         json_num(j, "grad_norm", mt->grad_norm);
     else
         json_null(j, "grad_norm");
     json_num(j, "entropy_mean", ent_mean);
     json_num(j, "max_logit", max_logit);
+    json_int(j, "probe_sequences", n);
+    json_int(j, "probe_len", mt->T);
     json_end(j);
     json_write_line(j, jsonl);
 
@@ -586,27 +498,21 @@ static void write_records(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FI
     }
 
     if (log) { // llm.c-style headline lines
-        fprintf(log, "s:%ld sink_rate:%f\n", step, sink_rate);
+        fprintf(log, "s:%ld sink_rate:%f\n", step, sr_norm);
+        fprintf(log, "s:%ld sink_rate_raw:%f\n", step, sr_raw);
         fprintf(log, "s:%ld entropy:%f\n", step, ent_mean);
         fprintf(log, "s:%ld kurtosis_mean:%f\n", step, kmean);
         fprintf(log, "s:%ld kurtosis_max:%f\n", step, kmax);
         fprintf(log, "s:%ld max_abs_act:%f\n", step, amax);
         fprintf(log, "s:%ld massive_acts:%ld\n", step, massive);
+        fprintf(log, "s:%ld massive_ratio_max:%f\n", step, rmax);
         fprintf(log, "s:%ld max_logit:%f\n", step, max_logit);
         fflush(log);
     }
 }
 
-int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const Tokenizer* tok,
-                  const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap) {
-    // probe forward in evaluation mode; it overwrites only activations the next step recomputes
-    const long saved = m->step;
-    m->step = -1;
-    gpt2_forward(m, mt->probe, NULL, mt->B, mt->T);
-    m->step = saved;
-    if (records && jsonl) write_records(mt, m, step, jsonl, log);
-    mt->have_grads = 0;
-    if (!dump) return 0;
+static int write_dump(const Metrics* mt, const GPT2* m, long step, const Tokenizer* tok,
+                      const char* out_dir, char* err, size_t errcap) {
     char dir[1100], prefix[1200];
     snprintf(dir, sizeof(dir), "%s/attn", out_dir);
     if (util_mkdirs(dir, err, errcap)) return -1;
@@ -621,5 +527,26 @@ int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const 
     int rc = metrics_write_attention(m, prefix, 0, Td, layers, L, heads, NH, 0, mt->probe, tok,
                                      step, "probe", err, errcap);
     free(heads);
+    return rc;
+}
+
+int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const Tokenizer* tok,
+                  const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap) {
+    // probe forward in evaluation mode, in chunks of the activation batch; it overwrites only
+    // activations the next step recomputes
+    const long saved = m->step;
+    const int want = records && jsonl;
+    int rc = 0;
+    m->step = -1;
+    for (int b0 = 0; b0 < mt->nseq; b0 += mt->chunk) {
+        const int Bc = mt->nseq - b0 < mt->chunk ? mt->nseq - b0 : mt->chunk;
+        gpt2_forward(m, mt->probe + (size_t)b0 * mt->T, NULL, Bc, mt->T);
+        if (b0 == 0 && dump) rc = write_dump(mt, m, step, tok, out_dir, err, errcap);
+        if (!want) break; // the dump needs the first chunk only
+        metrics_collect(mt, m, b0);
+    }
+    m->step = saved;
+    if (want) metrics_write(mt, m, step, jsonl, log);
+    mt->have_grads = 0;
     return rc;
 }

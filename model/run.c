@@ -302,6 +302,40 @@ static void describe_nonfinite(const GPT2* m, char* out, size_t cap) {
     snprintf(out, cap, "the loss (all gradients finite)");
 }
 
+// Probe sequences for the diagnostics (model/metrics.h): n windows of T tokens spread evenly
+// over the shards of dl (metrics_probe_windows), read from the files dataloader_init validated.
+// (n, T) token ids, or NULL with err.
+static int* probe_tokens(const DataLoader* dl, int n, int T, char* err, size_t errcap) {
+    int* file = mallocCheck(sizeof(int) * (size_t)n);
+    size_t* start = mallocCheck(sizeof(size_t) * (size_t)n);
+    int* out = NULL;
+    if (metrics_probe_windows(dl->ntok, dl->nfiles, T, n, file, start)) {
+        snprintf(err, errcap, "%s: no shard holds a probe sequence of %d tokens", dl->files[0], T);
+        goto done;
+    }
+    out = mallocCheck(sizeof(int) * (size_t)n * T);
+    uint16_t* buf = mallocCheck(sizeof(uint16_t) * (size_t)T);
+    for (int j = 0; j < n && out; j++) {
+        FILE* f = fopen(dl->files[file[j]], "rb");
+        long off = (long)(sizeof(int32_t) * SHARD_HEADER_INTS + sizeof(uint16_t) * start[j]);
+        if (!f || fseek(f, off, SEEK_SET) != 0 ||
+            fread(buf, sizeof(uint16_t), (size_t)T, f) != (size_t)T) {
+            snprintf(err, errcap, "%s: cannot read the probe tokens at token %zu",
+                     dl->files[file[j]], start[j]);
+            free(out);
+            out = NULL;
+        }
+        if (f) fclose(f);
+        for (int t = 0; out && t < T; t++)
+            out[(size_t)j * T + t] = buf[t];
+    }
+    free(buf);
+done:
+    free(file);
+    free(start);
+    return out;
+}
+
 // Keep only records with step <= last in metrics.jsonl (after resuming from `last`).
 static void truncate_jsonl(const char* path, long last) {
     char err[512];
@@ -409,9 +443,25 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     fflush(stdout);
     JsonBuf j;
     json_init(&j);
-    // diagnostics (model/metrics.h): probe batch and scratch; no-op when both intervals are 0
+    // diagnostics (model/metrics.h): probe sequences and scratch; no-op when both intervals are 0
     Metrics mt;
-    if (metrics_init(&mt, m, c, r->nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    {
+        const int on = c->metrics_every > 0 || c->dump_attention_every > 0;
+        const DataLoader* pdl = r->have_val ? &r->val : &r->train;
+        const int pT = r->have_val ? r->eval_T : c->seq_len, pn = c->probe_sequences;
+        int* probe = on ? probe_tokens(pdl, pn, pT, err, sizeof(err)) : NULL;
+        if (on && !probe) die(EXIT_USAGE, "%s", err);
+        MetricsSetup ms = {.every = c->metrics_every,
+                           .dump_every = c->dump_attention_every,
+                           .sink_eps = c->sink_eps,
+                           .tokens = probe,
+                           .nseq = pn,
+                           .T = pT,
+                           .nthreads = r->nthreads};
+        if (metrics_init(&mt, m, &ms, err, sizeof(err)))
+            die(EXIT_USAGE, "%s: %s", r->have_val ? c->val_data : c->train_data, err);
+        free(probe);
+    }
     double t_sum = 0;
     int t_n = 0, rc = 0;
     long step = start;

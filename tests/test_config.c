@@ -164,6 +164,7 @@ START_TEST(test_defaults) {
                                        "keep_last",
                                        "dump_attention_every",
                                        "sink_eps",
+                                       "probe_sequences",
                                        "nan_policy",
                                        "max_skips",
                                        "eval_seq_len"};
@@ -174,6 +175,7 @@ START_TEST(test_defaults) {
     ck_assert_ptr_eq(config_field("lr")->offset + (char*)&c, (char*)&c.lr);
     ck_assert_ptr_eq(config_field("seed")->offset + (char*)&c, (char*)&c.seed);
     ck_assert_ptr_eq(config_field("eval_seq_len")->offset + (char*)&c, (char*)&c.eval_seq_len);
+    ck_assert_int_eq(c.probe_sequences, 64);
 }
 END_TEST
 

@@ -1,10 +1,12 @@
 // tools/evaluate.c: long-context evaluation of an attnlab checkpoint.
 //
-//   ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4] [--batches N] [--batch-size B]
-//              [--threads N]
+//   ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4 | --seq-len N,...] [--batches N]
+//              [--batch-size B] [--threads N]
 //     Validation loss at multiples of the training length (seq_len from the checkpoint's saved
-//     config): one line per length with the mean loss over all positions, over the positions
-//     inside the training length (t < seq_len) and beyond it (t >= seq_len).
+//     config), or at lengths in tokens with --seq-len: one line per length with the mean loss
+//     over all positions, over the positions inside the training length (t < seq_len) and over
+//     the positions beyond it (t >= seq_len; "-" when there are none). Each length reads its
+//     first --batches batches of B sequences from the start of the data, in order.
 //   ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S] [--threads N]
 //     Passkey retrieval: accuracy of recalling a one-token key placed at the start, middle or
 //     end of a long filler context.
@@ -48,11 +50,13 @@
 
 static void usage(FILE* f) {
     fprintf(f,
-            "usage: ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4] [--batches N]\n"
-            "                  [--batch-size B] [--threads N]\n"
+            "usage: ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4 | --seq-len N,...]\n"
+            "                  [--batches N] [--batch-size B] [--threads N]\n"
             "       ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S]\n"
             "                  [--threads N]\n\n"
-            "Loss at multiples of the training length (seq_len of the checkpoint), and a passkey\n"
+            "Loss at multiples of the training length (seq_len of the checkpoint) or at lengths\n"
+            "in tokens (--seq-len), reported over all positions, inside the training length and\n"
+            "beyond it; and a passkey\n"
             "retrieval probe (accuracy by needle position: start, middle, end). Lengths must be\n"
             "<= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
 }
@@ -88,21 +92,31 @@ static void load_model(GPT2* m, Config* cfg, const char* path) {
 // ---------------------------------------------------------------------------------------------
 // loss at several lengths
 
-static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char* lengths,
-                         int batches, int B, int nthreads) {
-    const int T0 = cfg->seq_len, maxT = m->cfg.block_size;
-    int fac[16], nf = 0;
+// Lengths to evaluate: factors of the training length (--lengths 1,2,4) or, with tokens set,
+// lengths in tokens (--seq-len 96,192). Returns the count written to len[0..16).
+static int parse_lengths(int* len, const char* list, int tokens, int T0) {
+    const char* opt = tokens ? "--seq-len" : "--lengths";
+    int n = 0;
     char buf[256];
-    util_strlcpy(buf, lengths, sizeof(buf));
+    util_strlcpy(buf, list, sizeof(buf));
     char* save = NULL;
     for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (nf == 16) die(EXIT_USAGE, "--lengths: at most 16 factors");
-        fac[nf++] = (int)util_cli_long("--lengths", tok, 1, 1024);
+        if (n == 16) die(EXIT_USAGE, "%s: at most 16 values", opt);
+        len[n++] = tokens ? (int)util_cli_long(opt, tok, 1, 1 << 20)
+                          : T0 * (int)util_cli_long(opt, tok, 1, 1024);
     }
-    if (nf == 0) die(EXIT_USAGE, "--lengths: give factors such as 1,2,4");
+    if (n == 0) die(EXIT_USAGE, "%s: give a list such as %s", opt, tokens ? "96,192" : "1,2,4");
+    return n;
+}
+
+static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char* lengths,
+                         int tokens, int batches, int B, int nthreads) {
+    const int T0 = cfg->seq_len, maxT = m->cfg.block_size;
+    int lens[16];
+    const int nf = parse_lengths(lens, lengths, tokens, T0);
     int Tmax = 0;
     for (int i = 0; i < nf; i++)
-        if (fac[i] * T0 <= maxT && fac[i] * T0 > Tmax) Tmax = fac[i] * T0;
+        if (lens[i] <= maxT && lens[i] > Tmax) Tmax = lens[i];
     const char* pe = cfg->pos_encoding;
     printf("# checkpoint: attention=%s pos_encoding=%s seq_len=%d block_size=%d; %d batches of "
            "%d sequences per length\n",
@@ -113,9 +127,12 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
     int* in = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
     int* tg = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
     for (int i = 0; i < nf; i++) {
-        const int T = fac[i] * T0;
+        const int T = lens[i];
         char fs[16];
-        snprintf(fs, sizeof(fs), "%dx", fac[i]);
+        if (T % T0 == 0)
+            snprintf(fs, sizeof(fs), "%dx", T / T0);
+        else
+            snprintf(fs, sizeof(fs), "%.2fx", (double)T / T0);
         if (T > maxT) {
             printf("%-8d %-7s not evaluated: longer than block_size = %d%s\n", T, fs, maxT,
                    strcmp(pe, "learned") == 0
@@ -155,7 +172,7 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
             }
         }
         dataloader_free(&dl);
-        double ntot = (double)(n_in + n_out);
+        const double ntot = (double)(n_in + n_out);
         char bey[32];
         if (n_out)
             snprintf(bey, sizeof(bey), "%.4f", beyond / (double)n_out);
@@ -230,7 +247,7 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
 
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *data = NULL, *lengths = "1,2,4";
-    int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20;
+    int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20, len_tokens = 0;
     long long seed = 1234;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
@@ -246,6 +263,10 @@ int main(int argc, char** argv) {
             data = argv[++i];
         } else if (more && !strcmp(a, "--lengths")) {
             lengths = argv[++i];
+            len_tokens = 0;
+        } else if (more && !strcmp(a, "--seq-len")) {
+            lengths = argv[++i];
+            len_tokens = 1;
         } else if (more && !strcmp(a, "--batches")) {
             batches = (int)util_cli_long("--batches", argv[++i], 1, 1000000);
         } else if (more && !strcmp(a, "--batch-size")) {
@@ -281,7 +302,8 @@ int main(int argc, char** argv) {
     if (passkey)
         eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed, threads);
     else
-        eval_lengths(&m, &cfg, data, lengths, batches, B > 0 ? B : cfg.batch_size, threads);
+        eval_lengths(&m, &cfg, data, lengths, len_tokens, batches, B > 0 ? B : cfg.batch_size,
+                     threads);
     gpt2_free(&m);
     return 0;
 }
