@@ -47,7 +47,7 @@ ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz check-includes check-docs docs
+        check-long fuzz check-includes check-docs docs coverage mutate
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -131,6 +131,17 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/bench
+
+# ---- coverage and mutation testing (not part of `make test`: they take long) ----------------
+# `make coverage`: gcov + lcov HTML report in build-cov/html, per-directory line and branch figures.
+# `make mutate`: mutation testing of attention/ and the model layers (scripts/mutate --help);
+# MUTATE_ARGS passes options, e.g. MUTATE_ARGS="--sample 200 --seed 1".
+coverage: setup
+	@bash scripts/coverage
+
+MUTATE_ARGS ?= --sample 200
+mutate: setup
+	@/usr/bin/python3 scripts/mutate $(MUTATE_ARGS)
 
 # ---- formatting ----------------------------------------------------------------------------
 FMT_SRCS = $(wildcard *.c tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])

@@ -104,3 +104,17 @@ const char* test_repo_root(void) {
     if (!buf[0]) self_dir(buf, sizeof(buf), 3);
     return buf;
 }
+
+int test_variant_selected(const char* name) {
+    const char* want = getenv("ATTNLAB_TEST_VARIANTS");
+    if (!want || !*want) return 1;
+    size_t n = strlen(name);
+    for (const char* p = want; *p;) {
+        const char* e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}

@@ -44,6 +44,10 @@ float max_abs(const float* x, size_t n);
 // max |a-b| / (max|b| + tiny)
 double rel_diff(const float* a, const float* b, size_t n);
 
+// Registry loops call this to honour ATTNLAB_TEST_VARIANTS (a comma-separated list of variant
+// names; unset or empty = all), which scripts/mutate sets to run only the variant it mutated.
+int test_variant_selected(const char* name);
+
 // A fresh temporary directory (mkdtemp under $TMPDIR or /tmp); returns a static buffer.
 const char* test_tmpdir(void);
 
