@@ -29,9 +29,18 @@ LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c probe.c))
 TOOL_BINS := $(TOOLS:%=$(BUILD)/%)
-TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TEST_SRCS := $(sort $(filter-out tests/test_attn64_%,$(wildcard tests/test_*.c)))
 TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
-TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
+TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/test_%,$(wildcard tests/*.c)))
+
+# Double-precision attention, for the tests only: attention/*.c and the layer harness compiled
+# again with -DATTN_REAL_DOUBLE into $(BUILD)/attn64/ (attention/real.h), and the suites
+# tests/test_attn64_*.c built on them as $(BUILD)/tests/test_attn64_* (scripts/run_tests runs
+# them with the others). Common code (util, rng, testutil) comes from the float build.
+ATTN64_OBJS := $(patsubst %.c,$(BUILD)/attn64/%.o,$(wildcard attention/*.c) tests/attn_harness.c \
+               tests/attn64_cfg.c)
+ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
+ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
         check-long fuzz
@@ -40,7 +49,7 @@ ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
 endif
 
-tools: $(TOOL_BINS) $(TEST_BINS)
+tools: $(TOOL_BINS) $(TEST_BINS) $(ATTN64_TEST_BINS)
 
 $(BUILD)/libattnlab.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -55,6 +64,16 @@ $(TOOL_BINS): $(BUILD)/%: $(BUILD)/%.o $(BUILD)/libattnlab.a
 
 $(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/libattnlab.a $(LDLIBS) $(CHECKLIB) -o $@
+
+$(BUILD)/attn64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DATTN_REAL_DOUBLE -c $< -o $@
+
+# the float library last, for common/ only (every attention symbol is already defined)
+$(ATTN64_TEST_BINS): $(BUILD)/tests/test_attn64_%: $(BUILD)/attn64/tests/test_attn64_%.o \
+                     $(ATTN64_OBJS) $(BUILD)/tests/testutil.o $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $< $(ATTN64_OBJS) $(BUILD)/tests/testutil.o $(BUILD)/libattnlab.a $(LDLIBS) \
+	    $(CHECKLIB) -o $@
 
 # ---- setup: Debian packages, tokenizer files (npm), default corpus -------------------------
 deps:

@@ -68,7 +68,7 @@ static size_t affine_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *obar, *dobar, *alpha, *beta, *dza, *dzb;
+    real *obar, *dobar, *alpha, *beta, *dza, *dzb;
 } AffineCache;
 
 static AffineCache affine_cache(const AttnLayer* L) {
@@ -89,11 +89,11 @@ static void affine_apply_att(const AttnLayer* L, const AffineCache* k) {
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* A = L->att + ((size_t)b * NH + h) * T * T;
+            real* A = L->att + ((size_t)b * NH + h) * T * T;
             for (int t = 0; t < T; t++) {
                 const size_t r = ((size_t)b * T + t) * NH + h;
-                const float al = k->alpha[r], be = k->beta[r];
-                float* row = A + (size_t)t * T;
+                const real al = k->alpha[r], be = k->beta[r];
+                real* row = A + (size_t)t * T;
                 for (int j = 0; j <= t; j++)
                     row[j] = al * row[j] + be;
             }
@@ -112,23 +112,23 @@ static void affine_forward(AttnLayer* L) {
     // alpha, beta per (row, head)
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
-        const float* x = L->x + (size_t)r * C;
+        const real* x = L->x + (size_t)r * C;
         const int n = (int)(r % T) + 1;
         for (int h = 0; h < NH; h++) {
-            const float* wa = L->tp[T_AW] + (size_t)h * C;
-            float za = L->tp[T_AB][h];
+            const real* wa = L->tp[T_AW] + (size_t)h * C;
+            real za = L->tp[T_AB][h];
             for (size_t i = 0; i < C; i++)
                 za += wa[i] * x[i];
-            const float al = 2.0f / (1.0f + expf(-za));
-            float be;
+            const real al = 2.0f / (1.0f + real_exp(-za));
+            real be;
             if (tied) {
-                be = (1.0f - al) / (float)n;
+                be = (1.0f - al) / (real)n;
             } else {
-                const float* wb = L->tp[T_BW] + (size_t)h * C;
-                float zb = L->tp[T_BB][h];
+                const real* wb = L->tp[T_BW] + (size_t)h * C;
+                real zb = L->tp[T_BB][h];
                 for (size_t i = 0; i < C; i++)
                     zb += wb[i] * x[i];
-                be = tanhf(zb) / (float)n;
+                be = real_tanh(zb) / (real)n;
             }
             k.alpha[(size_t)r * NH + h] = al;
             k.beta[(size_t)r * NH + h] = be;
@@ -138,18 +138,18 @@ static void affine_forward(AttnLayer* L) {
     attn_workspace_reserve(L->ws, (size_t)hs);
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
-        float* V = attn_thread_scratch(L->ws);
+        real* V = attn_thread_scratch(L->ws);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                memset(V, 0, sizeof(float) * (size_t)hs);
+                memset(V, 0, sizeof(real) * (size_t)hs);
                 for (int t = 0; t < T; t++) {
                     const size_t r = (size_t)b * T + t;
                     const size_t off = r * C + (size_t)h * hs;
-                    const float* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
-                    const float al = k.alpha[r * NH + h], be = k.beta[r * NH + h];
-                    float* o = L->out + off;
-                    const float* ob = k.obar + off;
+                    const real* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
+                    const real al = k.alpha[r * NH + h], be = k.beta[r * NH + h];
+                    real* o = L->out + off;
+                    const real* ob = k.obar + off;
                     for (int i = 0; i < hs; i++) {
                         V[i] += v[i];
                         o[i] = al * ob[i] + be * V[i];
@@ -176,43 +176,43 @@ static void affine_backward(AttnLayer* L) {
     attn_workspace_reserve(L->ws, (size_t)hs);
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
-        float* acc = attn_thread_scratch(L->ws);
+        real* acc = attn_thread_scratch(L->ws);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                memset(acc, 0, sizeof(float) * (size_t)hs); // prefix sum V_t
+                memset(acc, 0, sizeof(real) * (size_t)hs); // prefix sum V_t
                 for (int t = 0; t < T; t++) {
                     const size_t r = (size_t)b * T + t;
                     const size_t off = r * C + (size_t)h * hs;
-                    const float* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
-                    const float* dO = L->dout + off;
-                    const float* ob = k.obar + off;
-                    float* dob = k.dobar + off;
-                    const float al = k.alpha[r * NH + h];
-                    float da = 0.0f, db = 0.0f;
+                    const real* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
+                    const real* dO = L->dout + off;
+                    const real* ob = k.obar + off;
+                    real* dob = k.dobar + off;
+                    const real al = k.alpha[r * NH + h];
+                    real da = 0.0f, db = 0.0f;
                     for (int i = 0; i < hs; i++) {
                         acc[i] += v[i];
                         da += ob[i] * dO[i];
                         db += acc[i] * dO[i];
                         dob[i] = al * dO[i];
                     }
-                    const float n = (float)(t + 1);
-                    const float dsig = al * (1.0f - 0.5f * al); // d alpha / d za
+                    const real n = (real)(t + 1);
+                    const real dsig = al * (1.0f - 0.5f * al); // d alpha / d za
                     if (tied) {
                         k.dza[r * NH + h] = (da - db / n) * dsig;
                         k.dzb[r * NH + h] = 0.0f;
                     } else {
-                        const float th = k.beta[r * NH + h] * n; // tanh(zb)
+                        const real th = k.beta[r * NH + h] * n; // tanh(zb)
                         k.dza[r * NH + h] = da * dsig;
                         k.dzb[r * NH + h] = db * (1.0f - th * th) / n;
                     }
                 }
-                memset(acc, 0, sizeof(float) * (size_t)hs); // suffix sum of beta_i dO_i
+                memset(acc, 0, sizeof(real) * (size_t)hs); // suffix sum of beta_i dO_i
                 for (int t = T - 1; t >= 0; t--) {
                     const size_t r = (size_t)b * T + t;
-                    const float be = k.beta[r * NH + h];
-                    const float* dO = L->dout + r * C + (size_t)h * hs;
-                    float* dv = L->dqkv + r * 3 * C + 2 * C + (size_t)h * hs;
+                    const real be = k.beta[r * NH + h];
+                    const real* dO = L->dout + r * C + (size_t)h * hs;
+                    real* dv = L->dqkv + r * 3 * C + 2 * C + (size_t)h * hs;
                     for (int i = 0; i < hs; i++) {
                         acc[i] += be * dO[i];
                         dv[i] += acc[i];
@@ -224,15 +224,15 @@ static void affine_backward(AttnLayer* L) {
     // dx_r += sum_h dza wa_h + dzb wb_h
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
-        float* dx = L->dx + (size_t)r * C;
+        real* dx = L->dx + (size_t)r * C;
         for (int h = 0; h < NH; h++) {
-            const float dza = k.dza[(size_t)r * NH + h];
-            const float* wa = L->tp[T_AW] + (size_t)h * C;
+            const real dza = k.dza[(size_t)r * NH + h];
+            const real* wa = L->tp[T_AW] + (size_t)h * C;
             for (size_t i = 0; i < C; i++)
                 dx[i] += dza * wa[i];
             if (!tied) {
-                const float dzb = k.dzb[(size_t)r * NH + h];
-                const float* wb = L->tp[T_BW] + (size_t)h * C;
+                const real dzb = k.dzb[(size_t)r * NH + h];
+                const real* wb = L->tp[T_BW] + (size_t)h * C;
                 for (size_t i = 0; i < C; i++)
                     dx[i] += dzb * wb[i];
             }
@@ -241,17 +241,17 @@ static void affine_backward(AttnLayer* L) {
     // map parameters: one head per thread, rows in index order
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int h = 0; h < NH; h++) {
-        float* dwa = L->dtp[T_AW] + (size_t)h * C;
-        float* dwb = tied ? NULL : L->dtp[T_BW] + (size_t)h * C;
-        float sa = 0.0f, sb = 0.0f;
+        real* dwa = L->dtp[T_AW] + (size_t)h * C;
+        real* dwb = tied ? NULL : L->dtp[T_BW] + (size_t)h * C;
+        real sa = 0.0f, sb = 0.0f;
         for (long r = 0; r < BT; r++) {
-            const float* x = L->x + (size_t)r * C;
-            const float dza = k.dza[(size_t)r * NH + h];
+            const real* x = L->x + (size_t)r * C;
+            const real dza = k.dza[(size_t)r * NH + h];
             for (size_t i = 0; i < C; i++)
                 dwa[i] += dza * x[i];
             sa += dza;
             if (dwb) {
-                const float dzb = k.dzb[(size_t)r * NH + h];
+                const real dzb = k.dzb[(size_t)r * NH + h];
                 for (size_t i = 0; i < C; i++)
                     dwb[i] += dzb * x[i];
                 sb += dzb;

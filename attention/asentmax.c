@@ -62,7 +62,7 @@ static size_t as_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *theta, *dtheta, *u;
+    real *theta, *dtheta, *u;
 } AsCache;
 
 static AsCache as_cache(const AttnLayer* L) {
@@ -93,13 +93,13 @@ static AttnRowCtx entmax_ctx(const AttnRowCtx* ctx) {
     return c2;
 }
 
-static void as_entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void as_entmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     AttnRowCtx c2 = entmax_ctx(ctx);
     ((const EntmaxRow*)ctx->hp)->em->forward_row(a, s, n, &c2);
 }
 
-static void as_entmax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                   int n, const AttnRowCtx* ctx) {
+static void as_entmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                   const AttnRowCtx* ctx) {
     AttnRowCtx c2 = entmax_ctx(ctx);
     ((const EntmaxRow*)ctx->hp)->em->backward_row(ds, da, s, a, n, &c2);
 }
@@ -146,32 +146,32 @@ static void as_run(const AttnLayer* L, const AsCache* k, int backward) {
         rowops_core_forward(&c, L);
 }
 
-static inline float softplusf(float u) {
-    return fmaxf(u, 0.0f) + log1pf(expf(-fabsf(u)));
+static inline real softplusf(real u) {
+    return real_fmax(u, 0.0f) + real_log1p(real_exp(-real_fabs(u)));
 }
 
-static inline float ln_len(int t) { // ln n, n = t + 1, clamped at n >= 2
-    return logf((float)(t + 1 < 2 ? 2 : t + 1));
+static inline real ln_len(int t) { // ln n, n = t + 1, clamped at n >= 2
+    return real_log((real)(t + 1 < 2 ? 2 : t + 1));
 }
 
 static void as_forward(AttnLayer* L) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs;
     const size_t C = (size_t)L->d.C;
-    const float delta = L->hp->v[HP_DELTA];
+    const real delta = L->hp->v[HP_DELTA];
     AsCache k = as_cache(L);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float* w = L->tp[T_W] + (size_t)h * hs;
-            const float gamma = expf(L->tp[T_LG][h]);
+            const real* w = L->tp[T_W] + (size_t)h * hs;
+            const real gamma = real_exp(L->tp[T_LG][h]);
             for (int t = 0; t < T; t++) {
-                const float* q = L->qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
-                float u = 0.0f;
+                const real* q = L->qkv + ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
+                real u = 0.0f;
                 for (int i = 0; i < hs; i++)
                     u += w[i] * q[i];
                 const size_t r = ((size_t)b * NH + h) * T + t;
                 k.u[r] = u;
-                k.theta[r] = delta + softplusf(u) * powf(ln_len(t), gamma);
+                k.theta[r] = delta + softplusf(u) * real_pow(ln_len(t), gamma);
             }
         }
     }
@@ -182,30 +182,30 @@ static void as_backward(AttnLayer* L) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs;
     const size_t C = (size_t)L->d.C;
     AsCache k = as_cache(L);
-    memset(k.dtheta, 0, sizeof(float) * (size_t)B * NH * T);
+    memset(k.dtheta, 0, sizeof(real) * (size_t)B * NH * T);
     as_run(L, &k, 1);
     // the scale's parameters and its path into q: one head per thread, (b, t) in index order
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int h = 0; h < NH; h++) {
-        const float* w = L->tp[T_W] + (size_t)h * hs;
-        float* dw = L->dtp[T_W] + (size_t)h * hs;
-        const float gamma = expf(L->tp[T_LG][h]);
-        float dlg = 0.0f;
+        const real* w = L->tp[T_W] + (size_t)h * hs;
+        real* dw = L->dtp[T_W] + (size_t)h * hs;
+        const real gamma = real_exp(L->tp[T_LG][h]);
+        real dlg = 0.0f;
         for (int b = 0; b < B; b++) {
             for (int t = 0; t < T; t++) {
                 const size_t r = ((size_t)b * NH + h) * T + t;
-                const float u = k.u[r], dth = k.dtheta[r];
-                const float ln = ln_len(t), P = powf(ln, gamma);
-                const float sig = 1.0f / (1.0f + expf(-u));
-                const float g = dth * sig * P;
+                const real u = k.u[r], dth = k.dtheta[r];
+                const real ln = ln_len(t), P = real_pow(ln, gamma);
+                const real sig = 1.0f / (1.0f + real_exp(-u));
+                const real g = dth * sig * P;
                 const size_t qo = ((size_t)b * T + t) * 3 * C + (size_t)h * hs;
-                const float* q = L->qkv + qo;
-                float* dq = L->dqkv + qo;
+                const real* q = L->qkv + qo;
+                real* dq = L->dqkv + qo;
                 for (int i = 0; i < hs; i++) {
                     dq[i] += g * w[i];
                     dw[i] += g * q[i];
                 }
-                dlg += dth * softplusf(u) * P * logf(ln) * gamma;
+                dlg += dth * softplusf(u) * P * real_log(ln) * gamma;
             }
         }
         L->dtp[T_LG][h] += dlg;

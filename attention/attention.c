@@ -24,18 +24,49 @@
 
 #include "common/util.h"
 
+#ifdef ATTN_REAL_DOUBLE
+#include <cblas.h>
+
+void real_gemm(int trans_a, int trans_b, int M, int N, int K, real alpha, const real* A, int lda,
+               const real* B, int ldb, real beta, real* C, int ldc) {
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// out (N,OC) = inp (N,C) weight^T + bias
+void real_matmul_forward(real* out, const real* inp, const real* weight, const real* bias, int N,
+                         int C, int OC) {
+    real_gemm(0, 1, N, OC, C, 1.0, inp, C, weight, C, 0.0, out, OC);
+    if (bias)
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++)
+                out[(size_t)i * OC + o] += bias[o];
+}
+
+// dinp += dout weight; dweight += dout^T inp; dbias += column sums of dout
+void real_matmul_backward(real* dinp, real* dweight, real* dbias, const real* dout, const real* inp,
+                          const real* weight, int N, int C, int OC) {
+    if (dinp) real_gemm(0, 0, N, C, OC, 1.0, dout, OC, weight, C, 1.0, dinp, C);
+    real_gemm(1, 0, OC, C, N, 1.0, dout, OC, inp, C, 1.0, dweight, C);
+    if (dbias)
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++)
+                dbias[o] += dout[(size_t)i * OC + o];
+}
+#endif
+
 struct AttnWorkspace {
     int B, T, NH, nthreads, maxP;
     size_t per_thread; // floats per thread
-    float* buf;        // nthreads * per_thread
-    float* dp_slots;   // (B, NH, maxP) private parameter-gradient slots
-    float* slopes;     // (NH) ALiBi slopes
+    real* buf;         // nthreads * per_thread
+    real* dp_slots;    // (B, NH, maxP) private parameter-gradient slots
+    real* slopes;      // (NH) ALiBi slopes
     // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
-    float *rope_cos, *rope_sin;
+    real *rope_cos, *rope_sin;
     int rope_hs;
-    float* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
+    real* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
     size_t posgrad_n;
-    float* extra; // nthreads * extra_n: scratch reserved by layer-level variants
+    real* extra; // nthreads * extra_n: scratch reserved by layer-level variants
     size_t extra_n;
 };
 
@@ -53,13 +84,13 @@ AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row
     ws->nthreads = nthreads > 0 ? nthreads : 1;
     ws->maxP = max_params_per_head;
     ws->per_thread = (ws_fixed(T) + row_scratch + 15) & ~(size_t)15;
-    ws->buf = allocFloats(ws->per_thread * (size_t)ws->nthreads);
+    ws->buf = real_alloc(ws->per_thread * (size_t)ws->nthreads);
     ws->dp_slots =
-        allocFloats((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
-    ws->slopes = allocFloats((size_t)NH);
+        real_alloc((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
+    ws->slopes = real_alloc((size_t)NH);
     // ALiBi (Press et al.): geometric slopes 2^(-8(h+1)/NH), as negative distance penalties
     for (int h = 0; h < NH; h++)
-        ws->slopes[h] = powf(2.0f, -8.0f * (float)(h + 1) / (float)NH);
+        ws->slopes[h] = real_pow(2.0f, -8.0f * (real)(h + 1) / (real)NH);
     return ws;
 }
 
@@ -79,27 +110,27 @@ size_t attn_row_scratch(const AttnVariant* v, int T) {
     return v && v->scratch_floats ? v->scratch_floats(T) : 0;
 }
 
-static float* thread_buf(AttnWorkspace* ws) {
+static real* thread_buf(AttnWorkspace* ws) {
     int tid = omp_get_thread_num();
     ASSERT(tid < ws->nthreads);
     return ws->buf + (size_t)tid * ws->per_thread;
 }
 
 // S = scale * q k^T (+ ALiBi) for one (b, h): q, k point at row 0 of that head.
-static void scores(float* S, const float* q, size_t ldq, const float* k, size_t ldk, int T, int hs,
-                   float scale, float slope) {
-    mm_gemm(0, 1, T, T, hs, scale, q, (int)ldq, k, (int)ldk, 0.0f, S, T);
+static void scores(real* S, const real* q, size_t ldq, const real* k, size_t ldk, int T, int hs,
+                   real scale, real slope) {
+    real_gemm(0, 1, T, T, hs, scale, q, (int)ldq, k, (int)ldk, 0.0f, S, T);
     if (slope != 0.0f) {
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++)
-                S[(size_t)t * T + j] -= slope * (float)(t - j);
+                S[(size_t)t * T + j] -= slope * (real)(t - j);
     }
 }
 
-static void key_norms(float* key_sq, const float* k, size_t ldk, int T, int hs) {
+static void key_norms(real* key_sq, const real* k, size_t ldk, int T, int hs) {
     for (int j = 0; j < T; j++) {
-        const float* kj = k + (size_t)j * ldk;
-        float s = 0.0f;
+        const real* kj = k + (size_t)j * ldk;
+        real s = 0.0f;
         for (int i = 0; i < hs; i++)
             s += kj[i] * kj[i];
         key_sq[j] = s;
@@ -114,15 +145,15 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* tb = thread_buf(ws);
-            float* S = tb;
-            float* key_sq = tb + 3 * (size_t)T * T + (size_t)T;
-            float* row_scratch = tb + ws_fixed(T);
+            real* tb = thread_buf(ws);
+            real* S = tb;
+            real* key_sq = tb + 3 * (size_t)T * T + (size_t)T;
+            real* row_scratch = tb + ws_fixed(T);
             const size_t bt = (size_t)b * T;
-            const float* q = c->q + bt * c->ldq + (size_t)h * hs;
-            const float* k = c->k + bt * c->ldk + (size_t)h * hs;
-            const float* v = c->v + bt * c->ldv + (size_t)h * hs;
-            float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+            const real* q = c->q + bt * c->ldq + (size_t)h * hs;
+            const real* k = c->k + bt * c->ldk + (size_t)h * hs;
+            const real* v = c->v + bt * c->ldv + (size_t)h * hs;
+            real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
             scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
             if (c->row->needs_key_sq) key_norms(key_sq, k, c->ldk, T, hs);
             AttnRowCtx ctx = {.hp = c->hp,
@@ -134,19 +165,19 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
                               .step = c->step,
                               .seed = c->seed,
                               .layer = c->layer};
-            float* A = c->att + ((size_t)b * NH + h) * T * T;
-            const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
+            real* A = c->att + ((size_t)b * NH + h) * T * T;
+            const real* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
             for (int t = 0; t < T; t++) {
-                float* srow = S + (size_t)t * T;
+                real* srow = S + (size_t)t * T;
                 if (rs)
                     for (int j = 0; j <= t; j++)
                         srow[j] *= rs[t];
                 ctx.t = t;
                 c->row->forward_row(A + (size_t)t * T, srow, t + 1, &ctx);
-                memset(A + (size_t)t * T + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+                memset(A + (size_t)t * T + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
-            float* o = c->out + bt * c->ldo + (size_t)h * hs;
-            mm_gemm(0, 0, T, hs, T, 1.0f, A, T, v, (int)c->ldv, 0.0f, o, (int)c->ldo);
+            real* o = c->out + bt * c->ldo + (size_t)h * hs;
+            real_gemm(0, 0, T, hs, T, 1.0f, A, T, v, (int)c->ldv, 0.0f, o, (int)c->ldo);
         }
     }
 }
@@ -156,33 +187,33 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
     const int P = c->row->params_per_head;
     const int stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH && P <= ws->maxP);
-    if (P > 0) memset(ws->dp_slots, 0, sizeof(float) * (size_t)B * NH * P);
+    if (P > 0) memset(ws->dp_slots, 0, sizeof(real) * (size_t)B * NH * P);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* tb = thread_buf(ws);
-            float* S = tb;
-            float* dA = tb + (size_t)T * T;
-            float* dS = tb + 2 * (size_t)T * T;
-            float* srow = tb + 3 * (size_t)T * T;
-            float* key_sq = srow + T;
-            float* dkey_sq = key_sq + T;
-            float* row_scratch = tb + ws_fixed(T);
+            real* tb = thread_buf(ws);
+            real* S = tb;
+            real* dA = tb + (size_t)T * T;
+            real* dS = tb + 2 * (size_t)T * T;
+            real* srow = tb + 3 * (size_t)T * T;
+            real* key_sq = srow + T;
+            real* dkey_sq = key_sq + T;
+            real* row_scratch = tb + ws_fixed(T);
             const size_t bt = (size_t)b * T;
-            const float* q = c->q + bt * c->ldq + (size_t)h * hs;
-            const float* k = c->k + bt * c->ldk + (size_t)h * hs;
-            const float* v = c->v + bt * c->ldv + (size_t)h * hs;
-            const float* dout = c->dout + bt * c->ldo + (size_t)h * hs;
-            const float* A = c->att + ((size_t)b * NH + h) * T * T;
-            float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+            const real* q = c->q + bt * c->ldq + (size_t)h * hs;
+            const real* k = c->k + bt * c->ldk + (size_t)h * hs;
+            const real* v = c->v + bt * c->ldv + (size_t)h * hs;
+            const real* dout = c->dout + bt * c->ldo + (size_t)h * hs;
+            const real* A = c->att + ((size_t)b * NH + h) * T * T;
+            real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
             scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
             int need_ks = c->row->needs_key_sq;
             if (need_ks) {
                 key_norms(key_sq, k, c->ldk, T, hs);
-                memset(dkey_sq, 0, sizeof(float) * (size_t)T);
+                memset(dkey_sq, 0, sizeof(real) * (size_t)T);
             }
             // dA = do v^T
-            mm_gemm(0, 1, T, T, hs, 1.0f, dout, (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
+            real_gemm(0, 1, T, T, hs, 1.0f, dout, (int)c->ldo, v, (int)c->ldv, 0.0f, dA, T);
             AttnRowCtx ctx = {.hp = c->hp,
                               .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
                               .dp = P > 0 ? ws->dp_slots + ((size_t)b * NH + h) * P : NULL,
@@ -194,22 +225,22 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                               .step = c->step,
                               .seed = c->seed,
                               .layer = c->layer};
-            const float* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
-            float* drs = c->drow_scale ? c->drow_scale + ((size_t)b * NH + h) * T : NULL;
+            const real* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
+            real* drs = c->drow_scale ? c->drow_scale + ((size_t)b * NH + h) * T : NULL;
             for (int t = 0; t < T; t++) {
-                const float* s_raw = S + (size_t)t * T;
-                const float* s_in = s_raw;
+                const real* s_raw = S + (size_t)t * T;
+                const real* s_in = s_raw;
                 if (rs) {
                     for (int j = 0; j <= t; j++)
                         srow[j] = rs[t] * s_raw[j];
                     s_in = srow;
                 }
-                float* dsr = dS + (size_t)t * T;
-                memset(dsr, 0, sizeof(float) * (size_t)T);
+                real* dsr = dS + (size_t)t * T;
+                memset(dsr, 0, sizeof(real) * (size_t)T);
                 ctx.t = t;
                 c->row->backward_row(dsr, dA + (size_t)t * T, s_in, A + (size_t)t * T, t + 1, &ctx);
                 if (rs) {
-                    float g = 0.0f;
+                    real g = 0.0f;
                     for (int j = 0; j <= t; j++)
                         g += s_raw[j] * dsr[j];
                     if (drs) drs[t] += g;
@@ -217,17 +248,17 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                         dsr[j] *= rs[t];
                 }
             }
-            float* dq = c->dq + bt * c->ldq + (size_t)h * hs;
-            float* dk = c->dk + bt * c->ldk + (size_t)h * hs;
-            float* dv = c->dv + bt * c->ldv + (size_t)h * hs;
-            mm_gemm(0, 0, T, hs, T, c->scale, dS, T, k, (int)c->ldk, 1.0f, dq, (int)c->ldq);
-            mm_gemm(1, 0, T, hs, T, c->scale, dS, T, q, (int)c->ldq, 1.0f, dk, (int)c->ldk);
-            mm_gemm(1, 0, T, hs, T, 1.0f, A, T, dout, (int)c->ldo, 1.0f, dv, (int)c->ldv);
+            real* dq = c->dq + bt * c->ldq + (size_t)h * hs;
+            real* dk = c->dk + bt * c->ldk + (size_t)h * hs;
+            real* dv = c->dv + bt * c->ldv + (size_t)h * hs;
+            real_gemm(0, 0, T, hs, T, c->scale, dS, T, k, (int)c->ldk, 1.0f, dq, (int)c->ldq);
+            real_gemm(1, 0, T, hs, T, c->scale, dS, T, q, (int)c->ldq, 1.0f, dk, (int)c->ldk);
+            real_gemm(1, 0, T, hs, T, 1.0f, A, T, dout, (int)c->ldo, 1.0f, dv, (int)c->ldv);
             if (need_ks) { // key_sq_j = |k_j|^2  =>  dk_j += 2 dkey_sq_j k_j
                 for (int j = 0; j < T; j++) {
-                    float g = 2.0f * dkey_sq[j];
-                    const float* kj = k + (size_t)j * c->ldk;
-                    float* dkj = dk + (size_t)j * c->ldk;
+                    real g = 2.0f * dkey_sq[j];
+                    const real* kj = k + (size_t)j * c->ldk;
+                    real* dkj = dk + (size_t)j * c->ldk;
                     for (int i = 0; i < hs; i++)
                         dkj[i] += g * kj[i];
                 }
@@ -246,7 +277,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 // ---------------------------------------------------------------------------------------------
 // position encodings
 
-const float* attn_alibi_slopes(const AttnWorkspace* ws) {
+const real* attn_alibi_slopes(const AttnWorkspace* ws) {
     return ws->slopes;
 }
 
@@ -255,39 +286,39 @@ static void rope_table(AttnWorkspace* ws, int hs) {
     free(ws->rope_cos);
     free(ws->rope_sin);
     const int half = hs / 2;
-    ws->rope_cos = allocFloats((size_t)ws->T * (size_t)half);
-    ws->rope_sin = allocFloats((size_t)ws->T * (size_t)half);
+    ws->rope_cos = real_alloc((size_t)ws->T * (size_t)half);
+    ws->rope_sin = real_alloc((size_t)ws->T * (size_t)half);
     ws->rope_hs = hs;
     for (int i = 0; i < half; i++) {
         double theta = pow(10000.0, -2.0 * (double)i / (double)hs);
         for (int t = 0; t < ws->T; t++) {
             double a = (double)t * theta;
-            ws->rope_cos[(size_t)t * half + i] = (float)cos(a);
-            ws->rope_sin[(size_t)t * half + i] = (float)sin(a);
+            ws->rope_cos[(size_t)t * half + i] = (real)cos(a);
+            ws->rope_sin[(size_t)t * half + i] = (real)sin(a);
         }
     }
 }
 
-void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDims* d,
+void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int inverse, int accumulate) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2;
     if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
     ASSERT(T <= ws->T);
     rope_table(ws, hs);
-    const float sgn = inverse ? -1.0f : 1.0f;
+    const real sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) num_threads(ws->nthreads)
     for (int bt = 0; bt < B * T; bt++) {
         const int t = bt % T;
-        const float* cs = ws->rope_cos + (size_t)t * half;
-        const float* sn = ws->rope_sin + (size_t)t * half;
-        const float* x = in + (size_t)bt * ldi;
-        float* y = out + (size_t)bt * ldo;
+        const real* cs = ws->rope_cos + (size_t)t * half;
+        const real* sn = ws->rope_sin + (size_t)t * half;
+        const real* x = in + (size_t)bt * ldi;
+        real* y = out + (size_t)bt * ldo;
         for (int h = 0; h < NH; h++) {
             for (int i = 0; i < half; i++) {
                 const size_t o = (size_t)h * hs + 2 * (size_t)i;
-                const float x0 = x[o], x1 = x[o + 1];
-                const float c = cs[i], s = sgn * sn[i];
-                const float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+                const real x0 = x[o], x1 = x[o + 1];
+                const real c = cs[i], s = sgn * sn[i];
+                const real y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
                 if (accumulate) {
                     y[o] += y0;
                     y[o + 1] += y1;
@@ -300,7 +331,7 @@ void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDi
     }
 }
 
-void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk) {
+void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
     c->score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL;
     if (L->pos_encoding != ATTN_POS_ROPE) return;
     if (!qk)
@@ -316,7 +347,7 @@ void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk) {
     c->ldq = c->ldk = 2 * C;
 }
 
-void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, float* qk) {
+void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, real* qk) {
     memset(save, 0, sizeof(*save));
     save->dq = c->dq;
     save->dk = c->dk;
@@ -328,10 +359,10 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
     const size_t C = (size_t)L->d.C, n = (size_t)L->d.B * (size_t)L->d.T * 2 * C;
     if (ws->posgrad_n < n) {
         free(ws->posgrad);
-        ws->posgrad = allocFloats(n);
+        ws->posgrad = real_alloc(n);
         ws->posgrad_n = n;
     }
-    memset(ws->posgrad, 0, sizeof(float) * n);
+    memset(ws->posgrad, 0, sizeof(real) * n);
     save->active = 1;
     c->dq = ws->posgrad;
     c->dk = ws->posgrad + C;
@@ -341,7 +372,7 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
     (void)c;
     if (!save->active) return;
     const size_t C = (size_t)L->d.C;
-    const float* g = L->ws->posgrad;
+    const real* g = L->ws->posgrad;
     if (save->dq) attn_rope(save->dq, save->ldq, g, 2 * C, &L->d, L->ws, 1, 1);
     if (save->dk) attn_rope(save->dk, save->ldk, g + C, 2 * C, &L->d, L->ws, 1, 1);
 }
@@ -353,11 +384,11 @@ void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread) {
     size_t n = (floats_per_thread + 15) & ~(size_t)15;
     if (n <= ws->extra_n) return;
     free(ws->extra);
-    ws->extra = allocFloats(n * (size_t)ws->nthreads);
+    ws->extra = real_alloc(n * (size_t)ws->nthreads);
     ws->extra_n = n;
 }
 
-float* attn_thread_scratch(AttnWorkspace* ws) {
+real* attn_thread_scratch(AttnWorkspace* ws) {
     int tid = omp_get_thread_num();
     ASSERT(tid < ws->nthreads && ws->extra);
     return ws->extra + (size_t)tid * ws->extra_n;
@@ -381,7 +412,7 @@ AttnCore attn_layer_core(const AttnLayer* L) {
                   .out = L->out,
                   .ldo = C,
                   .att = L->att,
-                  .scale = 1.0f / sqrtf((float)L->d.hs),
+                  .scale = 1.0f / real_sqrt((real)L->d.hs),
                   .row = L->row,
                   // a row map's own hyperparameters are L->hp (row_hp is the inner map's)
                   .hp = L->row == L->v || !L->row_hp ? L->hp : L->row_hp,

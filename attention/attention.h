@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention/real.h"
+
 #define ATTN_MAX_HP      12 // hyperparameters per variant
 #define ATTN_MAX_PPH     16 // learnable floats per head of a row map
 #define ATTN_MAX_TENSORS 8  // extra per-layer tensors of a layer-level variant
@@ -56,17 +58,17 @@ typedef struct {
 
 typedef struct {
     const AttnHParams* hp;
-    const float* p;      // this head's learnable params (params_per_head floats) or NULL
-    float* dp;           // this (b,h)'s private gradient slot for p (+=), or NULL in forward
-    float* scratch;      // per-thread scratch of scratch_floats(T) floats
-    const float* key_sq; // |k_j|^2 for j < n when needs_key_sq, else NULL
-    float* dkey_sq;      // gradient slot for key_sq (+=) in backward when needs_key_sq
-    int t;               // query position; the row length is n = t + 1
-    int T;               // sequence length of this call
-    int h;               // head index
-    long step;           // training step (stochastic variants); -1 at evaluation
-    uint64_t seed;       // run seed (stochastic variants derive their draws from seed, step)
-    int layer;           // layer index (stochastic variants may draw per layer)
+    const real* p;      // this head's learnable params (params_per_head floats) or NULL
+    real* dp;           // this (b,h)'s private gradient slot for p (+=), or NULL in forward
+    real* scratch;      // per-thread scratch of scratch_floats(T) floats
+    const real* key_sq; // |k_j|^2 for j < n when needs_key_sq, else NULL
+    real* dkey_sq;      // gradient slot for key_sq (+=) in backward when needs_key_sq
+    int t;              // query position; the row length is n = t + 1
+    int T;              // sequence length of this call
+    int h;              // head index
+    long step;          // training step (stochastic variants); -1 at evaluation
+    uint64_t seed;      // run seed (stochastic variants derive their draws from seed, step)
+    int layer;          // layer index (stochastic variants may draw per layer)
 } AttnRowCtx;
 
 // ---------------------------------------------------------------------------------------------
@@ -100,24 +102,24 @@ typedef struct {
     uint64_t seed;
     int pos_encoding; // ATTN_POS_*
     int qk_norm;
-    float* qk_pos; // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
-                   // owned by the caller (the model allocates one per layer)
+    real* qk_pos; // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
+                  // owned by the caller (the model allocates one per layer)
     // parameters (this layer's slices) and their gradients
-    const float* rowp; // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
-    float* drowp;
-    int rowp_stride;                   // floats between heads in rowp (0 = row->params_per_head)
-    const float* tp[ATTN_MAX_TENSORS]; // v's layer tensors, in layer_tensors order
-    float* dtp[ATTN_MAX_TENSORS];
+    const real* rowp; // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
+    real* drowp;
+    int rowp_stride;                  // floats between heads in rowp (0 = row->params_per_head)
+    const real* tp[ATTN_MAX_TENSORS]; // v's layer tensors, in layer_tensors order
+    real* dtp[ATTN_MAX_TENSORS];
     // activations
-    const float* x;   // (B,T,C) input of the attention block (ln_1 output)
-    const float* qkv; // (B,T,3C)
-    float* out;       // (B,T,C) head outputs, input of the output projection
-    float* att;       // (B,NH,T,T) weights, kept for backward and diagnostics
-    float* cache;     // layer_cache_floats(d) floats owned by the variant
+    const real* x;   // (B,T,C) input of the attention block (ln_1 output)
+    const real* qkv; // (B,T,3C)
+    real* out;       // (B,T,C) head outputs, input of the output projection
+    real* att;       // (B,NH,T,T) weights, kept for backward and diagnostics
+    real* cache;     // layer_cache_floats(d) floats owned by the variant
     // backward (+= into all of these)
-    const float* dout; // (B,T,C)
-    float* dx;         // (B,T,C)
-    float* dqkv;       // (B,T,3C)
+    const real* dout; // (B,T,C)
+    real* dx;         // (B,T,C)
+    real* dqkv;       // (B,T,3C)
     AttnWorkspace* ws;
 } AttnLayer;
 
@@ -136,20 +138,20 @@ struct AttnVariant {
     int n_hparams;
     // ---- learnable per-head parameters of a row map (stored in the model tensor "attnp")
     int params_per_head;
-    const char* const* param_names;                       // params_per_head names
-    void (*init_params)(float* p, const AttnHParams* hp); // one head; NULL = zeros
+    const char* const* param_names;                      // params_per_head names
+    void (*init_params)(real* p, const AttnHParams* hp); // one head; NULL = zeros
     // ---- row map (required unless layer_forward is set)
     int needs_key_sq;                // driver supplies |k_j|^2 (and takes its gradient)
     size_t (*scratch_floats)(int T); // per-thread scratch for the row functions, NULL = 0
-    void (*forward_row)(float* a, const float* s, int n, const AttnRowCtx* ctx);
-    void (*backward_row)(float* ds, const float* da, const float* s, const float* a, int n,
+    void (*forward_row)(real* a, const real* s, int n, const AttnRowCtx* ctx);
+    void (*backward_row)(real* ds, const real* da, const real* s, const real* a, int n,
                          const AttnRowCtx* ctx); // ds += J^T da; ctx->dp += dL/dp
     // Straight-through variants: the smooth map whose exact VJP backward_row computes
     // (tests check backward_row against finite differences of this map). NULL = forward_row.
-    void (*surrogate_row)(float* a, const float* s, int n, const AttnRowCtx* ctx);
+    void (*surrogate_row)(real* a, const real* s, int n, const AttnRowCtx* ctx);
     // Optional: extra statistic logged per head (e.g. credal uncertainty), mean over rows.
     const char* row_stat_name;
-    float (*row_stat)(const float* a, const float* s, int n, const AttnRowCtx* ctx);
+    real (*row_stat)(const real* a, const real* s, int n, const AttnRowCtx* ctx);
     // ---- layer-level hooks (optional)
     int (*layer_tensors)(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp);
     size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
@@ -198,30 +200,30 @@ void attention_backward(AttnLayer* L);
 
 // ---- the core, for layer-level variants: rows of A from given q, k and A·V from v.
 typedef struct {
-    const float* q; // element (b,t,h,i) at q[(b*T + t)*ldq + h*hs + i]
-    const float* k;
-    const float* v;
+    const real* q; // element (b,t,h,i) at q[(b*T + t)*ldq + h*hs + i]
+    const real* k;
+    const real* v;
     size_t ldq, ldk, ldv;
-    float* out; // (b,t,h,i) at out[(b*T + t)*ldo + h*hs + i]; overwritten in forward
+    real* out; // (b,t,h,i) at out[(b*T + t)*ldo + h*hs + i]; overwritten in forward
     size_t ldo;
-    float* att;                     // (B,NH,T,T)
-    float scale;                    // score scale, usually 1/sqrt(hs)
-    const float* row_scale;         // (B,NH,T) per-row multiplier of s before the row map, or NULL
-    const float* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
+    real* att;                     // (B,NH,T,T)
+    real scale;                    // score scale, usually 1/sqrt(hs)
+    const real* row_scale;         // (B,NH,T) per-row multiplier of s before the row map, or NULL
+    const real* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
     const AttnVariant* row;
     const AttnHParams* hp;
-    const float* rowp; // (NH, rowp_stride) or NULL
-    int rowp_stride;   // 0 = P
+    const real* rowp; // (NH, rowp_stride) or NULL
+    int rowp_stride;  // 0 = P
     long step;
     uint64_t seed;
     int layer;
     // backward (+=): gradients of q, k, v (same layouts as q, k, v), row params, row scales
-    const float* dout;
-    float* dq;
-    float* dk;
-    float* dv;
-    float* drowp;      // (NH, rowp_stride)
-    float* drow_scale; // (B,NH,T), or NULL
+    const real* dout;
+    real* dq;
+    real* dk;
+    real* dv;
+    real* drowp;      // (NH, rowp_stride)
+    real* drow_scale; // (B,NH,T), or NULL
 } AttnCore;
 
 void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws);
@@ -236,7 +238,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 //
 // attn_rope: out (row stride ldo) = R x (inverse: R^T x) for the (B,T,C) view `in` (row stride
 // ldi); accumulate = 1 adds into out. out may equal in when accumulate = 0.
-void attn_rope(float* out, size_t ldo, const float* in, size_t ldi, const AttnDims* d,
+void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int inverse, int accumulate);
 
 // The core of the default pipeline for a layer, before position encoding: q, k, v views of
@@ -252,12 +254,12 @@ AttnCore attn_layer_core(const AttnLayer* L);
 // also does the forward part) and attn_pos_backward_end after it: under rope the core then
 // accumulates into a zeroed workspace buffer and _end adds R^T of it into the original dq, dk.
 typedef struct {
-    float *dq, *dk;
+    real *dq, *dk;
     size_t ldq, ldk;
     int active;
 } AttnPosSave;
-void attn_pos_forward(AttnCore* c, const AttnLayer* L, float* qk);
-void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, float* qk);
+void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk);
+void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, real* qk);
 void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L);
 
 // ---- extra per-thread scratch for layer-level variants
@@ -265,8 +267,8 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
 // region run with attn_workspace_threads(ws) threads, attn_thread_scratch returns the calling
 // thread's n floats.
 void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread);
-float* attn_thread_scratch(AttnWorkspace* ws);
+real* attn_thread_scratch(AttnWorkspace* ws);
 int attn_workspace_threads(const AttnWorkspace* ws);
-const float* attn_alibi_slopes(const AttnWorkspace* ws); // (NH)
+const real* attn_alibi_slopes(const AttnWorkspace* ws); // (NH)
 
 #endif

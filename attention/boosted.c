@@ -64,16 +64,16 @@ static int boosted_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPa
 
 // cache layout, in units of BTC = B*T*C floats, then att1
 typedef struct {
-    float* cat;   // (BT, 2C): P0 | P1
-    float* res;   // (BT, C)
-    float* qkv1;  // (BT, 3C)
-    float* g;     // (BT, C)
-    float* qk1;   // (BT, 2C) round 1's rotated q, k under rope
-    float* dcat;  // (BT, 2C)
-    float* dqkv1; // (BT, 3C)
-    float* dres;  // (BT, C)
-    float* dpre;  // (BT, C)
-    float* att1;  // (B, NH, T, T)
+    real* cat;   // (BT, 2C): P0 | P1
+    real* res;   // (BT, C)
+    real* qkv1;  // (BT, 3C)
+    real* g;     // (BT, C)
+    real* qk1;   // (BT, 2C) round 1's rotated q, k under rope
+    real* dcat;  // (BT, 2C)
+    real* dqkv1; // (BT, 3C)
+    real* dres;  // (BT, C)
+    real* dpre;  // (BT, C)
+    real* att1;  // (B, NH, T, T)
 } BoostedCache;
 
 static size_t boosted_cache_floats(const AttnDims* d, const AttnHParams* hp) {
@@ -84,7 +84,7 @@ static size_t boosted_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 
 static BoostedCache boosted_cache(const AttnLayer* L) {
     const size_t BTC = (size_t)L->d.B * L->d.T * L->d.C;
-    float* p = L->cache;
+    real* p = L->cache;
     BoostedCache c;
     c.cat = p;
     c.res = p + 2 * BTC;
@@ -128,19 +128,19 @@ static void boosted_forward(AttnLayer* L) {
     for (int r = 0; r < BT; r++)
         for (int i = 0; i < C; i++)
             bc.res[(size_t)r * C + i] = L->x[(size_t)r * C + i] - bc.cat[(size_t)r * 2 * C + i];
-    matmul_forward(bc.qkv1, bc.res, L->tp[T_QKVW], L->tp[T_QKVB], BT, C, 3 * C);
+    real_matmul_forward(bc.qkv1, bc.res, L->tp[T_QKVW], L->tp[T_QKVB], BT, C, 3 * C);
     AttnCore c1 = boosted_core(L, &bc, 1);
     attn_pos_forward(&c1, L, bc.qk1);
     attn_core_forward(&c1, &L->d, L->ws);
-    matmul_forward(bc.g, bc.cat, L->tp[T_GATEW], L->tp[T_GATEB], BT, 2 * C, C);
+    real_matmul_forward(bc.g, bc.cat, L->tp[T_GATEW], L->tp[T_GATEB], BT, 2 * C, C);
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int r = 0; r < BT; r++) {
-        const float* p0 = bc.cat + (size_t)r * 2 * C;
-        const float* p1 = p0 + C;
-        float* g = bc.g + (size_t)r * C;
-        float* o = L->out + (size_t)r * C;
+        const real* p0 = bc.cat + (size_t)r * 2 * C;
+        const real* p1 = p0 + C;
+        real* g = bc.g + (size_t)r * C;
+        real* o = L->out + (size_t)r * C;
         for (int i = 0; i < C; i++) {
-            g[i] = 1.0f / (1.0f + expf(-g[i]));
+            g[i] = 1.0f / (1.0f + real_exp(-g[i]));
             o[i] = p0[i] + g[i] * p1[i];
         }
     }
@@ -150,44 +150,44 @@ static void boosted_backward(AttnLayer* L) {
     const int C = L->d.C, BT = L->d.B * L->d.T;
     const size_t BTC = (size_t)BT * C;
     BoostedCache bc = boosted_cache(L);
-    const float* dout = L->dout;
+    const real* dout = L->dout;
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int r = 0; r < BT; r++) {
-        const float* p1 = bc.cat + (size_t)r * 2 * C + C;
-        const float* g = bc.g + (size_t)r * C;
-        const float* d = dout + (size_t)r * C;
-        float* dp = bc.dpre + (size_t)r * C;
+        const real* p1 = bc.cat + (size_t)r * 2 * C + C;
+        const real* g = bc.g + (size_t)r * C;
+        const real* d = dout + (size_t)r * C;
+        real* dp = bc.dpre + (size_t)r * C;
         for (int i = 0; i < C; i++)
             dp[i] = d[i] * p1[i] * g[i] * (1.0f - g[i]);
     }
-    memset(bc.dcat, 0, sizeof(float) * 2 * BTC);
-    matmul_backward(bc.dcat, L->dtp[T_GATEW], L->dtp[T_GATEB], bc.dpre, bc.cat, L->tp[T_GATEW], BT,
-                    2 * C, C);
+    memset(bc.dcat, 0, sizeof(real) * 2 * BTC);
+    real_matmul_backward(bc.dcat, L->dtp[T_GATEW], L->dtp[T_GATEB], bc.dpre, bc.cat, L->tp[T_GATEW],
+                         BT, 2 * C, C);
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int r = 0; r < BT; r++) {
-        const float* g = bc.g + (size_t)r * C;
-        const float* d = dout + (size_t)r * C;
-        float* dc = bc.dcat + (size_t)r * 2 * C;
+        const real* g = bc.g + (size_t)r * C;
+        const real* d = dout + (size_t)r * C;
+        real* dc = bc.dcat + (size_t)r * 2 * C;
         for (int i = 0; i < C; i++) {
             dc[i] += d[i];
             dc[C + i] += g[i] * d[i];
         }
     }
     // round 1
-    memset(bc.dqkv1, 0, sizeof(float) * 3 * BTC);
+    memset(bc.dqkv1, 0, sizeof(real) * 3 * BTC);
     AttnCore c1 = boosted_core(L, &bc, 1);
     AttnPosSave save;
     attn_pos_backward_begin(&c1, &save, L, bc.qk1);
     attn_core_backward(&c1, &L->d, L->ws);
     attn_pos_backward_end(&c1, &save, L);
-    memset(bc.dres, 0, sizeof(float) * BTC);
-    matmul_backward(bc.dres, L->dtp[T_QKVW], L->dtp[T_QKVB], bc.dqkv1, bc.res, L->tp[T_QKVW], BT, C,
-                    3 * C);
+    memset(bc.dres, 0, sizeof(real) * BTC);
+    real_matmul_backward(bc.dres, L->dtp[T_QKVW], L->dtp[T_QKVB], bc.dqkv1, bc.res, L->tp[T_QKVW],
+                         BT, C, 3 * C);
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int r = 0; r < BT; r++) {
-        const float* dr = bc.dres + (size_t)r * C;
-        float* dc = bc.dcat + (size_t)r * 2 * C;
-        float* dx = L->dx ? L->dx + (size_t)r * C : NULL;
+        const real* dr = bc.dres + (size_t)r * C;
+        real* dc = bc.dcat + (size_t)r * 2 * C;
+        real* dx = L->dx ? L->dx + (size_t)r * C : NULL;
         for (int i = 0; i < C; i++) {
             if (dx) dx[i] += dr[i];
             dc[i] -= dr[i];

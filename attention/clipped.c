@@ -36,33 +36,33 @@ static const AttnHParamSpec CLIPPED_HP[] = {
     {"zeta", 1.0f, 0.0f, 100.0f, NULL, "stretch above: y = (zeta - gamma) p + gamma"},
 };
 
-static float clipped_gamma(const AttnHParams* hp) {
+static real clipped_gamma(const AttnHParams* hp) {
     int T = hp->T_train > 1 ? hp->T_train : 1;
-    return -hp->v[HP_ALPHA] / (float)T;
+    return -hp->v[HP_ALPHA] / (real)T;
 }
 
-static void clipped_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float gamma = clipped_gamma(ctx->hp);
-    const float stretch = ctx->hp->v[HP_ZETA] - gamma;
+static void clipped_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real gamma = clipped_gamma(ctx->hp);
+    const real stretch = ctx->hp->v[HP_ZETA] - gamma;
     rowops_softmax(a, s, n);
     for (int j = 0; j < n; j++) {
-        float y = stretch * a[j] + gamma;
+        real y = stretch * a[j] + gamma;
         y = y < 0.0f ? 0.0f : y; // comparisons, not fminf/fmaxf: they vectorise
         a[j] = y > 1.0f ? 1.0f : y;
     }
 }
 
-static void clipped_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void clipped_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)a;
-    const float gamma = clipped_gamma(ctx->hp);
-    const float stretch = ctx->hp->v[HP_ZETA] - gamma;
-    float* p = ctx->scratch; // n floats
-    float* dp = p + n;       // n floats
+    const real gamma = clipped_gamma(ctx->hp);
+    const real stretch = ctx->hp->v[HP_ZETA] - gamma;
+    real* p = ctx->scratch; // n floats
+    real* dp = p + n;       // n floats
     rowops_softmax(p, s, n);
-    float dot = 0.0f;
+    real dot = 0.0f;
     for (int j = 0; j < n; j++) {
-        float y = stretch * p[j] + gamma;
+        real y = stretch * p[j] + gamma;
         dp[j] = (y >= 0.0f && y <= 1.0f) ? stretch * da[j] : 0.0f;
         dot += p[j] * dp[j];
     }

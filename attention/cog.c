@@ -22,36 +22,36 @@
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
+static inline real max_f(real x, real y) {
     return x > y ? x : y;
 }
 
-static void cog_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void cog_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
-    float m = 0.0f;
+    real m = 0.0f;
     for (int j = 0; j < n; j++)
-        m = max_f(m, fabsf(s[j]));
-    float sum = 0.0f;
+        m = max_f(m, real_fabs(s[j]));
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        a[j] = expf(fabsf(s[j]) - m);
+        a[j] = real_exp(real_fabs(s[j]) - m);
         sum += a[j];
     }
-    float inv = 1.0f / sum;
+    real inv = 1.0f / sum;
     for (int j = 0; j < n; j++) {
-        float sg = s[j] > 0.0f ? inv : s[j] < 0.0f ? -inv : 0.0f;
+        real sg = s[j] > 0.0f ? inv : s[j] < 0.0f ? -inv : 0.0f;
         a[j] *= sg;
     }
 }
 
-static void cog_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void cog_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                              const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;
-    float dot = 0.0f;
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
     for (int j = 0; j < n; j++)
-        ds[j] += fabsf(a[j]) * da[j] - a[j] * dot;
+        ds[j] += real_fabs(a[j]) * da[j] - a[j] * dot;
 }
 
 const AttnVariant attn_cog = {

@@ -45,14 +45,14 @@ static int credal_mode(const AttnRowCtx* ctx) {
     return (int)ctx->hp->v[0];
 }
 
-static float softplus(float x) {
-    return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x)));
+static real softplus(real x) {
+    return real_fmax(x, 0.0f) + real_log1p(real_exp(-real_fabs(x)));
 }
 
-static float evidence(int mode, float s) {
+static real evidence(int mode, real s) {
     if (mode == EV_SOFTPLUS) return softplus(s);
-    if (mode == EV_EXP) return expf(s);
-    return fmaxf(s, 0.0f);
+    if (mode == EV_EXP) return real_exp(s);
+    return real_fmax(s, 0.0f);
 }
 
 // The concentrations are kept in double in the scratch, so each weight is rounded to float once.
@@ -60,11 +60,11 @@ static size_t credal_scratch_floats(int T) {
     return 2 * (size_t)T + 2;
 }
 
-static double* credal_dbuf(float* scratch) {
+static double* credal_dbuf(real* scratch) {
     return (double*)(((uintptr_t)scratch + 7) & ~(uintptr_t)7);
 }
 
-static void credal_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void credal_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     if (n == 1) { // a single key carries all the mass, whatever its evidence
         a[0] = 1.0f;
         return;
@@ -73,9 +73,9 @@ static void credal_forward_row(float* a, const float* s, int n, const AttnRowCtx
     double* al = credal_dbuf(ctx->scratch);
     double sum = 0.0;
     if (mode == EV_EXP) {
-        float m = 0.0f; // M = max(0, max s): exponents s - M <= 0 and -M <= 0
+        real m = 0.0f; // M = max(0, max s): exponents s - M <= 0 and -M <= 0
         for (int j = 0; j < n; j++)
-            m = fmaxf(m, s[j]);
+            m = real_fmax(m, s[j]);
         double prior = exp(-(double)m);
         for (int j = 0; j < n; j++) {
             al[j] = exp((double)s[j] - (double)m) + prior;
@@ -95,22 +95,22 @@ static void credal_forward_row(float* a, const float* s, int n, const AttnRowCtx
     }
     double inv = 1.0 / sum;
     for (int j = 0; j < n; j++)
-        a[j] = (float)(al[j] * inv);
+        a[j] = (real)(al[j] * inv);
 }
 
 // 1/S from the forward output: a_j / (1 + e(s_j)) at the smallest score.
-static float credal_inv_total(const float* a, const float* s, int n, int mode) {
+static real credal_inv_total(const real* a, const real* s, int n, int mode) {
     int jmin = 0;
     for (int j = 1; j < n; j++)
         if (s[j] < s[jmin]) jmin = j;
     return a[jmin] / (1.0f + evidence(mode, s[jmin]));
 }
 
-static void credal_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void credal_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                 const AttnRowCtx* ctx) {
     int mode = credal_mode(ctx);
-    float invS = credal_inv_total(a, s, n, mode);
-    float dot = 0.0f;
+    real invS = credal_inv_total(a, s, n, mode);
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
     if (mode == EV_EXP) {
@@ -118,7 +118,7 @@ static void credal_backward_row(float* ds, const float* da, const float* s, cons
             ds[j] += (da[j] - dot) * (a[j] - invS);
     } else if (mode == EV_SOFTPLUS) {
         for (int j = 0; j < n; j++)
-            ds[j] += (da[j] - dot) * invS / (1.0f + expf(-s[j]));
+            ds[j] += (da[j] - dot) * invS / (1.0f + real_exp(-s[j]));
     } else {
         for (int j = 0; j < n; j++)
             if (s[j] > 0.0f) ds[j] += (da[j] - dot) * invS;
@@ -126,8 +126,8 @@ static void credal_backward_row(float* ds, const float* da, const float* s, cons
 }
 
 // Uncertainty u = n / S: 1 with no evidence, -> 0 with overwhelming evidence.
-static float credal_row_stat(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    return (float)n * credal_inv_total(a, s, n, credal_mode(ctx));
+static real credal_row_stat(const real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    return (real)n * credal_inv_total(a, s, n, credal_mode(ctx));
 }
 
 const AttnVariant attn_credal = {

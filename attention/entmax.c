@@ -48,11 +48,11 @@
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
+static inline real max_f(real x, real y) {
     return x > y ? x : y;
 }
 
-static inline float min_f(float x, float y) {
+static inline real min_f(real x, real y) {
     return x < y ? x : y;
 }
 
@@ -67,9 +67,9 @@ static const AttnHParamSpec ENTMAX_HP[N_HP] = {
 
 static const char* const ENTMAX_PARAMS[] = {"alpha"};
 
-static void entmax_init_params(float* p, const AttnHParams* hp) {
-    float a = min_f(max_f(hp->v[HP_ALPHA], 1.01f), 1.99f);
-    p[0] = logf((a - 1.0f) / (2.0f - a));
+static void entmax_init_params(real* p, const AttnHParams* hp) {
+    real a = min_f(max_f(hp->v[HP_ALPHA], 1.01f), 1.99f);
+    p[0] = real_log((a - 1.0f) / (2.0f - a));
 }
 
 static size_t entmax_scratch(int T) {
@@ -77,14 +77,14 @@ static size_t entmax_scratch(int T) {
 }
 
 // alpha for this head; *learned set when it comes from the parameter
-static float entmax_alpha(const AttnRowCtx* ctx, int* learned) {
+static real entmax_alpha(const AttnRowCtx* ctx, int* learned) {
     *learned = ctx->hp->v[HP_LEARN] >= 0.5f && ctx->p != NULL;
-    if (*learned) return 1.0f + 1.0f / (1.0f + expf(-ctx->p[0]));
+    if (*learned) return 1.0f + 1.0f / (1.0f + real_exp(-ctx->p[0]));
     return ctx->hp->v[HP_ALPHA];
 }
 
 static int cmp_desc(const void* pa, const void* pb) {
-    float a = *(const float*)pa, b = *(const float*)pb;
+    real a = *(const real*)pa, b = *(const real*)pb;
     return (a < b) - (a > b);
 }
 
@@ -106,10 +106,10 @@ static int piece_root(double* u, int k, double s1, double s2, int q) {
 // Over S = {x > lo}: k = |S|, s1 = sum x, s2 = sum x^2, returns min_S x. `omp simd reduction`
 // lets the sums vectorise; the order is fixed by the compiled code, so results do not depend on
 // the thread count.
-static float entmax_pass(const float* x, int n, float lo, int* k, double* s1, double* s2) {
+static real entmax_pass(const real* x, int n, real lo, int* k, double* s1, double* s2) {
     const double lod = lo;
     double c = 0, t1 = 0, t2 = 0;
-    float xmin = INFINITY;
+    real xmin = INFINITY;
 #pragma omp simd reduction(+ : c, t1, t2) reduction(min : xmin)
     for (int j = 0; j < n; j++) {
         double v = x[j];
@@ -126,19 +126,19 @@ static float entmax_pass(const float* x, int n, float lo, int* k, double* s1, do
 }
 
 // largest float <= x
-static float float_below(double x) {
-    float f = (float)x;
-    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+static real float_below(double x) {
+    real f = (real)x;
+    return (double)f > x ? real_nextafter(f, -INFINITY) : f;
 }
 
 // Exact threshold tau with sum_j (x_j - tau)_+^q = 1 for q in {1, 2}; max_j x_j = 0. The lower
 // bound lo is a float rounded down, so it stays <= tau* and {x > lo} is what the pass sees.
-static double entmax_threshold(const float* x, int n, int q, float* scratch) {
-    float lo = -1.0f; // tau* >= max x - 1
+static double entmax_threshold(const real* x, int n, int q, real* scratch) {
+    real lo = -1.0f; // tau* >= max x - 1
     for (int it = 0; it < 100; it++) {
         int k;
         double s1, s2, u;
-        float xmin = entmax_pass(x, n, lo, &k, &s1, &s2);
+        real xmin = entmax_pass(x, n, lo, &k, &s1, &s2);
         if (k == 0) break; // rounding pushed lo past the max: sort from the start
         if (piece_root(&u, k, s1, s2, q) && u <= (double)xmin && u >= (double)lo) return u;
         // Next lower bound: a Newton step from lo, or xmin if larger (f = q_S - 1 on [lo, xmin]
@@ -150,7 +150,7 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
         double l = lo;
         double F = q == 1 ? s1 - k * l : s2 - 2.0 * l * s1 + k * l * l;
         double step = q == 1 ? (F - 1.0) / k : F * (1.0 - 1.0 / sqrt(F)) / (s1 - k * l);
-        float nlo = max_f(float_below(l + step), xmin);
+        real nlo = max_f(float_below(l + step), xmin);
         if (!(nlo > lo)) break;
         lo = nlo;
     }
@@ -161,7 +161,7 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
     if (m == 0) // only when lo overshot by rounding: take the whole row
         for (int j = 0; j < n; j++)
             scratch[m++] = x[j];
-    qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
+    qsort(scratch, (size_t)m, sizeof(real), cmp_desc);
     double s1 = 0, s2 = 0, tau = (double)scratch[0] - 1.0;
     for (int k = 1; k <= m; k++) {
         double v = scratch[k - 1];
@@ -180,22 +180,23 @@ static double entmax_threshold(const float* x, int n, int q, float* scratch) {
 // or below tau*, and it is nearly linear far from the root (Newton on sum(.)^b - 1 itself crawls
 // there): 3-7 passes, stopped at the float resolution of tau. Powers in float (expf/logf), sums
 // in double; the final p /= sum p makes the row sum to 1 to float precision.
-static void entmax_general(float* a, const float* s, int n, float alpha) {
-    float m = -INFINITY;
+static void entmax_general(real* a, const real* s, int n, real alpha) {
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = max_f(m, s[j]);
-    const float am1 = alpha - 1.0f;
+    const real am1 = alpha - 1.0f;
     const double b = 1.0 / (double)am1;
     for (int j = 0; j < n; j++)
         a[j] = am1 * (s[j] - m); // x, in place; max x = 0
     double tau = -1.0;
     for (int it = 0; it < 100; it++) {
         double F = 0.0, G = 0.0; // sum y^b, sum y^(b-1) over y = x - tau > 0
-        const float t = (float)tau, bf = (float)b;
+        const real t = (real)tau, bf = (real)b;
         for (int j = 0; j < n; j++) {
-            float y = a[j] - t;
+            real y = a[j] - t;
             if (y > 0.0f) {
-                float p = expf(bf * logf(y)); // float powers: the final p /= sum p absorbs it
+                real p =
+                    real_exp(bf * real_log(y)); // float powers: the final p /= sum p absorbs it
                 F += p;
                 G += p / y;
             }
@@ -206,73 +207,73 @@ static void entmax_general(float* a, const float* s, int n, float alpha) {
         if (step <= 1e-7) break; // float resolution of tau in [-1, 0]
     }
     double sum = 0;
-    const float t = (float)tau, bf = (float)b;
+    const real t = (real)tau, bf = (real)b;
     for (int j = 0; j < n; j++) {
-        float y = a[j] - t;
-        a[j] = y > 0.0f ? expf(bf * logf(y)) : 0.0f;
+        real y = a[j] - t;
+        a[j] = y > 0.0f ? real_exp(bf * real_log(y)) : 0.0f;
         sum += a[j];
     }
     double inv = 1.0 / sum;
     for (int j = 0; j < n; j++)
-        a[j] = (float)(a[j] * inv);
+        a[j] = (real)(a[j] * inv);
 }
 
-static void entmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void entmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     int learned;
-    float alpha = entmax_alpha(ctx, &learned);
+    real alpha = entmax_alpha(ctx, &learned);
     int q = learned ? 0 : alpha == 1.5f ? 2 : alpha == 2.0f ? 1 : 0;
     if (!q) {
         entmax_general(a, s, n, alpha);
         return;
     }
-    float m = -INFINITY;
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = max_f(m, s[j]);
-    const float c = q == 2 ? 0.5f : 1.0f;
+    const real c = q == 2 ? 0.5f : 1.0f;
     for (int j = 0; j < n; j++)
         a[j] = c * (s[j] - m); // x, in place
     // x - tau in double: rounding tau to float would shift all |S| weights the same way
     const double tau = entmax_threshold(a, n, q, ctx->scratch);
     if (q == 2) {
         for (int j = 0; j < n; j++) {
-            float y = max_f((float)((double)a[j] - tau), 0.0f);
+            real y = max_f((real)((double)a[j] - tau), 0.0f);
             a[j] = y * y;
         }
     } else {
         for (int j = 0; j < n; j++) {
-            a[j] = max_f((float)((double)a[j] - tau), 0.0f);
+            a[j] = max_f((real)((double)a[j] - tau), 0.0f);
         }
     }
 }
 
-static void entmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void entmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                 const AttnRowCtx* ctx) {
     int learned;
-    float alpha = entmax_alpha(ctx, &learned);
+    real alpha = entmax_alpha(ctx, &learned);
     int q = learned ? 0 : alpha == 1.5f ? 2 : alpha == 2.0f ? 1 : 0;
-    float* g = ctx->scratch;
-    float sg = 0.0f, sgd = 0.0f;
+    real* g = ctx->scratch;
+    real sg = 0.0f, sgd = 0.0f;
     if (q == 2) {
         for (int j = 0; j < n; j++)
-            g[j] = sqrtf(a[j]);
+            g[j] = real_sqrt(a[j]);
     } else if (q == 1) {
         for (int j = 0; j < n; j++)
             g[j] = a[j] > 0.0f ? 1.0f : 0.0f;
     } else {
         for (int j = 0; j < n; j++)
-            g[j] = a[j] > 0.0f ? powf(a[j], 2.0f - alpha) : 0.0f;
+            g[j] = a[j] > 0.0f ? real_pow(a[j], 2.0f - alpha) : 0.0f;
     }
 #pragma omp simd reduction(+ : sg, sgd)
     for (int j = 0; j < n; j++) {
         sg += g[j];
         sgd += g[j] * da[j];
     }
-    float mean = sgd / sg;
+    real mean = sgd / sg;
     for (int j = 0; j < n; j++)
         ds[j] += g[j] * (da[j] - mean);
     if (learned && ctx->dp) {
         // h_j / b = g_j z_j - p_j ln p_j on the support, z = s - max s
-        float m = -INFINITY;
+        real m = -INFINITY;
         for (int j = 0; j < n; j++)
             m = max_f(m, s[j]);
         double sh = 0, shd = 0;
@@ -284,7 +285,7 @@ static void entmax_backward_row(float* ds, const float* da, const float* s, cons
         }
         double b = 1.0 / (alpha - 1.0);
         double dalpha = b * (shd - (double)sgd * sh / (double)sg);
-        ctx->dp[0] += (float)(dalpha * (alpha - 1.0) * (2.0 - alpha));
+        ctx->dp[0] += (real)(dalpha * (alpha - 1.0) * (2.0 - alpha));
     }
 }
 

@@ -41,19 +41,19 @@ static const AttnHParamSpec GATED_HP[N_HP] = {
 };
 
 static int gated_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
-    float p = hp->v[HP_GATE_INIT];
+    real p = hp->v[HP_GATE_INIT];
     out[T_W] = (AttnTensorSpec){.name = "w",
                                 .ndim = 2,
                                 .shape = {d->NH, d->hs},
                                 .decay = 1,
                                 .init = ATTN_INIT_NORMAL,
-                                .init_value = 1.0f / sqrtf(3.0f * (float)d->hs)};
+                                .init_value = 1.0f / real_sqrt(3.0f * (real)d->hs)};
     out[T_B] = (AttnTensorSpec){.name = "b",
                                 .ndim = 1,
                                 .shape = {d->NH},
                                 .decay = 0,
                                 .init = ATTN_INIT_CONST,
-                                .init_value = logf(p / (1.0f - p))};
+                                .init_value = real_log(p / (1.0f - p))};
     return N_T;
 }
 
@@ -64,7 +64,7 @@ static size_t gated_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *obar, *dobar, *G, *dz;
+    real *obar, *dobar, *G, *dz;
 } GatedCache;
 
 static GatedCache gated_cache(const AttnLayer* L) {
@@ -84,20 +84,20 @@ static void gated_forward(AttnLayer* L) {
     GatedCache k = gated_cache(L);
     AttnCore c = rowops_layer_core(L, k.obar, k.dobar); // inner row map, A·V into obar
     rowops_core_forward(&c, L);
-    const float* w = L->tp[T_W];
-    const float* bias = L->tp[T_B];
+    const real* w = L->tp[T_W];
+    const real* bias = L->tp[T_B];
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
-            const float* xh = L->x + (size_t)r * C + (size_t)h * hs;
-            const float* wh = w + (size_t)h * hs;
-            float z = bias[h];
+            const real* xh = L->x + (size_t)r * C + (size_t)h * hs;
+            const real* wh = w + (size_t)h * hs;
+            real z = bias[h];
             for (int i = 0; i < hs; i++)
                 z += wh[i] * xh[i];
-            float g = 1.0f / (1.0f + expf(-z));
+            real g = 1.0f / (1.0f + real_exp(-z));
             k.G[(size_t)r * NH + h] = g;
-            const float* ob = k.obar + (size_t)r * C + (size_t)h * hs;
-            float* o = L->out + (size_t)r * C + (size_t)h * hs;
+            const real* ob = k.obar + (size_t)r * C + (size_t)h * hs;
+            real* o = L->out + (size_t)r * C + (size_t)h * hs;
             for (int i = 0; i < hs; i++)
                 o[i] = g * ob[i];
         }
@@ -109,25 +109,25 @@ static void gated_backward(AttnLayer* L) {
     const size_t C = (size_t)L->d.C;
     const long BT = (long)L->d.B * L->d.T;
     GatedCache k = gated_cache(L);
-    const float* w = L->tp[T_W];
+    const real* w = L->tp[T_W];
     // per (row, head): dobar = G dO, dz = <dO, obar> G (1 - G), dx += dz w
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
             const size_t off = (size_t)r * C + (size_t)h * hs;
-            const float g = k.G[(size_t)r * NH + h];
-            const float* dO = L->dout + off;
-            const float* ob = k.obar + off;
-            float* dob = k.dobar + off;
-            float dg = 0.0f;
+            const real g = k.G[(size_t)r * NH + h];
+            const real* dO = L->dout + off;
+            const real* ob = k.obar + off;
+            real* dob = k.dobar + off;
+            real dg = 0.0f;
             for (int i = 0; i < hs; i++) {
                 dob[i] = g * dO[i];
                 dg += dO[i] * ob[i];
             }
-            float dz = dg * g * (1.0f - g);
+            real dz = dg * g * (1.0f - g);
             k.dz[(size_t)r * NH + h] = dz;
-            const float* wh = w + (size_t)h * hs;
-            float* dxh = L->dx + off;
+            const real* wh = w + (size_t)h * hs;
+            real* dxh = L->dx + off;
             for (int i = 0; i < hs; i++)
                 dxh[i] += dz * wh[i];
         }
@@ -135,11 +135,11 @@ static void gated_backward(AttnLayer* L) {
     // gate parameters: one head per thread, rows in index order
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int h = 0; h < NH; h++) {
-        float* dw = L->dtp[T_W] + (size_t)h * hs;
-        float db = 0.0f;
+        real* dw = L->dtp[T_W] + (size_t)h * hs;
+        real db = 0.0f;
         for (long r = 0; r < BT; r++) {
-            const float dz = k.dz[(size_t)r * NH + h];
-            const float* xh = L->x + (size_t)r * C + (size_t)h * hs;
+            const real dz = k.dz[(size_t)r * NH + h];
+            const real* xh = L->x + (size_t)r * C + (size_t)h * hs;
             for (int i = 0; i < hs; i++)
                 dw[i] += dz * xh[i];
             db += dz;

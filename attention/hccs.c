@@ -32,11 +32,11 @@
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
+static inline real max_f(real x, real y) {
     return x > y ? x : y;
 }
 
-static inline float min_f(float x, float y) {
+static inline real min_f(real x, real y) {
     return x < y ? x : y;
 }
 
@@ -52,22 +52,21 @@ static const AttnHParamSpec HCCS_HP[N_HP] = {
 
 static const char* const HCCS_PARAMS[] = {"alpha", "log_beta"};
 
-static void hccs_init_params(float* p, const AttnHParams* hp) {
+static void hccs_init_params(real* p, const AttnHParams* hp) {
     p[0] = hp->v[HP_ALPHA0];
-    p[1] = logf(hp->v[HP_BETA0]);
+    p[1] = real_log(hp->v[HP_BETA0]);
 }
 
-static float clip01(float x) {
+static real clip01(real x) {
     return min_f(max_f(x, 0.0f), 1.0f);
 }
 
 // e into a, returns Z; *jstar = first argmax, *m = max
-static float hccs_ramp(float* a, const float* s, int n, float alpha, float beta, int* jstar,
-                       float* m) {
+static real hccs_ramp(real* a, const real* s, int n, real alpha, real beta, int* jstar, real* m) {
     int js = 0;
     for (int j = 1; j < n; j++)
         if (s[j] > s[js]) js = j;
-    float mx = s[js], z = 0.0f;
+    real mx = s[js], z = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = clip01(alpha + beta * (s[j] - mx));
         z += a[j];
@@ -78,58 +77,58 @@ static float hccs_ramp(float* a, const float* s, int n, float alpha, float beta,
 }
 
 // (alpha, beta): the per-head parameters, or the fixed calibration when attn.learn = off
-static void hccs_params(float* alpha, float* beta, const AttnRowCtx* ctx) {
+static void hccs_params(real* alpha, real* beta, const AttnRowCtx* ctx) {
     if (ctx->hp->v[HP_LEARN] >= 0.5f && ctx->p) {
         *alpha = ctx->p[0];
-        *beta = expf(ctx->p[1]);
+        *beta = real_exp(ctx->p[1]);
     } else {
         *alpha = ctx->hp->v[HP_ALPHA0];
         *beta = ctx->hp->v[HP_BETA0];
     }
 }
 
-static void hccs_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    float alpha, beta;
+static void hccs_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    real alpha, beta;
     hccs_params(&alpha, &beta, ctx);
     int js;
-    float m;
-    float z = hccs_ramp(a, s, n, alpha, beta, &js, &m);
+    real m;
+    real z = hccs_ramp(a, s, n, alpha, beta, &js, &m);
     if (z > 0.0f) {
         double inv = 1.0 / (double)z;
         for (int j = 0; j < n; j++)
-            a[j] = (float)(a[j] * inv);
+            a[j] = (real)(a[j] * inv);
         return;
     }
     int ties = 0;
     for (int j = 0; j < n; j++)
         ties += s[j] == m;
-    float u = 1.0f / (float)ties;
+    real u = 1.0f / (real)ties;
     for (int j = 0; j < n; j++)
         a[j] = s[j] == m ? u : 0.0f;
 }
 
-static void hccs_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void hccs_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
-    float alpha, beta;
+    real alpha, beta;
     hccs_params(&alpha, &beta, ctx);
     // Z from the max entry: e_j* = clip(alpha) and a_j* = e_j* / Z
     int js = 0;
     for (int j = 1; j < n; j++)
         if (s[j] > s[js]) js = j;
-    const float m = s[js], ejs = clip01(alpha);
+    const real m = s[js], ejs = clip01(alpha);
     if (ejs <= 0.0f) return; // all-zero row: locally constant fallback
-    float z = 0.0f;          // the forward's sum, same order
+    real z = 0.0f;           // the forward's sum, same order
     for (int j = 0; j < n; j++)
         z += clip01(alpha + beta * (s[j] - m));
-    float dot = 0.0f;
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
-    const float invz = 1.0f / z;
-    float sl = 0.0f, slx = 0.0f;
+    const real invz = 1.0f / z;
+    real sl = 0.0f, slx = 0.0f;
     for (int j = 0; j < n; j++) {
-        float d = s[j] - m, u = alpha + beta * d;
+        real d = s[j] - m, u = alpha + beta * d;
         if (u > 0.0f && u < 1.0f) {
-            float de = (da[j] - dot) * invz;
+            real de = (da[j] - dot) * invz;
             ds[j] += beta * de;
             sl += de;
             slx += de * d;

@@ -28,8 +28,8 @@ static const AttnHParamSpec keynorm_hparams[] = {
      "multiplier of the key-norm penalty |k|^2/(2 sqrt d); 1 = Gaussian kernel, 0 = softmax"},
 };
 
-static float keynorm_c(const AttnRowCtx* ctx) {
-    return ctx->hp->v[0] / (2.0f * sqrtf((float)ctx->hp->head_size));
+static real keynorm_c(const AttnRowCtx* ctx) {
+    return ctx->hp->v[0] / (2.0f * real_sqrt((real)ctx->hp->head_size));
 }
 
 // The logits and exponentials are kept in double in the scratch (each weight is rounded to float
@@ -38,27 +38,27 @@ static size_t keynorm_scratch_floats(int T) {
     return 2 * (size_t)T + 2;
 }
 
-static void keynorm_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void keynorm_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const double c = keynorm_c(ctx);
-    const float* ks = ctx->key_sq;
+    const real* ks = ctx->key_sq;
     double* z = rowops_scratch_double(ctx->scratch);
     for (int j = 0; j < n; j++)
         z[j] = ks ? (double)s[j] - c * (double)ks[j] : (double)s[j];
     rowops_softmax_double(a, z, n);
 }
 
-static void keynorm_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void keynorm_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)s;
-    float* dks = ctx->dkey_sq;
+    real* dks = ctx->dkey_sq;
     if (!dks) {
         rowops_softmax_backward(ds, da, a, n);
         return;
     }
-    const float dot = rowops_dot(a, da, n);
-    const float c = keynorm_c(ctx);
+    const real dot = rowops_dot(a, da, n);
+    const real c = keynorm_c(ctx);
     for (int j = 0; j < n; j++) {
-        float g = a[j] * (da[j] - dot);
+        real g = a[j] * (da[j] - dot);
         ds[j] += g;
         dks[j] -= c * g;
     }

@@ -76,13 +76,13 @@ static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     return n;
 }
 
-static void softmax_vec(float* y, const float* u, float sign, int n) {
-    float m = -INFINITY;
+static void softmax_vec(real* y, const real* u, real sign, int n) {
+    real m = -INFINITY;
     for (int i = 0; i < n; i++)
-        m = fmaxf(m, sign * u[i]);
-    float s = 0.0f;
+        m = real_fmax(m, sign * u[i]);
+    real s = 0.0f;
     for (int i = 0; i < n; i++) {
-        y[i] = expf(sign * u[i] - m);
+        y[i] = real_exp(sign * u[i] - m);
         s += y[i];
     }
     for (int i = 0; i < n; i++)
@@ -90,15 +90,15 @@ static void softmax_vec(float* y, const float* u, float sign, int n) {
 }
 
 // phi of one vector x (hs) into y (F); W = this head's phi_w (hedgehog) or NULL; u: hs scratch
-static void feat_forward(float* y, const float* x, int hs, int kind, const float* W, float* u) {
+static void feat_forward(real* y, const real* x, int hs, int kind, const real* W, real* u) {
     switch (kind) {
     case F_ELU1:
         for (int i = 0; i < hs; i++)
-            y[i] = x[i] > 0.0f ? x[i] + 1.0f : expf(x[i]);
+            y[i] = x[i] > 0.0f ? x[i] + 1.0f : real_exp(x[i]);
         break;
     case F_HEDGEHOG:
         for (int i = 0; i < hs; i++) {
-            float s = x[i];
+            real s = x[i];
             for (int j = 0; j < hs; j++)
                 s += W[(size_t)i * hs + j] * x[j];
             u[i] = s;
@@ -114,17 +114,17 @@ static void feat_forward(float* y, const float* x, int hs, int kind, const float
 }
 
 // dx += J^T dy; dW += (hedgehog) ; du: hs scratch
-static void feat_backward(float* dx, float* dW, const float* dy, const float* y, const float* x,
-                          int hs, int kind, const float* W, float* du) {
+static void feat_backward(real* dx, real* dW, const real* dy, const real* y, const real* x, int hs,
+                          int kind, const real* W, real* du) {
     switch (kind) {
     case F_ELU1:
         for (int i = 0; i < hs; i++)
             dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
         break;
     case F_HEDGEHOG: {
-        const float* fp = y;
-        const float* fm = y + hs;
-        float dp = 0.0f, dm = 0.0f;
+        const real* fp = y;
+        const real* fm = y + hs;
+        real dp = 0.0f, dm = 0.0f;
         for (int i = 0; i < hs; i++) {
             dp += fp[i] * dy[i];
             dm += fm[i] * dy[hs + i];
@@ -132,7 +132,7 @@ static void feat_backward(float* dx, float* dW, const float* dy, const float* y,
         for (int i = 0; i < hs; i++)
             du[i] = fp[i] * (dy[i] - dp) - fm[i] * (dy[hs + i] - dm);
         for (int j = 0; j < hs; j++) {
-            float s = du[j];
+            real s = du[j];
             for (int i = 0; i < hs; i++)
                 s += W[(size_t)i * hs + j] * du[i];
             dx[j] += s;
@@ -150,19 +150,19 @@ static void feat_backward(float* dx, float* dW, const float* dy, const float* y,
 }
 
 // positive weight w_tj of this head
-static float lin_weight(int t, int j, const AttnHParams* hp, int T, float slope) {
-    float w = 1.0f;
+static real lin_weight(int t, int j, const AttnHParams* hp, int T, real slope) {
+    real w = 1.0f;
     if (lin_kind(hp) == F_COSFORMER) {
-        float M = hp->v[2] > 0.0f ? hp->v[2] : (float)T;
-        w = cosf(3.14159265358979f * (float)(t - j) / (2.0f * M));
+        real M = hp->v[2] > 0.0f ? hp->v[2] : (real)T;
+        w = real_cos(3.14159265358979f * (real)(t - j) / (2.0f * M));
     }
-    if (slope != 0.0f) w *= expf(-slope * (float)(t - j));
+    if (slope != 0.0f) w *= real_exp(-slope * (real)(t - j));
     return w;
 }
 
 // features of the T rows of one (b,h) head view x (row stride ld) into Phi (T, F)
-static void feat_rows(float* Phi, const float* x, size_t ld, int T, int hs, int F, int kind,
-                      const float* W, float* u) {
+static void feat_rows(real* Phi, const real* x, size_t ld, int T, int hs, int F, int kind,
+                      const real* W, real* u) {
     for (int t = 0; t < T; t++)
         feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
 }
@@ -172,40 +172,40 @@ static void linear_forward(AttnLayer* L) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs;
     const AttnHParams* hp = L->hp;
     const int kind = lin_kind(hp), F = lin_fdim(hp, hs);
-    const float eps = hp->v[1];
+    const real eps = hp->v[1];
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
-    float* Zs = L->cache;
+    real* Zs = L->cache;
     attn_workspace_reserve(L->ws, 2 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* Pq = attn_thread_scratch(L->ws);
-            float* Pk = Pq + (size_t)T * F;
-            float* u = Pk + (size_t)T * F;
+            real* Pq = attn_thread_scratch(L->ws);
+            real* Pk = Pq + (size_t)T * F;
+            real* u = Pk + (size_t)T * F;
             const size_t bt = (size_t)b * T;
-            const float* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
+            const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
             feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F, kind, W, u);
             feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F, kind, W, u);
-            float* A = L->att + ((size_t)b * NH + h) * T * T;
-            mm_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, A, T);
-            const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
-            float* Z = Zs + ((size_t)b * NH + h) * T;
+            real* A = L->att + ((size_t)b * NH + h) * T * T;
+            real_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, A, T);
+            const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
+            real* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
-                float* row = A + (size_t)t * T;
-                float z = eps;
+                real* row = A + (size_t)t * T;
+                real z = eps;
                 for (int j = 0; j <= t; j++) {
                     row[j] *= lin_weight(t, j, hp, T, slope);
                     z += row[j];
                 }
                 Z[t] = z;
-                const float inv = 1.0f / z;
+                const real inv = 1.0f / z;
                 for (int j = 0; j <= t; j++)
                     row[j] *= inv;
-                memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+                memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
-            mm_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv, 0.0f,
-                    L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            real_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv,
+                      0.0f, L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
         }
     }
 }
@@ -218,50 +218,50 @@ static void linear_backward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-    const float* Zs = L->cache;
-    float* dWslots = L->cache + (size_t)B * NH * T;
-    if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(float) * (size_t)B * NH * hs * hs);
+    const real* Zs = L->cache;
+    real* dWslots = L->cache + (size_t)B * NH * T;
+    if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * hs * hs);
     attn_workspace_reserve(L->ws, (size_t)T * T + 4 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* dA = attn_thread_scratch(L->ws);
-            float* Pq = dA + (size_t)T * T;
-            float* Pk = Pq + (size_t)T * F;
-            float* dPq = Pk + (size_t)T * F;
-            float* dPk = dPq + (size_t)T * F;
-            float* u = dPk + (size_t)T * F;
+            real* dA = attn_thread_scratch(L->ws);
+            real* Pq = dA + (size_t)T * T;
+            real* Pk = Pq + (size_t)T * F;
+            real* dPq = Pk + (size_t)T * F;
+            real* dPk = dPq + (size_t)T * F;
+            real* u = dPk + (size_t)T * F;
             const size_t bt = (size_t)b * T;
-            const float* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
-            float* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
-            const float* q = c.q + bt * c.ldq + (size_t)h * hs;
-            const float* k = c.k + bt * c.ldk + (size_t)h * hs;
-            const float* v = c.v + bt * c.ldv + (size_t)h * hs;
-            const float* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
-            const float* A = L->att + ((size_t)b * NH + h) * T * T;
-            const float* Z = Zs + ((size_t)b * NH + h) * T;
+            const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
+            real* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
+            const real* q = c.q + bt * c.ldq + (size_t)h * hs;
+            const real* k = c.k + bt * c.ldk + (size_t)h * hs;
+            const real* v = c.v + bt * c.ldv + (size_t)h * hs;
+            const real* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
+            const real* A = L->att + ((size_t)b * NH + h) * T * T;
+            const real* Z = Zs + ((size_t)b * NH + h) * T;
             feat_rows(Pq, q, c.ldq, T, hs, F, kind, W, u);
             feat_rows(Pk, k, c.ldk, T, hs, F, kind, W, u);
             // dA = dO V^T, dV += A^T dO
-            mm_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
-            mm_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f, c.dv + bt * c.ldv + (size_t)h * hs,
-                    (int)c.ldv);
-            const float slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
+            real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
+            real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f,
+                      c.dv + bt * c.ldv + (size_t)h * hs, (int)c.ldv);
+            const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             for (int t = 0; t < T; t++) {
-                float* row = dA + (size_t)t * T;
-                const float* a = A + (size_t)t * T;
-                float dot = 0.0f;
+                real* row = dA + (size_t)t * T;
+                const real* a = A + (size_t)t * T;
+                real dot = 0.0f;
                 for (int j = 0; j <= t; j++)
                     dot += a[j] * row[j];
-                const float inv = 1.0f / Z[t];
+                const real inv = 1.0f / Z[t];
                 for (int j = 0; j <= t; j++)
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
-                memset(row + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+                memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
-            mm_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, dPq, F);
-            mm_gemm(1, 0, T, F, T, 1.0f, dA, T, Pq, F, 0.0f, dPk, F);
-            float* dq = c.dq + bt * c.ldq + (size_t)h * hs;
-            float* dk = c.dk + bt * c.ldk + (size_t)h * hs;
+            real_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, dPq, F);
+            real_gemm(1, 0, T, F, T, 1.0f, dA, T, Pq, F, 0.0f, dPk, F);
+            real* dq = c.dq + bt * c.ldq + (size_t)h * hs;
+            real* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {
                 feat_backward(dq + (size_t)t * c.ldq, dW, dPq + (size_t)t * F, Pq + (size_t)t * F,
                               q + (size_t)t * c.ldq, hs, kind, W, u);

@@ -19,22 +19,22 @@ static const AttnHParamSpec linear_scale_hparams[] = {
      "divisor N: row = causal row length n = t + 1; train = training sequence length"},
 };
 
-static float linear_scale_inv(int n, const AttnRowCtx* ctx) {
+static real linear_scale_inv(int n, const AttnRowCtx* ctx) {
     int N = (int)ctx->hp->v[0] == LEN_TRAIN ? ctx->hp->T_train : n;
-    return 1.0f / (float)(N > 0 ? N : 1);
+    return 1.0f / (real)(N > 0 ? N : 1);
 }
 
-static void linear_scale_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float inv = linear_scale_inv(n, ctx);
+static void linear_scale_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real inv = linear_scale_inv(n, ctx);
     for (int j = 0; j < n; j++)
         a[j] = s[j] * inv;
 }
 
-static void linear_scale_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                      int n, const AttnRowCtx* ctx) {
+static void linear_scale_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                      const AttnRowCtx* ctx) {
     (void)s;
     (void)a;
-    const float inv = linear_scale_inv(n, ctx);
+    const real inv = linear_scale_inv(n, ctx);
     for (int j = 0; j < n; j++)
         ds[j] += da[j] * inv;
 }

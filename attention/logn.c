@@ -40,34 +40,34 @@ static const AttnHParamSpec LOGN_HP[] = {
 
 static const char* const LOGN_PARAMS[] = {"beta_scale"};
 
-static void logn_init_params(float* p, const AttnHParams* hp) {
+static void logn_init_params(real* p, const AttnHParams* hp) {
     (void)hp;
     p[0] = 1.0f;
 }
 
 // (ln n / ln T_train)^kappa, 0 for n = 1
-static float logn_base(int n, const AttnHParams* hp) {
+static real logn_base(int n, const AttnHParams* hp) {
     if (n <= 1) return 0.0f;
     int T = hp->T_train > 2 ? hp->T_train : 2;
-    float r = logf((float)n) / logf((float)T);
-    float kappa = hp->v[HP_KAPPA];
-    return kappa == 1.0f ? r : powf(r, kappa);
+    real r = real_log((real)n) / real_log((real)T);
+    real kappa = hp->v[HP_KAPPA];
+    return kappa == 1.0f ? r : real_pow(r, kappa);
 }
 
-static float logn_scale(const AttnRowCtx* ctx) {
+static real logn_scale(const AttnRowCtx* ctx) {
     return (int)ctx->hp->v[HP_LEARN] == 1 && ctx->p ? ctx->p[0] : 1.0f;
 }
 
-static void logn_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float beta = logn_scale(ctx) * logn_base(n, ctx->hp);
+static void logn_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real beta = logn_scale(ctx) * logn_base(n, ctx->hp);
     rowops_softmax_scaled(a, s, n, beta);
 }
 
-static void logn_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void logn_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
-    const float base = logn_base(n, ctx->hp);
-    const float beta = logn_scale(ctx) * base;
-    const float sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, beta);
+    const real base = logn_base(n, ctx->hp);
+    const real beta = logn_scale(ctx) * base;
+    const real sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, beta);
     if (ctx->dp && (int)ctx->hp->v[HP_LEARN] == 1) ctx->dp[0] += base * sdz;
 }
 

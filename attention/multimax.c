@@ -35,42 +35,42 @@ static const AttnHParamSpec MULTIMAX_HP[N_HP] = {
 
 static const char* const MULTIMAX_PARAMS[] = {"t0", "t1", "t2", "t3", "r0", "r1", "r2", "r3"};
 
-static void multimax_init_params(float* p, const AttnHParams* hp) {
+static void multimax_init_params(real* p, const AttnHParams* hp) {
     for (int k = 0; k < 4; k++) {
         p[k] = hp->v[HP_T0];
         p[4 + k] = hp->v[HP_R0];
     }
 }
 
-static void multimax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float* t = ctx->p;
-    const float* r = ctx->p + 4;
+static void multimax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real* t = ctx->p;
+    const real* r = ctx->p + 4;
     for (int j = 0; j < n; j++) { // z, branch-free so it vectorises
-        float x = s[j];
-        float l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
-        float l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
+        real x = s[j];
+        real l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
+        real l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
         a[j] = x + t[0] * l0 + t[1] * h1 + t[2] * l2 * l2 + t[3] * h3 * h3;
     }
     rowops_softmax(a, a, n);
 }
 
-static void multimax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void multimax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                   const AttnRowCtx* ctx) {
-    const float* t = ctx->p;
-    const float* r = ctx->p + 4;
-    float dot = 0.0f;
+    const real* t = ctx->p;
+    const real* r = ctx->p + 4;
+    real dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
     // `omp simd reduction` lets the eight parameter sums vectorise; their order is fixed by the
     // compiled code, so results do not depend on the thread count
-    float g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0;
+    real g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0;
 #pragma omp simd reduction(+ : g0, g1, g2, g3, g4, g5, g6, g7)
     for (int j = 0; j < n; j++) {
-        float x = s[j], dz = a[j] * (da[j] - dot);
-        float l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
-        float l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
-        float i0 = x < r[0] ? 1.0f : 0.0f, i1 = x > r[1] ? 1.0f : 0.0f;
+        real x = s[j], dz = a[j] * (da[j] - dot);
+        real l0 = rowops_max_f(r[0] - x, 0.0f), h1 = rowops_max_f(x - r[1], 0.0f);
+        real l2 = rowops_max_f(r[2] - x, 0.0f), h3 = rowops_max_f(x - r[3], 0.0f);
+        real i0 = x < r[0] ? 1.0f : 0.0f, i1 = x > r[1] ? 1.0f : 0.0f;
         ds[j] += dz * (1.0f - t[0] * i0 + t[1] * i1 - 2.0f * t[2] * l2 + 2.0f * t[3] * h3);
         g0 += dz * l0;
         g1 += dz * h1;
@@ -82,7 +82,7 @@ static void multimax_backward_row(float* ds, const float* da, const float* s, co
         g7 += dz * h3;
     }
     if (!ctx->dp) return;
-    float* dp = ctx->dp;
+    real* dp = ctx->dp;
     dp[0] += g0;
     dp[1] += g1;
     dp[2] += g2;

@@ -39,7 +39,7 @@ static const AttnHParamSpec normalized_hparams[] = {
 
 static const char* const normalized_param_names[] = {"gain"};
 
-static void normalized_init_params(float* p, const AttnHParams* hp) {
+static void normalized_init_params(real* p, const AttnHParams* hp) {
     (void)hp;
     p[0] = 1.0f;
 }
@@ -52,7 +52,7 @@ typedef struct {
     int learn;
 } NormStats;
 
-static NormStats normalized_stats(const float* s, int n, const AttnRowCtx* ctx) {
+static NormStats normalized_stats(const real* s, int n, const AttnRowCtx* ctx) {
     NormStats st;
     st.learn = (int)ctx->hp->v[1] == GAIN_LEARN && ctx->p != NULL;
     st.len = (int)ctx->hp->v[2] == LS_INV_SQRT_N ? 1.0 / sqrt((double)n) : 1.0;
@@ -71,15 +71,15 @@ static NormStats normalized_stats(const float* s, int n, const AttnRowCtx* ctx) 
     return st;
 }
 
-static void normalized_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void normalized_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     NormStats st = normalized_stats(s, n, ctx);
     const double scale = st.G * st.rstd;
     for (int j = 0; j < n; j++)
-        a[j] = (float)((s[j] - st.mu) * scale);
+        a[j] = (real)((s[j] - st.mu) * scale);
 }
 
-static void normalized_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                    int n, const AttnRowCtx* ctx) {
+static void normalized_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                    const AttnRowCtx* ctx) {
     (void)a;
     NormStats st = normalized_stats(s, n, ctx);
     const double mu = st.mu, rstd = st.rstd;
@@ -88,12 +88,12 @@ static void normalized_backward_row(float* ds, const float* da, const float* s, 
         sum_da += da[j];
         sum_dax += da[j] * (s[j] - mu) * rstd;
     }
-    if (st.learn && ctx->dp) ctx->dp[0] += (float)(st.len * sum_dax);
+    if (st.learn && ctx->dp) ctx->dp[0] += (real)(st.len * sum_dax);
     const double invn = 1.0 / n;
     const double mean_dx = st.G * sum_da * invn, mean_dxx = st.G * sum_dax * invn;
     for (int j = 0; j < n; j++) {
         double x = (s[j] - mu) * rstd;
-        ds[j] += (float)(rstd * (st.G * da[j] - mean_dx - x * mean_dxx));
+        ds[j] += (real)(rstd * (st.G * da[j] - mean_dx - x * mean_dxx));
     }
 }
 

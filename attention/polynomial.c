@@ -36,33 +36,33 @@ static const AttnHParamSpec POLY_HP[] = {
 };
 
 static int poly_power(const AttnHParams* hp) {
-    return (int)lroundf(hp->v[HP_POWER]);
+    return (int)real_lround(hp->v[HP_POWER]);
 }
 
-static float poly_inv_sqrt_n(int n, const AttnHParams* hp) {
+static real poly_inv_sqrt_n(int n, const AttnHParams* hp) {
     int N = (int)hp->v[HP_SCALE] == SCALE_TRAIN ? hp->T_train : n;
-    return 1.0f / sqrtf((float)(N > 1 ? N : 1));
+    return 1.0f / real_sqrt((real)(N > 1 ? N : 1));
 }
 
-static float poly_clamp(float x, float c) {
+static real poly_clamp(real x, real c) {
     x = x < -c ? -c : x;
     return x > c ? c : x;
 }
 
-static float poly_ipow(float x, int e) {
-    float r = 1.0f;
+static real poly_ipow(real x, int e) {
+    real r = 1.0f;
     for (int i = 0; i < e; i++)
         r *= x;
     return r;
 }
 
-static void poly_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void poly_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int p = poly_power(ctx->hp);
-    const float c = ctx->hp->v[HP_CLAMP];
-    const float k = poly_inv_sqrt_n(n, ctx->hp);
+    const real c = ctx->hp->v[HP_CLAMP];
+    const real k = poly_inv_sqrt_n(n, ctx->hp);
     if (p == 3) {
         for (int j = 0; j < n; j++) {
-            float x = poly_clamp(s[j], c);
+            real x = poly_clamp(s[j], c);
             a[j] = x * x * x * k;
         }
     } else {
@@ -71,16 +71,16 @@ static void poly_forward_row(float* a, const float* s, int n, const AttnRowCtx* 
     }
 }
 
-static void poly_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void poly_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
     (void)a;
     const int p = poly_power(ctx->hp);
-    const float c = ctx->hp->v[HP_CLAMP];
-    const float pk = (float)p * poly_inv_sqrt_n(n, ctx->hp);
+    const real c = ctx->hp->v[HP_CLAMP];
+    const real pk = (real)p * poly_inv_sqrt_n(n, ctx->hp);
     for (int j = 0; j < n; j++) {
-        float x = s[j];
+        real x = s[j];
         if (x < -c || x > c) continue;
-        float d = p == 3 ? x * x : poly_ipow(x, p - 1);
+        real d = p == 3 ? x * x : poly_ipow(x, p - 1);
         ds[j] += da[j] * pk * d;
     }
 }

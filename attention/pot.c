@@ -40,6 +40,11 @@ static size_t pot_scratch(int T) {
 
 // 2^k for an integer k <= 0, built from the exponent bits (ldexpf is a library call); 0 below
 // 2^-126 (such a weight is under 1e-38 of the row maximum's, which is 1)
+#ifdef ATTN_REAL_DOUBLE
+static inline real pow2i(int k) { // the double build: the same values through ldexp
+    return k < -126 ? 0.0 : ldexp(1.0, k);
+}
+#else
 static inline float pow2i(int k) {
     union {
         uint32_t u;
@@ -47,18 +52,19 @@ static inline float pow2i(int k) {
     } v = {.u = (uint32_t)(k + 127) << 23};
     return k < -126 ? 0.0f : v.f;
 }
+#endif
 
-static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const int r = (int)rintf(ctx->hp->v[HP_FRAC]);
+static void pot_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const int r = (int)real_rint(ctx->hp->v[HP_FRAC]);
     const int use_floor = ctx->hp->v[HP_ROUND] >= 0.5f;
-    const float R = ldexpf(1.0f, r), step = 0.69314718055994531f / R; // ln2 2^-r
-    const float c = 1.4426950408889634f * R;                          // log2(e) 2^r
-    float m = -INFINITY;
+    const real R = real_ldexp(1.0f, r), step = 0.69314718055994531f / R; // ln2 2^-r
+    const real c = 1.4426950408889634f * R;                              // log2(e) 2^r
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = rowops_max_f(m, s[j]);
     for (int j = 0; j < n; j++) { // the integer grid index q = Q(t) 2^r, clamped at -200 2^r
-        float x = c * (s[j] - m);
-        a[j] = rowops_max_f(use_floor ? floorf(x) : rintf(x), -200.0f * R);
+        real x = c * (s[j] - m);
+        a[j] = rowops_max_f(use_floor ? real_floor(x) : real_rint(x), -200.0f * R);
     }
     if (r == 0) {
         for (int j = 0; j < n; j++)
@@ -67,11 +73,11 @@ static void pot_forward_row(float* a, const float* s, int n, const AttnRowCtx* c
         for (int j = 0; j < n; j++)
             a[j] = rowops_exp_neg(a[j] * step);
     }
-    float sum = 0.0f;
+    real sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++)
         sum += a[j];
-    float inv = 1.0f / sum;
+    real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }

@@ -34,7 +34,7 @@
 #include "attention/rowops.h"
 
 // min without libm's NaN and signed-zero handling (inputs are finite), so loops vectorise
-static inline float min_f(float x, float y) {
+static inline real min_f(real x, real y) {
     return x < y ? x : y;
 }
 
@@ -63,33 +63,33 @@ static uint64_t mix64(uint64_t x) {
 }
 
 // x[j] <- Q(x[j] * pre_scale) for x in [0, 1]
-static void quant_round(float* x, int n, float pre_scale, const AttnRowCtx* ctx) {
+static void quant_round(real* x, int n, real pre_scale, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
-    float K = rintf(hp->v[HP_LEVELS]); // an integer number of levels
-    float L = hp->v[HP_GRID] >= 0.5f ? K : K - 1.0f;
-    float invL = 1.0f / L, sc = pre_scale * L;
+    real K = real_rint(hp->v[HP_LEVELS]); // an integer number of levels
+    real L = hp->v[HP_GRID] >= 0.5f ? K : K - 1.0f;
+    real invL = 1.0f / L, sc = pre_scale * L;
     if (hp->v[HP_ROUNDING] >= 0.5f && ctx->step >= 0) {
         uint64_t base = mix64(ctx->seed ^ mix64((uint64_t)ctx->step * 0x100000001b3ull +
                                                 ((uint64_t)ctx->h << 40) + (uint64_t)ctx->t));
         for (int j = 0; j < n; j++) {
-            float u = (float)(mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
-            x[j] = min_f(floorf(x[j] * sc + u), L) * invL;
+            real u = (real)(mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
+            x[j] = min_f(real_floor(x[j] * sc + u), L) * invL;
         }
     } else {
         for (int j = 0; j < n; j++)
-            x[j] = rintf(x[j] * sc) * invL;
+            x[j] = real_rint(x[j] * sc) * invL;
     }
 }
 
-static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void quant_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
-    float sum = rowops_exp_shifted(a, s, n);
+    real sum = rowops_exp_shifted(a, s, n);
     if (hp->v[HP_STE] >= 0.5f) { // pre: quantise e in (0, 1], then normalise
         quant_round(a, n, 1.0f, ctx);
-        float z = 0.0f;
+        real z = 0.0f;
         for (int j = 0; j < n; j++)
             z += a[j];
-        float inv = 1.0f / z; // the maximum e = 1 is a grid point, so z >= 1
+        real inv = 1.0f / z; // the maximum e = 1 is a grid point, so z >= 1
         for (int j = 0; j < n; j++)
             a[j] *= inv;
         return;
@@ -99,11 +99,11 @@ static void quant_forward_row(float* a, const float* s, int n, const AttnRowCtx*
         if (a[j] > a[jmax]) jmax = j;
     quant_round(a, n, 1.0f / sum, ctx);
     if (hp->v[HP_RENORM] >= 0.5f) {
-        float z = 0.0f;
+        real z = 0.0f;
         for (int j = 0; j < n; j++)
             z += a[j];
         if (z > 0.0f) {
-            float inv = 1.0f / z;
+            real inv = 1.0f / z;
             for (int j = 0; j < n; j++)
                 a[j] *= inv;
         } else {

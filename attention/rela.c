@@ -72,7 +72,7 @@ static size_t rela_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *obar, *dobar, *G, *dZ, *r;
+    real *obar, *dobar, *G, *dZ, *r;
 } RelaCache;
 
 static RelaCache rela_cache(const AttnLayer* L) {
@@ -115,7 +115,7 @@ static void rela_forward(AttnLayer* L) {
     const int NH = L->d.NH, hs = L->d.hs;
     const int C = L->d.C;
     const long BT = (long)L->d.B * L->d.T;
-    const float eps = L->hp->v[HP_EPS];
+    const real eps = L->hp->v[HP_EPS];
     RelaCache k = rela_cache(L);
     rela_run(L, &k, 0);
     // gate G = sigmoid(x W_g^T), fixed row blocks
@@ -123,25 +123,25 @@ static void rela_forward(AttnLayer* L) {
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long blk = 0; blk < nblk; blk++) {
         const long r0 = blk * RELA_BLOCK, m = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
-        float* G = k.G + (size_t)r0 * C;
-        mm_gemm(0, 1, (int)m, C, C, 1.0f, L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G, C);
+        real* G = k.G + (size_t)r0 * C;
+        real_gemm(0, 1, (int)m, C, C, 1.0f, L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G, C);
         for (size_t i = 0; i < (size_t)m * C; i++)
-            G[i] = 1.0f / (1.0f + expf(-G[i]));
+            G[i] = 1.0f / (1.0f + real_exp(-G[i]));
     }
     // o = G * gain * RMSNorm(obar) per head
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
             const size_t off = (size_t)r * C + (size_t)h * hs;
-            const float* ob = k.obar + off;
-            float ss = 0.0f;
+            const real* ob = k.obar + off;
+            real ss = 0.0f;
             for (int i = 0; i < hs; i++)
                 ss += ob[i] * ob[i];
-            const float rs = 1.0f / sqrtf(ss / (float)hs + eps);
+            const real rs = 1.0f / real_sqrt(ss / (real)hs + eps);
             k.r[(size_t)r * NH + h] = rs;
-            const float* g = L->tp[T_GAIN] + (size_t)h * hs;
-            const float* G = k.G + off;
-            float* o = L->out + off;
+            const real* g = L->tp[T_GAIN] + (size_t)h * hs;
+            const real* G = k.G + off;
+            real* o = L->out + off;
             for (int i = 0; i < hs; i++)
                 o[i] = G[i] * g[i] * ob[i] * rs;
         }
@@ -158,22 +158,22 @@ static void rela_backward(AttnLayer* L) {
     for (long r = 0; r < BT; r++) {
         for (int h = 0; h < NH; h++) {
             const size_t off = (size_t)r * C + (size_t)h * hs;
-            const float rs = k.r[(size_t)r * NH + h];
-            const float* ob = k.obar + off;
-            const float* dO = L->dout + off;
-            const float* G = k.G + off;
-            const float* g = L->tp[T_GAIN] + (size_t)h * hs;
-            float* dob = k.dobar + off;
-            float* dZ = k.dZ + off;
-            float m = 0.0f;
+            const real rs = k.r[(size_t)r * NH + h];
+            const real* ob = k.obar + off;
+            const real* dO = L->dout + off;
+            const real* G = k.G + off;
+            const real* g = L->tp[T_GAIN] + (size_t)h * hs;
+            real* dob = k.dobar + off;
+            real* dZ = k.dZ + off;
+            real m = 0.0f;
             for (int i = 0; i < hs; i++) {
-                const float nh = ob[i] * rs;
-                const float dn = dO[i] * G[i] * g[i];
+                const real nh = ob[i] * rs;
+                const real dn = dO[i] * G[i] * g[i];
                 dob[i] = dn; // dnhat for now
                 m += dn * nh;
                 dZ[i] = dO[i] * g[i] * nh * G[i] * (1.0f - G[i]);
             }
-            m /= (float)hs;
+            m /= (real)hs;
             for (int i = 0; i < hs; i++)
                 dob[i] = rs * (dob[i] - ob[i] * rs * m);
         }
@@ -182,7 +182,7 @@ static void rela_backward(AttnLayer* L) {
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int ch = 0; ch < C; ch++) {
         const int h = ch / hs;
-        float s = 0.0f;
+        real s = 0.0f;
         for (long r = 0; r < BT; r++) {
             const size_t off = (size_t)r * C + (size_t)ch;
             s += L->dout[off] * k.G[off] * k.obar[off] * k.r[(size_t)r * NH + h];
@@ -197,14 +197,14 @@ static void rela_backward(AttnLayer* L) {
 #pragma omp for schedule(static) nowait
         for (int blk = 0; blk < cblk; blk++) {
             const int c0 = blk * RELA_BLOCK, m = C - c0 < RELA_BLOCK ? C - c0 : RELA_BLOCK;
-            mm_gemm(1, 0, m, C, (int)BT, 1.0f, k.dZ + c0, C, L->x, C, 1.0f,
-                    L->dtp[T_GW] + (size_t)c0 * C, C);
+            real_gemm(1, 0, m, C, (int)BT, 1.0f, k.dZ + c0, C, L->x, C, 1.0f,
+                      L->dtp[T_GW] + (size_t)c0 * C, C);
         }
 #pragma omp for schedule(static)
         for (long blk = 0; blk < rblk; blk++) {
             const long r0 = blk * RELA_BLOCK, m = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
-            mm_gemm(0, 0, (int)m, C, C, 1.0f, k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C, 1.0f,
-                    L->dx + (size_t)r0 * C, C);
+            real_gemm(0, 0, (int)m, C, C, 1.0f, k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C, 1.0f,
+                      L->dx + (size_t)r0 * C, C);
         }
     }
     rela_run(L, &k, 1);

@@ -33,12 +33,12 @@ static const AttnHParamSpec RELU_HP[] = {
      "ReLU(s)/n (row length n), plain ReLU(s), or ReLU(s)^2/n"},
 };
 
-static void relu_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void relu_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int form = (int)ctx->hp->v[HP_FORM];
-    const float inv_n = form == FORM_RELU ? 1.0f : 1.0f / (float)n;
+    const real inv_n = form == FORM_RELU ? 1.0f : 1.0f / (real)n;
     if (form == FORM_RELU2) {
         for (int j = 0; j < n; j++) {
-            float r = s[j] > 0.0f ? s[j] : 0.0f;
+            real r = s[j] > 0.0f ? s[j] : 0.0f;
             a[j] = r * r * inv_n;
         }
     } else {
@@ -47,13 +47,13 @@ static void relu_forward_row(float* a, const float* s, int n, const AttnRowCtx* 
     }
 }
 
-static void relu_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void relu_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
     (void)a;
     const int form = (int)ctx->hp->v[HP_FORM];
-    const float inv_n = form == FORM_RELU ? 1.0f : 1.0f / (float)n;
+    const real inv_n = form == FORM_RELU ? 1.0f : 1.0f / (real)n;
     if (form == FORM_RELU2) {
-        const float c = 2.0f * inv_n;
+        const real c = 2.0f * inv_n;
         for (int j = 0; j < n; j++)
             ds[j] += da[j] * c * (s[j] > 0.0f ? s[j] : 0.0f);
     } else {

@@ -40,7 +40,7 @@ static const AttnHParamSpec relu_ln_hparams[] = {
 
 static const char* const relu_ln_param_names[] = {"gain", "bias"};
 
-static void relu_ln_init_params(float* p, const AttnHParams* hp) {
+static void relu_ln_init_params(real* p, const AttnHParams* hp) {
     (void)hp;
     p[0] = 1.0f;
     p[1] = 0.0f;
@@ -53,18 +53,18 @@ typedef struct {
     int learn;
 } ReluLnStats;
 
-static ReluLnStats relu_ln_stats(const float* s, int n, const AttnRowCtx* ctx) {
+static ReluLnStats relu_ln_stats(const real* s, int n, const AttnRowCtx* ctx) {
     ReluLnStats st;
     st.learn = (int)ctx->hp->v[1] == AFF_LEARN && ctx->p != NULL;
     st.g = st.learn ? ctx->p[0] : 1.0f;
     st.b = st.learn ? ctx->p[1] : 0.0f;
     double sum = 0.0;
     for (int j = 0; j < n; j++)
-        sum += fmaxf(s[j], 0.0f);
+        sum += real_fmax(s[j], 0.0f);
     st.mu = sum / n;
     double var = 0.0;
     for (int j = 0; j < n; j++) {
-        double d = fmaxf(s[j], 0.0f) - st.mu;
+        double d = real_fmax(s[j], 0.0f) - st.mu;
         var += d * d;
     }
     var /= n;
@@ -72,33 +72,33 @@ static ReluLnStats relu_ln_stats(const float* s, int n, const AttnRowCtx* ctx) {
     return st;
 }
 
-static void relu_ln_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void relu_ln_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     ReluLnStats st = relu_ln_stats(s, n, ctx);
     const double scale = st.g * st.rstd;
     for (int j = 0; j < n; j++)
-        a[j] = (float)((fmaxf(s[j], 0.0f) - st.mu) * scale + st.b);
+        a[j] = (real)((real_fmax(s[j], 0.0f) - st.mu) * scale + st.b);
 }
 
-static void relu_ln_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void relu_ln_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)a;
     ReluLnStats st = relu_ln_stats(s, n, ctx);
     const double mu = st.mu, rstd = st.rstd;
     double sum_da = 0.0, sum_dax = 0.0; // sum da, sum da * x
     for (int j = 0; j < n; j++) {
-        double x = (fmaxf(s[j], 0.0f) - mu) * rstd;
+        double x = (real_fmax(s[j], 0.0f) - mu) * rstd;
         sum_da += da[j];
         sum_dax += da[j] * x;
     }
     if (st.learn && ctx->dp) {
-        ctx->dp[0] += (float)sum_dax;
-        ctx->dp[1] += (float)sum_da;
+        ctx->dp[0] += (real)sum_dax;
+        ctx->dp[1] += (real)sum_da;
     }
     const double invn = 1.0 / n;
     const double mean_dx = st.g * sum_da * invn, mean_dxx = st.g * sum_dax * invn;
     for (int j = 0; j < n; j++) { // branch-free ReLU mask (signs of s are unpredictable)
         double x = (s[j] - mu) * rstd;
-        float g = (float)(rstd * (st.g * da[j] - mean_dx - x * mean_dxx));
+        real g = (real)(rstd * (st.g * da[j] - mean_dx - x * mean_dxx));
         ds[j] += s[j] > 0.0f ? g : 0.0f;
     }
 }

@@ -17,7 +17,7 @@
 #include "attention/attention.h"
 
 // max(x, y) without libm's NaN and signed-zero handling (for finite inputs), so loops vectorise
-static inline float rowops_max_f(float x, float y) {
+static inline real rowops_max_f(real x, real y) {
     return x > y ? x : y;
 }
 
@@ -25,6 +25,12 @@ static inline float rowops_max_f(float x, float y) {
 // reduction x = k ln2 + r, the Cephes degree-6 polynomial for exp(r), 2^k from the exponent
 // bits; relative error <= 1.4 ulp, 0 below -87 (where exp underflows to subnormals anyway).
 // Only for x <= 0 (k + 127 must stay a valid exponent): the argument of a max-shifted softmax.
+#ifdef ATTN_REAL_DOUBLE
+// The double build uses libm exp (the polynomial is accurate to float precision only).
+static inline real rowops_exp_neg(real x) {
+    return exp(x);
+}
+#else
 static inline float rowops_exp_neg(float x) {
     float xc = x < -87.0f ? -87.0f : x;
     float k = rintf(xc * 1.44269504088896341f);
@@ -43,10 +49,11 @@ static inline float rowops_exp_neg(float x) {
     } sc = {.u = (uint32_t)((int)k + 127) << 23};
     return x < -87.0f ? 0.0f : p * sc.f;
 }
+#endif
 
 // <x, y> = sum_j x_j y_j over j < n, summed in index order
-static inline float rowops_dot(const float* x, const float* y, int n) {
-    float dot = 0.0f;
+static inline real rowops_dot(const real* x, const real* y, int n) {
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += x[j] * y[j];
     return dot;
@@ -56,23 +63,23 @@ static inline float rowops_dot(const float* x, const float* y, int n) {
 // softmax with expf (sums in index order)
 
 // a = softmax(s): a_j = exp(s_j - m) / sum_k exp(s_k - m), m = max_k s_k. a may equal s.
-static inline void rowops_softmax(float* a, const float* s, int n) {
-    float m = -INFINITY;
+static inline void rowops_softmax(real* a, const real* s, int n) {
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = s[j] > m ? s[j] : m;
-    float sum = 0.0f;
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        a[j] = expf(s[j] - m);
+        a[j] = real_exp(s[j] - m);
         sum += a[j];
     }
-    float inv = 1.0f / sum;
+    real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
 // Softmax VJP: ds_j += a_j (da_j - <a, da>) with a = softmax(.); returns <a, da>.
-static inline float rowops_softmax_backward(float* ds, const float* da, const float* a, int n) {
-    float dot = rowops_dot(a, da, n);
+static inline real rowops_softmax_backward(real* ds, const real* da, const real* a, int n) {
+    real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++)
         ds[j] += a[j] * (da[j] - dot);
     return dot;
@@ -80,7 +87,7 @@ static inline float rowops_softmax_backward(float* ds, const float* da, const fl
 
 // Scaled softmax a = softmax(beta s) (z_j = beta s_j; the max is taken over z, so every exponent
 // is <= 0 whatever the sign of beta).
-static inline void rowops_softmax_scaled(float* a, const float* s, int n, float beta) {
+static inline void rowops_softmax_scaled(real* a, const real* s, int n, real beta) {
     for (int j = 0; j < n; j++)
         a[j] = beta * s[j];
     rowops_softmax(a, a, n);
@@ -88,12 +95,12 @@ static inline void rowops_softmax_scaled(float* a, const float* s, int n, float 
 
 // VJP of a = softmax(beta s) for a fixed beta: with dz_j = a_j (da_j - <a, da>),
 // ds_j += beta dz_j; returns <s, dz>, the gradient of the loss with respect to beta.
-static inline float rowops_softmax_scaled_backward(float* ds, const float* da, const float* s,
-                                                   const float* a, int n, float beta) {
-    float dot = rowops_dot(a, da, n);
-    float sdz = 0.0f; // <s, dz>
+static inline real rowops_softmax_scaled_backward(real* ds, const real* da, const real* s,
+                                                  const real* a, int n, real beta) {
+    real dot = rowops_dot(a, da, n);
+    real sdz = 0.0f; // <s, dz>
     for (int j = 0; j < n; j++) {
-        float dz = a[j] * (da[j] - dot);
+        real dz = a[j] * (da[j] - dot);
         ds[j] += beta * dz;
         sdz += s[j] * dz;
     }
@@ -104,13 +111,13 @@ static inline float rowops_softmax_scaled_backward(float* ds, const float* da, c
 // softmax with the inline exp (vectorised; `omp simd` sums, in the order of the compiled code)
 
 // e_j = exp(s_j - max s) in (0, 1] through rowops_exp_neg; returns sum_j e_j (>= 1).
-static inline float rowops_exp_shifted(float* e, const float* s, int n) {
-    float m = -INFINITY;
+static inline real rowops_exp_shifted(real* e, const real* s, int n) {
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = rowops_max_f(m, s[j]);
     for (int j = 0; j < n; j++)
         e[j] = rowops_exp_neg(s[j] - m);
-    float sum = 0.0f;
+    real sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++)
         sum += e[j];
@@ -118,15 +125,15 @@ static inline float rowops_exp_shifted(float* e, const float* s, int n) {
 }
 
 // a = softmax(s) through rowops_exp_shifted (each weight within a few ulp of the expf version).
-static inline void rowops_softmax_fast(float* a, const float* s, int n) {
-    float inv = 1.0f / rowops_exp_shifted(a, s, n);
+static inline void rowops_softmax_fast(real* a, const real* s, int n) {
+    real inv = 1.0f / rowops_exp_shifted(a, s, n);
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
 // Softmax VJP as rowops_softmax_backward, with the <a, da> sum under `omp simd`.
-static inline void rowops_softmax_backward_simd(float* ds, const float* da, const float* a, int n) {
-    float dot = 0.0f;
+static inline void rowops_softmax_backward_simd(real* ds, const real* da, const real* a, int n) {
+    real dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
@@ -139,12 +146,12 @@ static inline void rowops_softmax_backward_simd(float* ds, const float* da, cons
 
 // The row scratch viewed as doubles: ctx->scratch rounded up to 8-byte alignment. A variant using
 // it declares scratch_floats(T) >= 2 T + 2 (T doubles plus the alignment slack).
-static inline double* rowops_scratch_double(float* scratch) {
+static inline double* rowops_scratch_double(real* scratch) {
     return (double*)(((uintptr_t)scratch + 7) & ~(uintptr_t)7);
 }
 
 // a = (float) softmax(z) for logits z[0..n) in double; z is overwritten with exp(z_j - max z).
-static inline void rowops_softmax_double(float* a, double* z, int n) {
+static inline void rowops_softmax_double(real* a, double* z, int n) {
     double m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = z[j] > m ? z[j] : m;
@@ -155,7 +162,7 @@ static inline void rowops_softmax_double(float* a, double* z, int n) {
     }
     double inv = 1.0 / sum;
     for (int j = 0; j < n; j++)
-        a[j] = (float)(z[j] * inv);
+        a[j] = (real)(z[j] * inv);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,7 +170,7 @@ static inline void rowops_softmax_double(float* a, double* z, int n) {
 
 // The default-pipeline core of layer L (attn_layer_core) with its A·V product written to out
 // (B,T,C) and, in backward, its output gradient read from dout (B,T,C).
-static inline AttnCore rowops_layer_core(const AttnLayer* L, float* out, float* dout) {
+static inline AttnCore rowops_layer_core(const AttnLayer* L, real* out, real* dout) {
     AttnCore c = attn_layer_core(L);
     c.out = out;
     c.dout = dout;
@@ -186,27 +193,27 @@ static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
 
 // Row statistic of sparse maps: the fraction of keys with nonzero weight (signature of
 // AttnVariant.row_stat).
-static inline float rowops_support(const float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static inline real rowops_support(const real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;
     int k = 0;
     for (int j = 0; j < n; j++)
         k += a[j] > 0.0f;
-    return (float)k / (float)n;
+    return (real)k / (real)n;
 }
 
 // Straight-through softmax, for quantized maps whose backward is the softmax VJP (AttnVariant
 // row signatures): the smooth surrogate a = softmax(s), and its VJP ds += p (da - <p, da>)
 // with p recomputed into ctx->scratch (n floats).
-static inline void rowops_ste_softmax(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static inline void rowops_ste_softmax(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     rowops_softmax_fast(a, s, n);
 }
 
-static inline void rowops_ste_softmax_backward(float* ds, const float* da, const float* s,
-                                               const float* a, int n, const AttnRowCtx* ctx) {
+static inline void rowops_ste_softmax_backward(real* ds, const real* da, const real* s,
+                                               const real* a, int n, const AttnRowCtx* ctx) {
     (void)a;
-    float* p = ctx->scratch;
+    real* p = ctx->scratch;
     rowops_softmax_fast(p, s, n);
     rowops_softmax_backward_simd(ds, da, p, n);
 }

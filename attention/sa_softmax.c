@@ -49,7 +49,7 @@ static const AttnHParamSpec SA_HP[] = {
 #define SA_MIN_RANGE 1e-30f
 
 // lo = min(min s, 0), hi = max(max s, 0), first argmin / argmax
-static void sa_range(float* lo, float* hi, int* kmin, int* kmax, const float* s, int n) {
+static void sa_range(real* lo, real* hi, int* kmin, int* kmax, const real* s, int n) {
     int i0 = 0, i1 = 0;
     for (int j = 1; j < n; j++) {
         if (s[j] < s[i0]) i0 = j;
@@ -57,21 +57,21 @@ static void sa_range(float* lo, float* hi, int* kmin, int* kmax, const float* s,
     }
     *kmin = i0;
     *kmax = i1;
-    *lo = fminf(s[i0], 0.0f);
-    *hi = fmaxf(s[i1], 0.0f);
+    *lo = real_fmin(s[i0], 0.0f);
+    *hi = real_fmax(s[i1], 0.0f);
 }
 
-static void sa_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void sa_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     rowops_softmax(a, s, n);
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
         for (int j = 0; j < n; j++)
             a[j] *= s[j];
         return;
     }
-    float lo, hi;
+    real lo, hi;
     int kmin, kmax;
     sa_range(&lo, &hi, &kmin, &kmax, s, n);
-    float r = hi - lo;
+    real r = hi - lo;
     if (r < SA_MIN_RANGE) {
         for (int j = 0; j < n; j++)
             a[j] = 0.0f;
@@ -81,37 +81,37 @@ static void sa_forward_row(float* a, const float* s, int n, const AttnRowCtx* ct
         a[j] *= (s[j] - lo) / r; // exact: w = 1 at the max, 0 at lo
 }
 
-static void sa_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void sa_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                             const AttnRowCtx* ctx) {
-    float* p = ctx->scratch; // n floats
+    real* p = ctx->scratch; // n floats
     if ((int)ctx->hp->v[HP_FORM] == FORM_SCALED) {
         rowops_softmax(p, s, n);
-        float Q = 0.0f;
+        real Q = 0.0f;
         for (int j = 0; j < n; j++)
             Q += da[j] * a[j];
         for (int j = 0; j < n; j++)
             ds[j] += p[j] * (da[j] * (1.0f + s[j]) - Q);
         return;
     }
-    float lo, hi;
+    real lo, hi;
     int kmin, kmax;
     sa_range(&lo, &hi, &kmin, &kmax, s, n);
-    float r = hi - lo;
+    real r = hi - lo;
     if (r < SA_MIN_RANGE) return;
-    float inv_r = 1.0f / r;
+    real inv_r = 1.0f / r;
     rowops_softmax(p, s, n);
-    float P = 0.0f, Q = 0.0f;
+    real P = 0.0f, Q = 0.0f;
     for (int j = 0; j < n; j++) {
         P += da[j] * p[j];
         Q += da[j] * a[j];
     }
     // the 1/r terms are summed before scaling, so they cancel exactly where they should
     // (n = 1: the map is constant and the gradient is exactly 0)
-    const float adj_min = s[kmin] < 0.0f ? Q - P : 0.0f;
-    const float adj_max = s[kmax] > 0.0f ? -Q : 0.0f;
+    const real adj_min = s[kmin] < 0.0f ? Q - P : 0.0f;
+    const real adj_max = s[kmax] > 0.0f ? -Q : 0.0f;
     for (int j = 0; j < n; j++) {
-        float w = (s[j] - lo) / r;
-        float t = p[j] * da[j];
+        real w = (s[j] - lo) / r;
+        real t = p[j] * da[j];
         if (j == kmin) t += adj_min;
         if (j == kmax) t += adj_max;
         ds[j] += t * inv_r + p[j] * (da[j] * w - Q);

@@ -33,9 +33,9 @@ static const AttnHParamSpec shaped_hparams[] = {
      "tau0"},
 };
 
-static float shaped_inv_tau(const AttnRowCtx* ctx) {
-    float tau = ctx->hp->v[0];
-    if ((int)ctx->hp->v[1] == TAU_WIDTH) tau *= sqrtf((float)ctx->hp->n_embd);
+static real shaped_inv_tau(const AttnRowCtx* ctx) {
+    real tau = ctx->hp->v[0];
+    if ((int)ctx->hp->v[1] == TAU_WIDTH) tau *= real_sqrt((real)ctx->hp->n_embd);
     return 1.0f / tau;
 }
 
@@ -44,12 +44,12 @@ static size_t shaped_scratch_floats(int T) {
     return 2 * (size_t)T + 2;
 }
 
-static void shaped_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void shaped_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const double it = shaped_inv_tau(ctx);
     double* e = (double*)(((uintptr_t)ctx->scratch + 7) & ~(uintptr_t)7);
-    float m = -INFINITY;
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
-        m = fmaxf(m, s[j]);
+        m = real_fmax(m, s[j]);
     double sum = 0.0;
     for (int j = 0; j < n; j++) {
         e[j] = exp(((double)s[j] - (double)m) * it);
@@ -57,17 +57,17 @@ static void shaped_forward_row(float* a, const float* s, int n, const AttnRowCtx
     }
     double inv = 1.0 / sum, u = 1.0 / (double)n;
     for (int j = 0; j < n - 1; j++)
-        a[j] = (float)(e[j] * inv - u);
-    a[n - 1] = (float)(1.0 + (e[n - 1] * inv - u));
+        a[j] = (real)(e[j] * inv - u);
+    a[n - 1] = (real)(1.0 + (e[n - 1] * inv - u));
 }
 
-static void shaped_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void shaped_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                 const AttnRowCtx* ctx) {
     (void)s;
-    const float it = shaped_inv_tau(ctx);
-    const float u = 1.0f / (float)n;
-    const float p_last = a[n - 1] - 1.0f + u;
-    float dot = p_last * da[n - 1];
+    const real it = shaped_inv_tau(ctx);
+    const real u = 1.0f / (real)n;
+    const real p_last = a[n - 1] - 1.0f + u;
+    real dot = p_last * da[n - 1];
     for (int j = 0; j < n - 1; j++)
         dot += (a[j] + u) * da[j];
     for (int j = 0; j < n - 1; j++)

@@ -43,19 +43,19 @@ static const AttnHParamSpec SIGMOID_HP[] = {
 
 static const char* const SIGMOID_PARAMS[] = {"bias"};
 
-static float sigmoid_ln_t(const AttnHParams* hp) {
+static real sigmoid_ln_t(const AttnHParams* hp) {
     int T = hp->T_train > 2 ? hp->T_train : 2;
-    return logf((float)T);
+    return real_log((real)T);
 }
 
-static void sigmoid_init_params(float* p, const AttnHParams* hp) {
+static void sigmoid_init_params(real* p, const AttnHParams* hp) {
     p[0] = -sigmoid_ln_t(hp);
 }
 
-static float sigmoid_bias(int n, const AttnRowCtx* ctx) {
+static real sigmoid_bias(int n, const AttnRowCtx* ctx) {
     switch ((int)ctx->hp->v[HP_BIAS_MODE]) {
     case BIAS_LN_N:
-        return -logf((float)n);
+        return -real_log((real)n);
     case BIAS_LN_T:
         return -sigmoid_ln_t(ctx->hp);
     case BIAS_FIXED:
@@ -67,22 +67,22 @@ static float sigmoid_bias(int n, const AttnRowCtx* ctx) {
     }
 }
 
-static void sigmoid_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float b = sigmoid_bias(n, ctx);
+static void sigmoid_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real b = sigmoid_bias(n, ctx);
     for (int j = 0; j < n; j++) {
-        float x = s[j] + b;
-        float e = expf(-fabsf(x));
-        float r = 1.0f / (1.0f + e);
+        real x = s[j] + b;
+        real e = real_exp(-real_fabs(x));
+        real r = 1.0f / (1.0f + e);
         a[j] = x >= 0.0f ? r : e * r;
     }
 }
 
-static void sigmoid_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void sigmoid_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)s;
-    float db = 0.0f;
+    real db = 0.0f;
     for (int j = 0; j < n; j++) {
-        float g = da[j] * a[j] * (1.0f - a[j]);
+        real g = da[j] * a[j] * (1.0f - a[j]);
         ds[j] += g;
         db += g;
     }

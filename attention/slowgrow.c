@@ -51,7 +51,7 @@ static size_t slowgrow_scratch_floats(int T) {
     return 2 * (size_t)T + 2;
 }
 
-static void slowgrow_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void slowgrow_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int kernel = (int)ctx->hp->v[0];
     const double p = ctx->hp->v[1];
     double* z = rowops_scratch_double(ctx->scratch);
@@ -60,22 +60,22 @@ static void slowgrow_forward_row(float* a, const float* s, int n, const AttnRowC
     rowops_softmax_double(a, z, n);
 }
 
-static void slowgrow_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void slowgrow_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                   const AttnRowCtx* ctx) {
     const int kernel = (int)ctx->hp->v[0];
-    const float p = ctx->hp->v[1];
-    const float dot = rowops_dot(a, da, n);
+    const real p = ctx->hp->v[1];
+    const real dot = rowops_dot(a, da, n);
     if (kernel == K_POLY) {
         for (int j = 0; j < n; j++)
-            ds[j] += a[j] * (da[j] - dot) * p / (1.0f + fabsf(s[j]));
+            ds[j] += a[j] * (da[j] - dot) * p / (1.0f + real_fabs(s[j]));
     } else if (kernel == K_LOG) {
         for (int j = 0; j < n; j++) {
-            float u = fabsf(s[j]);
-            ds[j] += a[j] * (da[j] - dot) * p / ((1.0f + u) * (1.0f + log1pf(u)));
+            real u = real_fabs(s[j]);
+            ds[j] += a[j] * (da[j] - dot) * p / ((1.0f + u) * (1.0f + real_log1p(u)));
         }
     } else {
         for (int j = 0; j < n; j++) {
-            float g = a[j] * (da[j] - dot);
+            real g = a[j] * (da[j] - dot);
             ds[j] += s[j] <= 0.0f ? g : g / (1.0f + s[j]);
         }
     }

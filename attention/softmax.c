@@ -14,12 +14,12 @@
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
-static void softmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void softmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     rowops_softmax_fast(a, s, n);
 }
 
-static void softmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void softmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;

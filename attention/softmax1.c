@@ -41,41 +41,41 @@ static const AttnHParamSpec SOFTMAX1_HP[] = {
 
 static const char* const SOFTMAX1_PARAMS[] = {"sink"};
 
-static float softmax1_sink(const AttnRowCtx* ctx) {
+static real softmax1_sink(const AttnRowCtx* ctx) {
     return (int)ctx->hp->v[HP_SINK] == SINK_LEARN && ctx->p ? ctx->p[0] : 0.0f;
 }
 
-static void softmax1_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float b = softmax1_sink(ctx);
-    float m = b;
+static void softmax1_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real b = softmax1_sink(ctx);
+    real m = b;
     for (int j = 0; j < n; j++)
-        m = fmaxf(m, s[j]);
-    float sum = expf(b - m);
+        m = real_fmax(m, s[j]);
+    real sum = real_exp(b - m);
     for (int j = 0; j < n; j++) {
-        a[j] = expf(s[j] - m);
+        a[j] = real_exp(s[j] - m);
         sum += a[j];
     }
-    float inv = 1.0f / sum;
+    real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
-static void softmax1_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void softmax1_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                   const AttnRowCtx* ctx) {
-    float dot = 0.0f;
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
     for (int j = 0; j < n; j++)
         ds[j] += a[j] * (da[j] - dot);
     if (ctx->dp && (int)ctx->hp->v[HP_SINK] == SINK_LEARN) {
-        const float b = softmax1_sink(ctx);
+        const real b = softmax1_sink(ctx);
         int kmax = 0;
-        float sum = 0.0f;
+        real sum = 0.0f;
         for (int j = 0; j < n; j++) {
             if (s[j] > s[kmax]) kmax = j;
             sum += a[j];
         }
-        float a_null = s[kmax] >= b ? a[kmax] * expf(b - s[kmax]) : 1.0f - sum;
+        real a_null = s[kmax] >= b ? a[kmax] * real_exp(b - s[kmax]) : 1.0f - sum;
         ctx->dp[0] -= a_null * dot;
     }
 }

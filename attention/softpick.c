@@ -40,20 +40,20 @@ static const AttnHParamSpec SOFTPICK_HP[] = {
 };
 
 // m' = max(max s, 0)
-static float softpick_shift(const float* s, int n) {
-    float m = 0.0f;
+static real softpick_shift(const real* s, int n) {
+    real m = 0.0f;
     for (int j = 0; j < n; j++)
-        m = fmaxf(m, s[j]);
+        m = real_fmax(m, s[j]);
     return m;
 }
 
-static void softpick_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float m = softpick_shift(s, n);
-    const float e0 = expf(-m);
-    float den = ctx->hp->v[HP_EPS] * e0;
+static void softpick_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real m = softpick_shift(s, n);
+    const real e0 = real_exp(-m);
+    real den = ctx->hp->v[HP_EPS] * e0;
     for (int j = 0; j < n; j++) {
-        float u = expf(s[j] - m) - e0;
-        den += fabsf(u);
+        real u = real_exp(s[j] - m) - e0;
+        den += real_fabs(u);
         a[j] = s[j] > 0.0f ? u : 0.0f;
     }
     // a division, not a reciprocal product: correctly rounded, so a lone positive key gets
@@ -62,21 +62,21 @@ static void softpick_forward_row(float* a, const float* s, int n, const AttnRowC
         a[j] /= den;
 }
 
-static void softpick_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void softpick_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                   const AttnRowCtx* ctx) {
-    float* E = ctx->scratch; // exp(s_k - m'), n floats
-    const float m = softpick_shift(s, n);
-    const float e0 = expf(-m);
-    float den = ctx->hp->v[HP_EPS] * e0;
-    float dot = 0.0f;
+    real* E = ctx->scratch; // exp(s_k - m'), n floats
+    const real m = softpick_shift(s, n);
+    const real e0 = real_exp(-m);
+    real den = ctx->hp->v[HP_EPS] * e0;
+    real dot = 0.0f;
     for (int j = 0; j < n; j++) {
-        E[j] = expf(s[j] - m);
-        den += fabsf(E[j] - e0);
+        E[j] = real_exp(s[j] - m);
+        den += real_fabs(E[j] - e0);
         dot += a[j] * da[j];
     }
-    float inv = 1.0f / den;
+    real inv = 1.0f / den;
     for (int j = 0; j < n; j++) {
-        float g = s[j] > 0.0f ? da[j] - dot : (s[j] < 0.0f ? dot : 0.0f);
+        real g = s[j] > 0.0f ? da[j] - dot : (s[j] < 0.0f ? dot : 0.0f);
         ds[j] += E[j] * inv * g;
     }
 }

@@ -45,43 +45,43 @@ static const AttnHParamSpec SOFTPLUS_HP[N_HP] = {
     [HP_POWER] = {"power", 2, 1, 8, NULL, "exponent P of the re-weighting"},
 };
 
-static float softplus_kappa(const AttnHParams* hp, int n) {
+static real softplus_kappa(const AttnHParams* hp, int n) {
     if (hp->v[HP_SCALE] >= 0.5f) return 1.0f;
-    float nref = hp->v[HP_NREF] >= 2.0f ? hp->v[HP_NREF] : (float)hp->T_train;
+    real nref = hp->v[HP_NREF] >= 2.0f ? hp->v[HP_NREF] : (real)hp->T_train;
     if (nref < 2.0f) nref = 2.0f;
-    return logf((float)n) / logf(nref);
+    return real_log((real)n) / real_log(nref);
 }
 
 // log1p(e) for e in [0, 1]: 2 atanh(u), u = e/(2+e) in [0, 1/3], series to u^13 (truncation
 // < 2e-8 relative; measured <= 3 ulp overall), accurate for tiny e as well
-static inline float log1p_unit(float e) {
-    float u = e / (2.0f + e), u2 = u * u;
-    float q = 1.0f / 13.0f;
+static inline real log1p_unit(real e) {
+    real u = e / (2.0f + e), u2 = u * u;
+    real q = 1.0f / 13.0f;
     q = q * u2 + 1.0f / 11.0f;
     q = q * u2 + 1.0f / 9.0f;
     q = q * u2 + 1.0f / 7.0f;
     q = q * u2 + 1.0f / 5.0f;
     q = q * u2 + 1.0f / 3.0f;
-    float r = 2.0f * u;
+    real r = 2.0f * u;
     return r + r * u2 * q;
 }
 
 // softplus(x) = max(x, 0) + log1p(exp(-|x|)): never overflows, exact to float for any x
-static inline float softplus_f(float x) {
-    return rowops_max_f(x, 0.0f) + log1p_unit(rowops_exp_neg(-fabsf(x)));
+static inline real softplus_f(real x) {
+    return rowops_max_f(x, 0.0f) + log1p_unit(rowops_exp_neg(-real_fabs(x)));
 }
 
-static void softplus_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void softplus_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
     if (n == 1) { // a single key: weight 1 exactly (also for kappa = 0)
         a[0] = 1.0f;
         return;
     }
-    const float kappa = softplus_kappa(hp, n);
-    float mx = -INFINITY;
+    const real kappa = softplus_kappa(hp, n);
+    real mx = -INFINITY;
     for (int j = 0; j < n; j++)
         mx = rowops_max_f(mx, kappa * s[j]);
-    float emax;
+    real emax;
     if (mx < -20.0f) { // every weight is exp(x) to float precision: normalise at the max
         for (int j = 0; j < n; j++)
             a[j] = rowops_exp_neg(kappa * s[j] - mx);
@@ -92,10 +92,10 @@ static void softplus_forward_row(float* a, const float* s, int n, const AttnRowC
         emax = softplus_f(mx);
     }
     if (hp->v[HP_REWEIGHT] >= 0.5f) { // stage 2 on e / max e in [0, 1]
-        const float P = hp->v[HP_POWER], inve = 1.0f / emax;
+        const real P = hp->v[HP_POWER], inve = 1.0f / emax;
         for (int j = 0; j < n; j++) {
-            float r = a[j] * inve;
-            a[j] = P == 2.0f ? r * r : powf(r, P);
+            real r = a[j] * inve;
+            a[j] = P == 2.0f ? r * r : real_pow(r, P);
         }
     }
     double sum = 0.0; // double: the rounding of 1/sum would move every weight the same way
@@ -103,42 +103,42 @@ static void softplus_forward_row(float* a, const float* s, int n, const AttnRowC
         sum += a[j];
     double inv = 1.0 / sum;
     for (int j = 0; j < n; j++)
-        a[j] = (float)(a[j] * inv);
+        a[j] = (real)(a[j] * inv);
 }
 
-static void softplus_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void softplus_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                   const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
     if (n == 1) return; // constant weight 1
-    const float kappa = softplus_kappa(hp, n);
+    const real kappa = softplus_kappa(hp, n);
     int ks = 0;
     for (int j = 1; j < n; j++)
         if (s[j] > s[ks]) ks = j;
-    const float mx = kappa * s[ks]; // kappa > 0 for n > 1
-    float dot = 0.0f;
+    const real mx = kappa * s[ks]; // kappa > 0 for n > 1
+    real dot = 0.0f;
     for (int j = 0; j < n; j++)
         dot += a[j] * da[j];
     if (mx < -20.0f) { // exp regime: the softmax of x, times kappa (and P in stage 2)
-        float c = kappa * (hp->v[HP_REWEIGHT] >= 0.5f ? hp->v[HP_POWER] : 1.0f);
+        real c = kappa * (hp->v[HP_REWEIGHT] >= 0.5f ? hp->v[HP_POWER] : 1.0f);
         for (int j = 0; j < n; j++)
             ds[j] += c * a[j] * (da[j] - dot);
         return;
     }
     if (hp->v[HP_REWEIGHT] >= 0.5f) {
-        const float c = hp->v[HP_POWER] * kappa;
+        const real c = hp->v[HP_POWER] * kappa;
         for (int j = 0; j < n; j++) {
-            float x = kappa * s[j], E = rowops_exp_neg(-fabsf(x));
-            float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
-            float sp = rowops_max_f(x, 0.0f) + log1p_unit(E);
-            float ratio = x < -20.0f ? 1.0f : sig / sp; // sigmoid/softplus -> 1 as x -> -inf
+            real x = kappa * s[j], E = rowops_exp_neg(-real_fabs(x));
+            real sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
+            real sp = rowops_max_f(x, 0.0f) + log1p_unit(E);
+            real ratio = x < -20.0f ? 1.0f : sig / sp; // sigmoid/softplus -> 1 as x -> -inf
             ds[j] += c * a[j] * (da[j] - dot) * ratio;
         }
         return;
     }
-    const float c = kappa * a[ks] / softplus_f(mx); // kappa / Z
+    const real c = kappa * a[ks] / softplus_f(mx); // kappa / Z
     for (int j = 0; j < n; j++) {
-        float x = kappa * s[j], E = rowops_exp_neg(-fabsf(x));
-        float sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
+        real x = kappa * s[j], E = rowops_exp_neg(-real_fabs(x));
+        real sig = x >= 0.0f ? 1.0f / (1.0f + E) : E / (1.0f + E);
         ds[j] += c * sig * (da[j] - dot);
     }
 }

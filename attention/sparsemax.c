@@ -26,7 +26,7 @@
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise
-static inline float max_f(float x, float y) {
+static inline real max_f(real x, real y) {
     return x > y ? x : y;
 }
 
@@ -35,13 +35,13 @@ static size_t sparsemax_scratch(int T) {
 }
 
 static int cmp_desc(const void* pa, const void* pb) {
-    float a = *(const float*)pa, b = *(const float*)pb;
+    real a = *(const real*)pa, b = *(const real*)pb;
     return (a < b) - (a > b);
 }
 
 // k = #{z > lo} and *sum = their sum. `omp simd reduction` lets the sums vectorise; the order
 // is fixed by the compiled code, so results do not depend on the thread count.
-static int sparsemax_pass(const float* z, int n, float lo, double* sum) {
+static int sparsemax_pass(const real* z, int n, real lo, double* sum) {
     const double lod = lo;
     double k = 0, s1 = 0;
 #pragma omp simd reduction(+ : k, s1)
@@ -56,15 +56,15 @@ static int sparsemax_pass(const float* z, int n, float lo, double* sum) {
 }
 
 // largest float <= x
-static float float_below(double x) {
-    float f = (float)x;
-    return (double)f > x ? nextafterf(f, -INFINITY) : f;
+static real float_below(double x) {
+    real f = (real)x;
+    return (double)f > x ? real_nextafter(f, -INFINITY) : f;
 }
 
 // tau with sum_j (z_j - tau)_+ = 1, for a row whose maximum is 0. lo is kept as a float (rounded
 // down, so it stays <= tau*): then {z > lo} = {z > u} for the u that lo was rounded from.
-static double sparsemax_threshold(const float* z, int n, float* scratch) {
-    float lo = -1.0f;
+static double sparsemax_threshold(const real* z, int n, real* scratch) {
+    real lo = -1.0f;
     double u = -1.0;
     int kprev = -1;
     for (int it = 0; it < 64; it++) {
@@ -76,7 +76,7 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
         if (k == kprev) return u;
         kprev = k;
         u = (s1 - 1.0) / k;
-        float nlo = float_below(u);
+        real nlo = float_below(u);
         if (!(nlo >= lo)) break; // only through rounding
         lo = nlo;
     }
@@ -86,7 +86,7 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
     if (m == 0)
         for (int j = 0; j < n; j++)
             scratch[m++] = z[j];
-    qsort(scratch, (size_t)m, sizeof(float), cmp_desc);
+    qsort(scratch, (size_t)m, sizeof(real), cmp_desc);
     double c = 0, tau = (double)scratch[0] - 1.0;
     for (int k = 1; k <= m; k++) {
         c += scratch[k - 1];
@@ -96,8 +96,8 @@ static double sparsemax_threshold(const float* z, int n, float* scratch) {
     return tau;
 }
 
-static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    float m = -INFINITY;
+static void sparsemax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = max_f(m, s[j]);
     for (int j = 0; j < n; j++)
@@ -105,23 +105,23 @@ static void sparsemax_forward_row(float* a, const float* s, int n, const AttnRow
     // z - tau in double: rounding tau to float would shift all |S| weights the same way
     const double tau = sparsemax_threshold(a, n, ctx->scratch);
     for (int j = 0; j < n; j++) {
-        a[j] = max_f((float)((double)a[j] - tau), 0.0f);
+        a[j] = max_f((real)((double)a[j] - tau), 0.0f);
     }
 }
 
-static void sparsemax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                   int n, const AttnRowCtx* ctx) {
+static void sparsemax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                   const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;
     int k = 0;
-    float sum = 0.0f;
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
         if (a[j] > 0.0f) {
             k++;
             sum += da[j];
         }
     }
-    float mean = sum / (float)k;
+    real mean = sum / (real)k;
     for (int j = 0; j < n; j++)
         if (a[j] > 0.0f) ds[j] += da[j] - mean;
 }

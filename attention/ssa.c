@@ -65,8 +65,8 @@ static size_t ssa_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *tau, *dtau, *th;       // (B,NH,T)
-    float *phi, *dphi, *vp, *dvp; // (B,T,NH) x2, (B,T,C) x2; NULL without value temperature
+    real *tau, *dtau, *th;       // (B,NH,T)
+    real *phi, *dphi, *vp, *dvp; // (B,T,NH) x2, (B,T,C) x2; NULL without value temperature
 } SsaCache;
 
 static SsaCache ssa_cache(const AttnLayer* L) {
@@ -99,8 +99,8 @@ static AttnCore ssa_core(const AttnLayer* L, const SsaCache* k) {
     return c;
 }
 
-static float dot(const float* a, const float* b, size_t n) {
-    float s = 0.0f;
+static real dot(const real* a, const real* b, size_t n) {
+    real s = 0.0f;
     for (size_t i = 0; i < n; i++)
         s += a[i] * b[i];
     return s;
@@ -114,17 +114,17 @@ static void ssa_forward(AttnLayer* L) {
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             const size_t r = (size_t)b * T + t;
-            const float* x = L->x + r * C;
+            const real* x = L->x + r * C;
             for (int h = 0; h < NH; h++) {
                 const size_t i = ((size_t)b * NH + h) * T + t;
-                const float th = tanhf(dot(L->tp[T_TW] + (size_t)h * C, x, C));
+                const real th = real_tanh(dot(L->tp[T_TW] + (size_t)h * C, x, C));
                 k.th[i] = th;
-                k.tau[i] = 1.0f + th + L->tp[T_POS][h] * logf((float)(t + 1));
+                k.tau[i] = 1.0f + th + L->tp[T_POS][h] * real_log((real)(t + 1));
                 if (!k.vp) continue;
-                const float ph = 1.0f + tanhf(dot(L->tp[T_VW] + (size_t)h * C, x, C));
+                const real ph = 1.0f + real_tanh(dot(L->tp[T_VW] + (size_t)h * C, x, C));
                 k.phi[r * NH + h] = ph;
-                const float* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
-                float* vp = k.vp + r * C + (size_t)h * hs;
+                const real* v = L->qkv + r * 3 * C + 2 * C + (size_t)h * hs;
+                real* vp = k.vp + r * C + (size_t)h * hs;
                 for (int q = 0; q < hs; q++)
                     vp[q] = ph * v[q];
             }
@@ -140,8 +140,8 @@ static void ssa_backward(AttnLayer* L) {
     const size_t C = (size_t)L->d.C;
     const long BT = (long)B * T;
     SsaCache k = ssa_cache(L);
-    memset(k.dtau, 0, sizeof(float) * (size_t)B * NH * T);
-    if (k.vp) memset(k.dvp, 0, sizeof(float) * (size_t)BT * C);
+    memset(k.dtau, 0, sizeof(real) * (size_t)B * NH * T);
+    if (k.vp) memset(k.dvp, 0, sizeof(real) * (size_t)BT * C);
     AttnCore c = ssa_core(L, &k);
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
@@ -151,30 +151,30 @@ static void ssa_backward(AttnLayer* L) {
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (long r = 0; r < BT; r++) {
         const int b = (int)(r / T), t = (int)(r % T);
-        float* dx = L->dx + (size_t)r * C;
+        real* dx = L->dx + (size_t)r * C;
         for (int h = 0; h < NH; h++) {
             const size_t i = ((size_t)b * NH + h) * T + t;
-            const float th = k.th[i];
-            const float dz = k.dtau[i] * (1.0f - th * th);
+            const real th = k.th[i];
+            const real dz = k.dtau[i] * (1.0f - th * th);
             k.th[i] = dz; // tanh no longer needed: keep d(tw . x) here for the parameter pass
-            const float* tw = L->tp[T_TW] + (size_t)h * C;
+            const real* tw = L->tp[T_TW] + (size_t)h * C;
             for (size_t q = 0; q < C; q++)
                 dx[q] += dz * tw[q];
             if (!k.vp) continue;
             const size_t off = (size_t)r * C + (size_t)h * hs;
-            const float* v = L->qkv + (size_t)r * 3 * C + 2 * C + (size_t)h * hs;
-            float* dv = L->dqkv + (size_t)r * 3 * C + 2 * C + (size_t)h * hs;
-            const float* dvp = k.dvp + off;
-            const float ph = k.phi[(size_t)r * NH + h];
-            float dph = 0.0f;
+            const real* v = L->qkv + (size_t)r * 3 * C + 2 * C + (size_t)h * hs;
+            real* dv = L->dqkv + (size_t)r * 3 * C + 2 * C + (size_t)h * hs;
+            const real* dvp = k.dvp + off;
+            const real ph = k.phi[(size_t)r * NH + h];
+            real dph = 0.0f;
             for (int q = 0; q < hs; q++) {
                 dph += v[q] * dvp[q];
                 dv[q] += ph * dvp[q];
             }
-            const float tv = ph - 1.0f;
-            const float dzv = dph * (1.0f - tv * tv);
+            const real tv = ph - 1.0f;
+            const real dzv = dph * (1.0f - tv * tv);
             k.dphi[(size_t)r * NH + h] = dzv;
-            const float* vw = L->tp[T_VW] + (size_t)h * C;
+            const real* vw = L->tp[T_VW] + (size_t)h * C;
             for (size_t q = 0; q < C; q++)
                 dx[q] += dzv * vw[q];
         }
@@ -182,19 +182,19 @@ static void ssa_backward(AttnLayer* L) {
     // parameters: one head per thread, (b, t) in index order
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int h = 0; h < NH; h++) {
-        float* dtw = L->dtp[T_TW] + (size_t)h * C;
-        float* dvw = k.vp ? L->dtp[T_VW] + (size_t)h * C : NULL;
-        float dpos = 0.0f;
+        real* dtw = L->dtp[T_TW] + (size_t)h * C;
+        real* dvw = k.vp ? L->dtp[T_VW] + (size_t)h * C : NULL;
+        real dpos = 0.0f;
         for (long r = 0; r < BT; r++) {
             const int b = (int)(r / T), t = (int)(r % T);
             const size_t i = ((size_t)b * NH + h) * T + t;
-            const float* x = L->x + (size_t)r * C;
-            const float dz = k.th[i];
+            const real* x = L->x + (size_t)r * C;
+            const real dz = k.th[i];
             for (size_t q = 0; q < C; q++)
                 dtw[q] += dz * x[q];
-            dpos += k.dtau[i] * logf((float)(t + 1));
+            dpos += k.dtau[i] * real_log((real)(t + 1));
             if (dvw) {
-                const float dzv = k.dphi[(size_t)r * NH + h];
+                const real dzv = k.dphi[(size_t)r * NH + h];
                 for (size_t q = 0; q < C; q++)
                     dvw[q] += dzv * x[q];
             }

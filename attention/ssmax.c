@@ -44,32 +44,32 @@ static const AttnHParamSpec SSMAX_HP[] = {
 
 static const char* const SSMAX_PARAMS[] = {"theta", "bias"};
 
-static void ssmax_init_params(float* p, const AttnHParams* hp) {
+static void ssmax_init_params(real* p, const AttnHParams* hp) {
     if ((int)hp->v[HP_THETA_INIT] == THETA_INV_LOG_T) {
         int T = hp->T_train > 2 ? hp->T_train : 2;
-        p[0] = 1.0f / logf((float)T);
+        p[0] = 1.0f / real_log((real)T);
     } else {
         p[0] = hp->v[HP_THETA0];
     }
     p[1] = 0.0f;
 }
 
-static float ssmax_lambda(int n, const AttnRowCtx* ctx) {
-    float lambda = ctx->p[0] * logf((float)n);
+static real ssmax_lambda(int n, const AttnRowCtx* ctx) {
+    real lambda = ctx->p[0] * real_log((real)n);
     if ((int)ctx->hp->v[HP_BIAS] == 1) lambda += ctx->p[1];
     return lambda;
 }
 
-static void ssmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float lambda = ssmax_lambda(n, ctx);
+static void ssmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real lambda = ssmax_lambda(n, ctx);
     rowops_softmax_scaled(a, s, n, lambda);
 }
 
-static void ssmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void ssmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                const AttnRowCtx* ctx) {
-    const float lnn = logf((float)n);
-    const float lambda = ssmax_lambda(n, ctx);
-    const float sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, lambda); // <s, dz>
+    const real lnn = real_log((real)n);
+    const real lambda = ssmax_lambda(n, ctx);
+    const real sdz = rowops_softmax_scaled_backward(ds, da, s, a, n, lambda); // <s, dz>
     if (ctx->dp) {
         ctx->dp[0] += lnn * sdz;
         if ((int)ctx->hp->v[HP_BIAS] == 1) ctx->dp[1] += sdz;

@@ -44,27 +44,27 @@ static const AttnHParamSpec swat_hparams[] = {
 
 static const char* const swat_param_names[] = {"bias"};
 
-static float swat_prior_bias(const AttnHParams* hp) {
-    float w = hp->v[0];
-    float T = hp->T_train > 0 ? (float)hp->T_train : w;
-    return -logf(fmaxf(fminf(w, T), 1.0f));
+static real swat_prior_bias(const AttnHParams* hp) {
+    real w = hp->v[0];
+    real T = hp->T_train > 0 ? (real)hp->T_train : w;
+    return -real_log(real_fmax(real_fmin(w, T), 1.0f));
 }
 
-static void swat_init_params(float* p, const AttnHParams* hp) {
+static void swat_init_params(real* p, const AttnHParams* hp) {
     p[0] = swat_prior_bias(hp);
 }
 
-static float swat_slope(const AttnRowCtx* ctx) {
+static real swat_slope(const AttnRowCtx* ctx) {
     const int mode = (int)ctx->hp->v[1];
     const int H = ctx->hp->n_head > 0 ? ctx->hp->n_head : 1, h = ctx->h;
     if (mode == SL_NONE) return 0.0f;
-    if (mode == SL_ALIBI) return powf(2.0f, -8.0f * (float)(h + 1) / (float)H);
+    if (mode == SL_ALIBI) return real_pow(2.0f, -8.0f * (real)(h + 1) / (real)H);
     const int P = (H + 1) / 2;
-    if (h < P) return powf(2.0f, -8.0f * (float)(h + 1) / (float)P);
-    return -powf(2.0f, -8.0f * (float)(h - P + 1) / (float)P);
+    if (h < P) return real_pow(2.0f, -8.0f * (real)(h + 1) / (real)P);
+    return -real_pow(2.0f, -8.0f * (real)(h - P + 1) / (real)P);
 }
 
-static float swat_bias(const AttnRowCtx* ctx) {
+static real swat_bias(const AttnRowCtx* ctx) {
     const int mode = (int)ctx->hp->v[2];
     if (mode == B_FIXED) return swat_prior_bias(ctx->hp);
     if (mode == B_LEARN && ctx->p) return ctx->p[0];
@@ -73,28 +73,28 @@ static float swat_bias(const AttnRowCtx* ctx) {
 
 // first key inside the window of a row of length n
 static int swat_lo(int n, const AttnRowCtx* ctx) {
-    float w = ctx->hp->v[0];
-    return w >= (float)n ? 0 : n - (int)w;
+    real w = ctx->hp->v[0];
+    return w >= (real)n ? 0 : n - (int)w;
 }
 
-static void swat_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void swat_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int lo = swat_lo(n, ctx), t = n - 1;
-    const float m = swat_slope(ctx), b = swat_bias(ctx);
+    const real m = swat_slope(ctx), b = swat_bias(ctx);
     for (int j = 0; j < lo; j++)
         a[j] = 0.0f;
     for (int j = lo; j < n; j++) {
-        float x = s[j] + m * (float)(j - t) + b;
-        a[j] = 1.0f / (1.0f + expf(-x));
+        real x = s[j] + m * (real)(j - t) + b;
+        a[j] = 1.0f / (1.0f + real_exp(-x));
     }
 }
 
-static void swat_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void swat_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
     (void)s;
     const int lo = swat_lo(n, ctx);
-    float gsum = 0.0f;
+    real gsum = 0.0f;
     for (int j = lo; j < n; j++) {
-        float g = da[j] * a[j] * (1.0f - a[j]);
+        real g = da[j] * a[j] * (1.0f - a[j]);
         ds[j] += g;
         gsum += g;
     }

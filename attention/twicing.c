@@ -32,24 +32,24 @@ static size_t twicing_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 
 // y_bh = alpha * x_bh - op(A_bh) x_bh for every (b, h): op = A (forward) or A^T (backward);
 // x and y are (B,T,C) with row stride C.
-static void twicing_apply(float* y, const float* x, const float* att, int transpose,
-                          const AttnDims* d, AttnWorkspace* ws) {
+static void twicing_apply(real* y, const real* x, const real* att, int transpose, const AttnDims* d,
+                          AttnWorkspace* ws) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, C = d->C;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const size_t off = (size_t)b * T * C + (size_t)h * hs;
-            const float* A = att + ((size_t)b * NH + h) * T * T;
+            const real* A = att + ((size_t)b * NH + h) * T * T;
             for (int t = 0; t < T; t++)
                 for (int i = 0; i < hs; i++)
                     y[off + (size_t)t * C + i] = 2.0f * x[off + (size_t)t * C + i];
-            mm_gemm(transpose, 0, T, hs, T, -1.0f, A, T, x + off, C, 1.0f, y + off, C);
+            real_gemm(transpose, 0, T, hs, T, -1.0f, A, T, x + off, C, 1.0f, y + off, C);
         }
     }
 }
 
 static void twicing_forward(AttnLayer* L) {
-    float* P = L->cache;
+    real* P = L->cache;
     AttnCore c = attn_layer_core(L);
     c.out = P;
     attn_pos_forward(&c, L, L->qk_pos);
@@ -59,10 +59,10 @@ static void twicing_forward(AttnLayer* L) {
 
 static void twicing_backward(AttnLayer* L) {
     const size_t BTC = (size_t)L->d.B * L->d.T * L->d.C;
-    float* P = L->cache;
-    float* neg_dout = P + BTC;
-    float* dP = P + 2 * BTC;
-    float* discard = P + 3 * BTC;
+    real* P = L->cache;
+    real* neg_dout = P + BTC;
+    real* dP = P + 2 * BTC;
+    real* discard = P + 3 * BTC;
     twicing_apply(dP, L->dout, L->att, 1, &L->d, L->ws);
     for (size_t i = 0; i < BTC; i++)
         neg_dout[i] = -L->dout[i];

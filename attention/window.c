@@ -65,28 +65,28 @@ static int window_lo(int n, const AttnRowCtx* ctx) {
     return w >= (long)n ? 0 : n - (int)w;
 }
 
-static void window_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void window_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int lo = window_lo(n, ctx);
     for (int j = 0; j < lo; j++)
         a[j] = 0.0f;
-    float m = -INFINITY;
+    real m = -INFINITY;
     for (int j = lo; j < n; j++)
-        m = fmaxf(m, s[j]);
-    float sum = 0.0f;
+        m = real_fmax(m, s[j]);
+    real sum = 0.0f;
     for (int j = lo; j < n; j++) {
-        a[j] = expf(s[j] - m);
+        a[j] = real_exp(s[j] - m);
         sum += a[j];
     }
-    const float inv = 1.0f / sum;
+    const real inv = 1.0f / sum;
     for (int j = lo; j < n; j++)
         a[j] *= inv;
 }
 
-static void window_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void window_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                 const AttnRowCtx* ctx) {
     (void)s;
     const int lo = window_lo(n, ctx);
-    float dot = 0.0f;
+    real dot = 0.0f;
     for (int j = lo; j < n; j++)
         dot += a[j] * da[j];
     for (int j = lo; j < n; j++)

@@ -7,8 +7,14 @@
 #include "common/util.h"
 #include "tests/testutil.h"
 
+// N(0, sd) draws into a buffer of the kernels' scalar type (as fill_normal for float)
+static void fill_real(real* x, size_t n, real sd, Rng* r) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = sd * rng_normal(r);
+}
+
 void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, int pos, int B,
-                   int T, int C, int NH, int nthreads, float tensor_noise, uint64_t seed) {
+                   int T, int C, int NH, int nthreads, real tensor_noise, uint64_t seed) {
     memset(h, 0, sizeof(*h));
     h->v = v;
     h->d = (AttnDims){.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH};
@@ -31,32 +37,32 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
         for (int q = 0; q < s->ndim; q++)
             n *= (size_t)s->shape[q];
         h->tsize[k] = n;
-        h->tp[k] = allocFloats(n);
-        h->dtp[k] = allocFloats(n);
-        float base = s->init == ATTN_INIT_CONST ? s->init_value : 0.0f;
-        float sd = tensor_noise > 0              ? tensor_noise
-                   : s->init == ATTN_INIT_NORMAL ? s->init_value
-                                                 : 0.05f;
+        h->tp[k] = real_alloc(n);
+        h->dtp[k] = real_alloc(n);
+        real base = s->init == ATTN_INIT_CONST ? s->init_value : 0.0f;
+        real sd = tensor_noise > 0              ? tensor_noise
+                  : s->init == ATTN_INIT_NORMAL ? s->init_value
+                                                : 0.05f;
         for (size_t i = 0; i < n; i++)
             h->tp[k][i] = base + sd * rng_normal(&r);
     }
     const size_t BTC = (size_t)B * T * C;
     const int P = h->row->params_per_head;
-    h->x = allocFloats(BTC);
-    h->qkv = allocFloats(3 * BTC);
-    h->out = allocFloats(BTC);
-    h->w = allocFloats(BTC);
-    h->att = allocFloats((size_t)B * NH * T * T);
+    h->x = real_alloc(BTC);
+    h->qkv = real_alloc(3 * BTC);
+    h->out = real_alloc(BTC);
+    h->w = real_alloc(BTC);
+    h->att = real_alloc((size_t)B * NH * T * T);
     size_t cf = v->layer_cache_floats ? v->layer_cache_floats(&h->d, &h->hp) : 0;
-    h->cache = allocFloats(cf + 1);
-    h->qk_pos = allocFloats(2 * BTC); // rotated q, k under rope
-    h->rowp = allocFloats((size_t)NH * P + 1);
-    h->drowp = allocFloats((size_t)NH * P + 1);
-    h->dx = allocFloats(BTC);
-    h->dqkv = allocFloats(3 * BTC);
-    fill_normal(h->x, BTC, 1.0f, &r);
-    fill_normal(h->qkv, 3 * BTC, 1.0f, &r);
-    fill_normal(h->w, BTC, 1.0f, &r);
+    h->cache = real_alloc(cf + 1);
+    h->qk_pos = real_alloc(2 * BTC); // rotated q, k under rope
+    h->rowp = real_alloc((size_t)NH * P + 1);
+    h->drowp = real_alloc((size_t)NH * P + 1);
+    h->dx = real_alloc(BTC);
+    h->dqkv = real_alloc(3 * BTC);
+    fill_real(h->x, BTC, 1.0f, &r);
+    fill_real(h->qkv, 3 * BTC, 1.0f, &r);
+    fill_real(h->w, BTC, 1.0f, &r);
     for (int hd = 0; hd < NH; hd++) { // off the init's symmetries
         if (h->row->init_params) h->row->init_params(h->rowp + hd * P, &h->row_hp);
         for (int k = 0; k < P; k++)
@@ -111,11 +117,11 @@ void harness_free(AttnHarness* h) {
 
 void harness_zero_grads(AttnHarness* h) {
     const size_t BTC = (size_t)h->d.B * h->d.T * h->d.C;
-    memset(h->dx, 0, sizeof(float) * BTC);
-    memset(h->dqkv, 0, sizeof(float) * 3 * BTC);
-    memset(h->drowp, 0, sizeof(float) * ((size_t)h->d.NH * h->row->params_per_head + 1));
+    memset(h->dx, 0, sizeof(real) * BTC);
+    memset(h->dqkv, 0, sizeof(real) * 3 * BTC);
+    memset(h->drowp, 0, sizeof(real) * ((size_t)h->d.NH * h->row->params_per_head + 1));
     for (int k = 0; k < h->ntens; k++)
-        memset(h->dtp[k], 0, sizeof(float) * h->tsize[k]);
+        memset(h->dtp[k], 0, sizeof(real) * h->tsize[k]);
 }
 
 double harness_loss(void* vp) {

@@ -17,11 +17,11 @@ typedef struct {
     AttnDims d;
     int ntens;
     AttnTensorSpec specs[ATTN_MAX_TENSORS];
-    float* tp[ATTN_MAX_TENSORS];
-    float* dtp[ATTN_MAX_TENSORS];
+    real* tp[ATTN_MAX_TENSORS];
+    real* dtp[ATTN_MAX_TENSORS];
     size_t tsize[ATTN_MAX_TENSORS];
-    float *x, *qkv, *out, *att, *cache, *qk_pos, *rowp, *w; // w: upstream gradient of out
-    float *dx, *dqkv, *drowp;
+    real *x, *qkv, *out, *att, *cache, *qk_pos, *rowp, *w; // w: upstream gradient of out
+    real *dx, *dqkv, *drowp;
     AttnWorkspace* ws;
     AttnLayer L;
 } AttnHarness;
@@ -32,7 +32,7 @@ typedef struct {
 // declared std, or 0.05 for constant inits); row parameters at their init plus N(0, 0.02);
 // x, qkv and w are N(0, 1). Everything is drawn from `seed`.
 void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, int pos, int B,
-                   int T, int C, int NH, int nthreads, float tensor_noise, uint64_t seed);
+                   int T, int C, int NH, int nthreads, real tensor_noise, uint64_t seed);
 void harness_free(AttnHarness* h);
 void harness_zero_grads(AttnHarness* h);
 double harness_loss(void* h); // forward, then sum(w * out) in double

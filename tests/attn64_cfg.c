@@ -1,0 +1,141 @@
+// tests/attn64_cfg.c: configurations and finite-difference check of the double-precision
+// attention suites (see attn64_cfg.h).
+#include "tests/attn64_cfg.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+
+// inner row maps of the layer-level variants: plain, with per-head parameters, sparse
+const char* const ATTN64_INNERS[ATTN64_N_INNER] = {"softmax", "ssmax", "sparsemax"};
+
+uint64_t attn64_seed(const char* label) {
+    uint64_t h = 1469598103934665603ULL;
+    for (const char* p = label; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h;
+}
+
+static int n_choices(const AttnHParamSpec* s) {
+    int n = 1;
+    for (const char* p = s->choices; *p; p++)
+        n += *p == '|';
+    return n;
+}
+
+static void add(Attn64Cfg* out, int* n, const AttnVariant* v, const AttnHParams* hp, int inner,
+                const char* what) {
+    ASSERT(*n < ATTN64_MAX_CFG);
+    Attn64Cfg* c = &out[(*n)++];
+    c->v = v;
+    c->hp = *hp;
+    if (v->layer_forward) {
+        c->hp.inner = attn_lookup(ATTN64_INNERS[inner % ATTN64_N_INNER]);
+        ASSERT(c->hp.inner);
+        snprintf(c->label, sizeof(c->label), "%s%s[inner=%s]", v->name, what, c->hp.inner->name);
+    } else {
+        snprintf(c->label, sizeof(c->label), "%s%s", v->name, what);
+    }
+}
+
+// the sweep values of numeric hyperparameter s (see the header); returns the count
+static int sweep_values(const AttnHParamSpec* s, float* out) {
+    double lo = s->min, def = s->def;
+    double hi = fmin((double)s->max, fmax(4.0 * fabs(def), def + 10.0));
+    int integer = strstr(s->help, "integer") != NULL;
+    int n = 0;
+    const double frac[3] = {0.1, 0.5, 1.0};
+    for (int k = 0; k < 3; k++) {
+        double x = lo + frac[k] * (hi - lo);
+        if (integer) x = rint(x);
+        out[n++] = (float)x;
+    }
+    if (lo >= 1.0 && s->max >= 1000.0f) out[n++] = (float)(lo + 2.0);
+    return n;
+}
+
+int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int hs) {
+    int n = 0;
+    const int layer = v->layer_forward != NULL;
+    AttnHParams base;
+    attn_hparams_default(&base, v, T_train, NH, hs, NH * hs, 2);
+    for (int in = 0; in < (layer ? ATTN64_N_INNER : 1); in++)
+        add(out, &n, v, &base, in, "");
+    for (int k = 0; k < v->n_hparams; k++) {
+        const AttnHParamSpec* s = &v->hparams[k];
+        char what[96];
+        if (s->choices) {
+            for (int c = 0; c < n_choices(s); c++) {
+                if (c == (int)s->def) continue;
+                AttnHParams hp = base;
+                hp.v[k] = (float)c;
+                snprintf(what, sizeof(what), "[%s=%d]", s->name, c);
+                for (int in = 0; in < (layer ? ATTN64_N_INNER : 1); in++)
+                    add(out, &n, v, &hp, in, what);
+            }
+        } else {
+            float vals[4];
+            int nv = sweep_values(s, vals);
+            for (int q = 0; q < nv; q++) {
+                if (vals[q] == s->def) continue;
+                AttnHParams hp = base;
+                hp.v[k] = vals[q];
+                snprintf(what, sizeof(what), "[%s=%g]", s->name, (double)vals[q]);
+                add(out, &n, v, &hp, n, what);
+            }
+        }
+    }
+    return n;
+}
+
+real attn64_max_abs(const real* x, size_t n) {
+    real m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (real_fabs(x[i]) > m) m = real_fabs(x[i]);
+    return m;
+}
+
+// 4-point central difference of f in *x with step h
+static double fd4(Attn64Loss f, void* ctx, real* x, double h) {
+    const real x0 = *x;
+    const double off[4] = {-2, -1, 1, 2};
+    double v[4];
+    for (int k = 0; k < 4; k++) {
+        *x = (real)((double)x0 + off[k] * h);
+        v[k] = f(ctx);
+    }
+    *x = x0;
+    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
+}
+
+Attn64Count attn64_check(Attn64Loss f, void* ctx, real* x, const real* g, size_t n, double gmax,
+                         double lmag, const char* label, const char* what) {
+    const double h1 = 1e-4, h2 = 5e-5;
+    // rounding noise of a 4-point estimate: ~18/12 ulp of the loss's terms over h
+    const double noise = 4e-15 * lmag / h2;
+    const double atol = 1e-9 * gmax + noise;
+    Attn64Count c = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        double d1 = fd4(f, ctx, &x[i], h1);
+        double d2 = fd4(f, ctx, &x[i], h2);
+        double ana = (double)g[i];
+        if (ana == 0.0 && d1 == 0.0 && d2 == 0.0) {
+            c.unused++;
+            continue;
+        }
+        if (fabs(d1 - d2) > 2e-7 * (fabs(d1) + fabs(d2)) + atol) {
+            c.kinks++; // a kink within 2 h1 of x[i]
+            continue;
+        }
+        double diff = fabs(d2 - ana), allowed = 1e-6 * (fabs(d2) + fabs(ana)) + atol;
+        ck_assert_msg(diff <= allowed,
+                      "%s: d%s[%zu] analytic %.12g vs numeric %.12g (|diff| %.3g > %.3g, rel %.3g)",
+                      label, what, i, ana, d2, diff, allowed,
+                      diff / (fabs(d2) + fabs(ana) + 1e-300));
+        c.checked++;
+    }
+    return c;
+}
