@@ -16,7 +16,7 @@
 // Hyperparameters: attn.beta0 = 2.5, attn.gamma0 = 100, attn.clamp = 80.
 //
 // Numerics: there is no max subtraction (that is the variant), so the exponent is clamped:
-// x_j = min(s_j - beta, attn.clamp) with attn.clamp = 80 (exp(80) = 5.5e34 is finite in float;
+// x_j = min(s_j - beta, attn.clamp) with attn.clamp = 80 (exp(80) = 5.5e34 is finite in real;
 // ReaLLM-Forge's ConSmaxV2 clamps its exponent likewise). Above the clamp a weight is constant and
 // its score gets no gradient. gamma is used as stored: a gamma driven through 0 by the optimizer
 // makes the weights non-finite and the trainer's non-finite guard names the tensor.
@@ -40,25 +40,25 @@ static const AttnHParamSpec CONSMAX_HP[] = {
 
 static const char* const CONSMAX_PARAMS[] = {"beta", "gamma"};
 
-static void consmax_init_params(float* p, const AttnHParams* hp) {
+static void consmax_init_params(real* p, const AttnHParams* hp) {
     p[0] = hp->v[HP_BETA0];
     p[1] = hp->v[HP_GAMMA0];
 }
 
-static void consmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float beta = ctx->p[0], inv_gamma = 1.0f / ctx->p[1], cl = ctx->hp->v[HP_CLAMP];
+static void consmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real beta = ctx->p[0], inv_gamma = 1.0f / ctx->p[1], cl = ctx->hp->v[HP_CLAMP];
     for (int j = 0; j < n; j++) {
-        const float x = s[j] - beta;
-        a[j] = expf(x < cl ? x : cl) * inv_gamma;
+        const real x = s[j] - beta;
+        a[j] = real_exp(x < cl ? x : cl) * inv_gamma;
     }
 }
 
-static void consmax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void consmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
-    const float beta = ctx->p[0], cl = ctx->hp->v[HP_CLAMP];
-    float g = 0.0f, gall = 0.0f; // sum_j da_j a_j over unclamped j, and over all j
+    const real beta = ctx->p[0], cl = ctx->hp->v[HP_CLAMP];
+    real g = 0.0f, gall = 0.0f; // sum_j da_j a_j over unclamped j, and over all j
     for (int j = 0; j < n; j++) {
-        const float t = da[j] * a[j];
+        const real t = da[j] * a[j];
         gall += t;
         if (s[j] - beta < cl) {
             ds[j] += t;

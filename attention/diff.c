@@ -40,7 +40,6 @@
 #include <string.h>
 
 #include "attention/attention.h"
-#include "common/matmul.h"
 #include "common/util.h"
 
 enum { HP_LAMBDA_MODE, HP_LAMBDA0, N_HP };
@@ -92,7 +91,7 @@ static size_t diff_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 }
 
 typedef struct {
-    float *A1, *A2, *U, *rinv, *slots;
+    real *A1, *A2, *U, *rinv, *slots;
 } DiffCache;
 
 static DiffCache diff_cache(const AttnLayer* L) {
@@ -106,36 +105,36 @@ static DiffCache diff_cache(const AttnLayer* L) {
     return k;
 }
 
-static float diff_lambda_init(const AttnLayer* L) {
+static real diff_lambda_init(const AttnLayer* L) {
     if ((int)L->hp->v[HP_LAMBDA_MODE] == LAMBDA_FIXED) return L->hp->v[HP_LAMBDA0];
-    return 0.8f - 0.6f * expf(-0.3f * (float)L->layer);
+    return 0.8f - 0.6f * real_exp(-0.3f * (real)L->layer);
 }
 
-static float diff_dot(const float* x, const float* y, int n) {
-    float a = 0.0f;
+static real diff_dot(const real* x, const real* y, int n) {
+    real a = 0.0f;
     for (int i = 0; i < n; i++)
         a += x[i] * y[i];
     return a;
 }
 
 // S1, S2 (T,T) of head h of item b from the (rotated) q, k of the core, plus ALiBi
-static void diff_scores(float* S1, float* S2, const AttnCore* c, const AttnLayer* L, int b, int h) {
+static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* L, int b, int h) {
     const int T = L->d.T, hs = L->d.hs, d = hs / 2;
-    const float sc = 1.0f / sqrtf((float)d);
-    const float* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
-    const float* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
-    mm_gemm(0, 1, T, T, d, sc, q, (int)c->ldq, k, (int)c->ldk, 0.0f, S1, T);
-    mm_gemm(0, 1, T, T, d, sc, q + d, (int)c->ldq, k + d, (int)c->ldk, 0.0f, S2, T);
-    const float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+    const real sc = 1.0f / real_sqrt((real)d);
+    const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
+    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
+    real_gemm(0, 1, T, T, d, sc, q, (int)c->ldq, k, (int)c->ldk, 0.0f, S1, T);
+    real_gemm(0, 1, T, T, d, sc, q + d, (int)c->ldq, k + d, (int)c->ldk, 0.0f, S2, T);
+    const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
     if (slope != 0.0f)
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++) {
-                S1[(size_t)t * T + j] -= slope * (float)(t - j);
-                S2[(size_t)t * T + j] -= slope * (float)(t - j);
+                S1[(size_t)t * T + j] -= slope * (real)(t - j);
+                S2[(size_t)t * T + j] -= slope * (real)(t - j);
             }
 }
 
-static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, float* scratch) {
+static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, real* scratch) {
     const int P = c->row->params_per_head, stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     return (AttnRowCtx){.hp = c->hp,
                         .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
@@ -154,10 +153,10 @@ static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
     return n;
 }
 
-static float diff_lambda(const AttnLayer* L, float* e1, float* e2) {
+static real diff_lambda(const AttnLayer* L, real* e1, real* e2) {
     const int d = L->d.hs / 2;
-    *e1 = expf(diff_dot(L->tp[T_LQ1], L->tp[T_LK1], d));
-    *e2 = expf(diff_dot(L->tp[T_LQ2], L->tp[T_LK2], d));
+    *e1 = real_exp(diff_dot(L->tp[T_LQ1], L->tp[T_LK1], d));
+    *e2 = real_exp(diff_dot(L->tp[T_LQ2], L->tp[T_LK2], d));
     return *e1 - *e2 + diff_lambda_init(L);
 }
 
@@ -168,17 +167,17 @@ static void diff_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     diff_reserve(L, &c);
-    float e1, e2;
-    const float lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
-    const float* w = L->tp[T_W];
+    real e1, e2;
+    const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
+    const real* w = L->tp[T_W];
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* tb = attn_thread_scratch(L->ws);
-            float *S1 = tb, *S2 = tb + TT, *rs = tb + 4 * TT + (size_t)T * hs;
+            real* tb = attn_thread_scratch(L->ws);
+            real *S1 = tb, *S2 = tb + TT, *rs = tb + 4 * TT + (size_t)T * hs;
             diff_scores(S1, S2, &c, L, b, h);
             const size_t bh = ((size_t)b * NH + h) * TT;
-            float *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
+            real *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
             AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
             for (int t = 0; t < T; t++) {
                 const size_t o = (size_t)t * T;
@@ -190,14 +189,14 @@ static void diff_forward(AttnLayer* L) {
                 for (int j = t + 1; j < T; j++)
                     A1[o + j] = A2[o + j] = D[o + j] = 0.0f;
             }
-            const float* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
-            float* U = k.U + (size_t)b * T * C + (size_t)h * hs;
-            mm_gemm(0, 0, T, hs, T, 1.0f, D, T, v, (int)c.ldv, 0.0f, U, (int)C);
+            const real* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real* U = k.U + (size_t)b * T * C + (size_t)h * hs;
+            real_gemm(0, 0, T, hs, T, 1.0f, D, T, v, (int)c.ldv, 0.0f, U, (int)C);
             for (int t = 0; t < T; t++) {
-                const float* u = U + (size_t)t * C;
-                const float ri = 1.0f / sqrtf(diff_dot(u, u, hs) / (float)hs + DIFF_EPS);
+                const real* u = U + (size_t)t * C;
+                const real ri = 1.0f / real_sqrt(diff_dot(u, u, hs) / (real)hs + DIFF_EPS);
                 k.rinv[((size_t)b * T + t) * NH + h] = ri;
-                float* o = L->out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                real* o = L->out + ((size_t)b * T + t) * C + (size_t)h * hs;
                 for (int i = 0; i < hs; i++)
                     o[i] = cnorm * w[i] * u[i] * ri;
             }
@@ -215,75 +214,75 @@ static void diff_backward(AttnLayer* L) {
     diff_reserve(L, &c);
     const int P = c.row->params_per_head, stride = c.rowp_stride > 0 ? c.rowp_stride : P;
     const size_t slot = diff_slot(&L->d, P);
-    memset(k.slots, 0, sizeof(float) * slot * (size_t)B * NH);
-    float e1, e2;
-    const float lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
-    const float sc = 1.0f / sqrtf((float)dh);
-    const float* w = L->tp[T_W];
+    memset(k.slots, 0, sizeof(real) * slot * (size_t)B * NH);
+    real e1, e2;
+    const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
+    const real sc = 1.0f / real_sqrt((real)dh);
+    const real* w = L->tp[T_W];
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float* tb = attn_thread_scratch(L->ws);
-            float *S1 = tb, *S2 = tb + TT, *dD = tb + 2 * TT, *dS = tb + 3 * TT, *dU = tb + 4 * TT;
-            float* rs = dU + (size_t)T * hs;
-            float* sl = k.slots + ((size_t)b * NH + h) * slot;
-            float *dw = sl, *dlam = sl + hs, *drp = sl + hs + 1;
+            real* tb = attn_thread_scratch(L->ws);
+            real *S1 = tb, *S2 = tb + TT, *dD = tb + 2 * TT, *dS = tb + 3 * TT, *dU = tb + 4 * TT;
+            real* rs = dU + (size_t)T * hs;
+            real* sl = k.slots + ((size_t)b * NH + h) * slot;
+            real *dw = sl, *dlam = sl + hs, *drp = sl + hs + 1;
             const size_t bh = ((size_t)b * NH + h) * TT;
-            const float *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
-            const float* U = k.U + (size_t)b * T * C + (size_t)h * hs;
+            const real *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
+            const real* U = k.U + (size_t)b * T * C + (size_t)h * hs;
             // RMSNorm backward: dU (T, hs) in the thread scratch
             for (int t = 0; t < T; t++) {
-                const float ri = k.rinv[((size_t)b * T + t) * NH + h];
-                const float* dO = L->dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-                const float* u = U + (size_t)t * C;
-                float* du = dU + (size_t)t * hs;
-                float m = 0.0f; // mean_i dn_i n_i
+                const real ri = k.rinv[((size_t)b * T + t) * NH + h];
+                const real* dO = L->dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+                const real* u = U + (size_t)t * C;
+                real* du = dU + (size_t)t * hs;
+                real m = 0.0f; // mean_i dn_i n_i
                 for (int i = 0; i < hs; i++) {
-                    const float n = u[i] * ri;
+                    const real n = u[i] * ri;
                     dw[i] += cnorm * dO[i] * n;
                     m += cnorm * w[i] * dO[i] * n;
                 }
-                m /= (float)hs;
+                m /= (real)hs;
                 for (int i = 0; i < hs; i++) {
-                    const float n = u[i] * ri;
+                    const real n = u[i] * ri;
                     du[i] = (cnorm * w[i] * dO[i] - n * m) * ri;
                 }
             }
-            const float* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
-            float* dv = c.dv + (size_t)b * T * c.ldv + (size_t)h * hs;
-            mm_gemm(0, 1, T, T, hs, 1.0f, dU, hs, v, (int)c.ldv, 0.0f, dD, T);
-            mm_gemm(1, 0, T, hs, T, 1.0f, D, T, dU, hs, 1.0f, dv, (int)c.ldv);
+            const real* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real* dv = c.dv + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real_gemm(0, 1, T, T, hs, 1.0f, dU, hs, v, (int)c.ldv, 0.0f, dD, T);
+            real_gemm(1, 0, T, hs, T, 1.0f, D, T, dU, hs, 1.0f, dv, (int)c.ldv);
             diff_scores(S1, S2, &c, L, b, h);
             AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
             ctx.dp = P > 0 ? drp : NULL;
-            float dl = 0.0f;
+            real dl = 0.0f;
             for (int t = 0; t < T; t++) {
                 const size_t o = (size_t)t * T;
                 ctx.t = t;
                 for (int j = 0; j <= t; j++)
                     dl -= dD[o + j] * A2[o + j];
-                memset(dS + o, 0, sizeof(float) * (size_t)T);
+                memset(dS + o, 0, sizeof(real) * (size_t)T);
                 c.row->backward_row(dS + o, dD + o, S1 + o, A1 + o, t + 1, &ctx);
                 for (int j = 0; j <= t; j++) // dA2 = -lambda dD, in place (dD is done with)
                     dD[o + j] *= -lambda;
-                memset(S1 + o, 0, sizeof(float) * (size_t)T); // S1 row becomes dS2
+                memset(S1 + o, 0, sizeof(real) * (size_t)T); // S1 row becomes dS2
                 c.row->backward_row(S1 + o, dD + o, S2 + o, A2 + o, t + 1, &ctx);
             }
             *dlam += dl;
-            const float* q = c.q + (size_t)b * T * c.ldq + (size_t)h * hs;
-            const float* kk = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
-            float* dq = c.dq + (size_t)b * T * c.ldq + (size_t)h * hs;
-            float* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
-            mm_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
-            mm_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
-            mm_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
-            mm_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
+            const real* q = c.q + (size_t)b * T * c.ldq + (size_t)h * hs;
+            const real* kk = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
+            real* dq = c.dq + (size_t)b * T * c.ldq + (size_t)h * hs;
+            real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
+            real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
+            real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
         }
     }
     attn_pos_backward_end(&c, &save, L);
-    float dlambda = 0.0f;
+    real dlambda = 0.0f;
     for (int bh = 0; bh < B * NH; bh++) { // fixed-order reduction of the slots
-        const float* sl = k.slots + (size_t)bh * slot;
+        const real* sl = k.slots + (size_t)bh * slot;
         for (int i = 0; i < hs; i++)
             L->dtp[T_W][i] += sl[i];
         dlambda += sl[hs];
@@ -291,7 +290,7 @@ static void diff_backward(AttnLayer* L) {
             for (int p = 0; p < P; p++)
                 L->drowp[(size_t)(bh % NH) * stride + p] += sl[hs + 1 + p];
     }
-    const float *lq1 = L->tp[T_LQ1], *lk1 = L->tp[T_LK1], *lq2 = L->tp[T_LQ2], *lk2 = L->tp[T_LK2];
+    const real *lq1 = L->tp[T_LQ1], *lk1 = L->tp[T_LK1], *lq2 = L->tp[T_LQ2], *lk2 = L->tp[T_LK2];
     for (int i = 0; i < dh; i++) {
         L->dtp[T_LQ1][i] += dlambda * e1 * lk1[i];
         L->dtp[T_LK1][i] += dlambda * e1 * lq1[i];

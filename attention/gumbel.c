@@ -51,8 +51,8 @@ static uint64_t mix64(uint64_t x) {
 }
 
 // z_j = (s_j + g_j) / tau (g = 0 at evaluation)
-static void gumbel_logits(float* z, const float* s, int n, const AttnRowCtx* ctx) {
-    const float inv_tau = 1.0f / ctx->hp->v[HP_TAU];
+static void gumbel_logits(real* z, const real* s, int n, const AttnRowCtx* ctx) {
+    const real inv_tau = 1.0f / ctx->hp->v[HP_TAU];
     if (ctx->step < 0) {
         for (int j = 0; j < n; j++)
             z[j] = s[j] * inv_tau;
@@ -63,17 +63,17 @@ static void gumbel_logits(float* z, const float* s, int n, const AttnRowCtx* ctx
                                 (uint64_t)ctx->h)) ^
         mix64((uint64_t)ctx->t * 0x100000001b3ull);
     for (int j = 0; j < n; j++) {
-        const float u = ((float)(mix64(base + (uint64_t)j) >> 40) + 0.5f) * 0x1.0p-24f;
-        z[j] = (s[j] - logf(-logf(u))) * inv_tau;
+        const real u = ((real)(mix64(base + (uint64_t)j) >> 40) + 0.5f) * 0x1.0p-24f;
+        z[j] = (s[j] - real_log(-real_log(u))) * inv_tau;
     }
 }
 
-static void gumbel_soft_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void gumbel_soft_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     gumbel_logits(a, s, n, ctx);
     rowops_softmax(a, a, n);
 }
 
-static void gumbel_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void gumbel_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     if ((int)ctx->hp->v[HP_HARD] == 0) {
         gumbel_soft_row(a, s, n, ctx);
         return;
@@ -86,15 +86,15 @@ static void gumbel_forward_row(float* a, const float* s, int n, const AttnRowCtx
         a[j] = j == jmax ? 1.0f : 0.0f;
 }
 
-static void gumbel_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void gumbel_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                 const AttnRowCtx* ctx) {
-    const float inv_tau = 1.0f / ctx->hp->v[HP_TAU];
-    const float* p = a;
+    const real inv_tau = 1.0f / ctx->hp->v[HP_TAU];
+    const real* p = a;
     if ((int)ctx->hp->v[HP_HARD] == 1) {
         gumbel_soft_row(ctx->scratch, s, n, ctx);
         p = ctx->scratch;
     }
-    const float dot = rowops_dot(p, da, n);
+    const real dot = rowops_dot(p, da, n);
     for (int j = 0; j < n; j++)
         ds[j] += p[j] * (da[j] - dot) * inv_tau;
 }

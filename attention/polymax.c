@@ -37,16 +37,16 @@ static const AttnHParamSpec POLYMAX_HP[] = {
     {"divisor", 1000.0f, 1e-6f, 1e9f, NULL, "divisor D of every weight"},
 };
 
-static float poly_pow(float x, float p) {
-    return p == 2.0f ? x * x : powf(x, p);
+static real poly_pow(real x, real p) {
+    return p == 2.0f ? x * x : real_pow(x, p);
 }
 
-static void polymax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void polymax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const float* v = ctx->hp->v;
-    const float x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
+    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
     for (int j = 0; j < n; j++) {
-        const float x = s[j];
-        float f = 0.0f;
+        const real x = s[j];
+        real f = 0.0f;
         if (x > 0.0f)
             f = poly_pow(x, p) + y0;
         else if (x >= x0)
@@ -55,16 +55,16 @@ static void polymax_forward_row(float* a, const float* s, int n, const AttnRowCt
     }
 }
 
-static void polymax_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void polymax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
     (void)a;
     const float* v = ctx->hp->v;
-    const float x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
+    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
     for (int j = 0; j < n; j++) {
-        const float x = s[j];
-        float d = 0.0f;
+        const real x = s[j];
+        real d = 0.0f;
         if (x > 0.0f)
-            d = p == 2.0f ? 2.0f * x : p * powf(x, p - 1.0f);
+            d = p == 2.0f ? 2.0f * x : p * real_pow(x, p - 1.0f);
         else if (x >= x0)
             d = -y0 / x0;
         ds[j] += da[j] * d * invd;

@@ -26,27 +26,27 @@
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
-static float sig_g(float x) {
-    return x >= 0.0f ? x - log1pf(expf(-x)) : 2.0f * x - log1pf(expf(x));
+static real sig_g(real x) {
+    return x >= 0.0f ? x - real_log1p(real_exp(-x)) : 2.0f * x - real_log1p(real_exp(x));
 }
 
-static float sig_sigma(float x) {
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    const float e = expf(x);
+static real sig_sigma(real x) {
+    if (x >= 0.0f) return 1.0f / (1.0f + real_exp(-x));
+    const real e = real_exp(x);
     return e / (1.0f + e);
 }
 
-static void sigsoftmax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void sigsoftmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
     for (int j = 0; j < n; j++)
         a[j] = sig_g(s[j]);
     rowops_softmax(a, a, n);
 }
 
-static void sigsoftmax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                    int n, const AttnRowCtx* ctx) {
+static void sigsoftmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                    const AttnRowCtx* ctx) {
     (void)ctx;
-    const float dot = rowops_dot(a, da, n);
+    const real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++)
         ds[j] += a[j] * (da[j] - dot) * (2.0f - sig_sigma(s[j]));
 }

@@ -29,19 +29,19 @@ static const AttnHParamSpec SOFTCAP_HP[] = {
     {"cap", 50.0f, 1e-3f, 1e6f, NULL, "soft cap c: scores become c tanh(s / c)"},
 };
 
-static void softcap_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float c = ctx->hp->v[HP_CAP], inv = 1.0f / c;
+static void softcap_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real c = ctx->hp->v[HP_CAP], inv = 1.0f / c;
     for (int j = 0; j < n; j++)
-        a[j] = c * tanhf(s[j] * inv);
+        a[j] = c * real_tanh(s[j] * inv);
     rowops_softmax(a, a, n);
 }
 
-static void softcap_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void softcap_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                  const AttnRowCtx* ctx) {
-    const float c = ctx->hp->v[HP_CAP], inv = 1.0f / c;
-    const float dot = rowops_dot(a, da, n);
+    const real c = ctx->hp->v[HP_CAP], inv = 1.0f / c;
+    const real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++) {
-        const float th = tanhf(s[j] * inv);
+        const real th = real_tanh(s[j] * inv);
         ds[j] += a[j] * (da[j] - dot) * (1.0f - th * th);
     }
 }

@@ -30,28 +30,29 @@
 
 #define LN2 0.693147180559945309f
 
-static void softermax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void softermax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
-    float m = -INFINITY, d = 0.0f;
+    real m = -INFINITY, d = 0.0f;
     for (int j = 0; j < n; j++) { // online pass: integer running max, rescaled running sum
-        const float mj = ceilf(s[j]) > m ? ceilf(s[j]) : m;
+        const real cj = -real_floor(-s[j]); // ceil(s_j)
+        const real mj = cj > m ? cj : m;
         if (mj > m) { // rescale by the exact power of two 2^(m - mj) (0 when it underflows)
-            const float sh = m - mj;
-            d = sh < -200.0f ? 0.0f : ldexpf(d, (int)sh);
+            const real sh = m - mj;
+            d = sh < -200.0f ? 0.0f : real_ldexp(d, (int)sh);
         }
         m = mj;
         d += rowops_exp_neg(LN2 * (s[j] - m));
     }
-    const float inv = 1.0f / d; // d >= 2^(max s - M) > 1/2
+    const real inv = 1.0f / d; // d >= 2^(max s - M) > 1/2
     for (int j = 0; j < n; j++)
         a[j] = rowops_exp_neg(LN2 * (s[j] - m)) * inv;
 }
 
-static void softermax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                   int n, const AttnRowCtx* ctx) {
+static void softermax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                   const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;
-    const float dot = rowops_dot(a, da, n);
+    const real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++)
         ds[j] += LN2 * a[j] * (da[j] - dot);
 }

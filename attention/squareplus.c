@@ -33,29 +33,29 @@ static const AttnHParamSpec SQUAREPLUS_HP[] = {
     {"b", 4.0f, 1e-6f, 1e6f, NULL, "curvature b > 0 of f(x) = (x + sqrt(x^2 + b)) / 2"},
 };
 
-static float squareplus(float x, float b, float r) {
+static real squareplus(real x, real b, real r) {
     return x >= 0.0f ? 0.5f * (x + r) : 0.5f * b / (r - x);
 }
 
-static void squareplus_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
-    const float b = ctx->hp->v[HP_B];
-    float sum = 0.0f;
+static void squareplus_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
+    const real b = ctx->hp->v[HP_B];
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        const float r = sqrtf(s[j] * s[j] + b);
+        const real r = real_sqrt(s[j] * s[j] + b);
         a[j] = squareplus(s[j], b, r);
         sum += a[j];
     }
-    const float inv = 1.0f / sum;
+    const real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
-static void squareplus_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                    int n, const AttnRowCtx* ctx) {
-    const float b = ctx->hp->v[HP_B];
-    const float dot = rowops_dot(a, da, n);
+static void squareplus_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                    const AttnRowCtx* ctx) {
+    const real b = ctx->hp->v[HP_B];
+    const real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++)
-        ds[j] += (da[j] - dot) * a[j] / sqrtf(s[j] * s[j] + b);
+        ds[j] += (da[j] - dot) * a[j] / real_sqrt(s[j] * s[j] + b);
 }
 
 const AttnVariant attn_squareplus = {

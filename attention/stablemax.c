@@ -24,24 +24,24 @@
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
-static void stablemax_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void stablemax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;
-    float sum = 0.0f;
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
         a[j] = s[j] >= 0.0f ? s[j] + 1.0f : 1.0f / (1.0f - s[j]);
         sum += a[j];
     }
-    const float inv = 1.0f / sum;
+    const real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
-static void stablemax_backward_row(float* ds, const float* da, const float* s, const float* a,
-                                   int n, const AttnRowCtx* ctx) {
+static void stablemax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
+                                   const AttnRowCtx* ctx) {
     (void)ctx;
-    const float dot = rowops_dot(a, da, n);
+    const real dot = rowops_dot(a, da, n);
     for (int j = 0; j < n; j++) {
-        const float g = s[j] >= 0.0f ? 1.0f / (1.0f + s[j]) : 1.0f / (1.0f - s[j]);
+        const real g = s[j] >= 0.0f ? 1.0f / (1.0f + s[j]) : 1.0f / (1.0f - s[j]);
         ds[j] += (da[j] - dot) * a[j] * g;
     }
 }

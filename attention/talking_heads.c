@@ -34,7 +34,6 @@
 #include <string.h>
 
 #include "attention/attention.h"
-#include "common/matmul.h"
 
 enum { T_PRE, T_POST, N_T };
 
@@ -76,28 +75,28 @@ static ThSetup th_setup(const AttnLayer* L) {
 }
 
 // S_h (all heads) and L_g = S_g + sum_h P1[g,h] S_h for item b, causal entries only
-static void th_scores(float* S, float* Lg, const ThSetup* s, const AttnLayer* L, int b) {
+static void th_scores(real* S, real* Lg, const ThSetup* s, const AttnLayer* L, int b) {
     const int T = L->d.T, NH = L->d.NH, hs = L->d.hs;
     const AttnCore* c = &s->c;
     const size_t TT = (size_t)T * T;
     for (int h = 0; h < NH; h++) {
-        const float* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
-        const float* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
-        float* Sh = S + h * TT;
-        mm_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, Sh, T);
-        const float slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+        const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
+        const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
+        real* Sh = S + h * TT;
+        real_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, Sh, T);
+        const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
         if (slope != 0.0f)
             for (int t = 0; t < T; t++)
                 for (int j = 0; j <= t; j++)
-                    Sh[(size_t)t * T + j] -= slope * (float)(t - j);
+                    Sh[(size_t)t * T + j] -= slope * (real)(t - j);
     }
-    const float* P1 = L->tp[T_PRE];
+    const real* P1 = L->tp[T_PRE];
     for (int g = 0; g < NH; g++) {
-        float* Lrow = Lg + g * TT;
+        real* Lrow = Lg + g * TT;
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++) {
                 const size_t e = (size_t)t * T + j;
-                float z = S[g * TT + e];
+                real z = S[g * TT + e];
                 for (int h = 0; h < NH; h++)
                     z += P1[g * NH + h] * S[h * TT + e];
                 Lrow[e] = z;
@@ -105,7 +104,7 @@ static void th_scores(float* S, float* Lg, const ThSetup* s, const AttnLayer* L,
     }
 }
 
-static AttnRowCtx th_ctx(const ThSetup* s, const AttnLayer* L, int g, float* scratch) {
+static AttnRowCtx th_ctx(const ThSetup* s, const AttnLayer* L, int g, real* scratch) {
     return (AttnRowCtx){.hp = s->c.hp,
                         .p = s->P > 0 ? s->c.rowp + (size_t)g * s->stride : NULL,
                         .scratch = scratch,
@@ -117,11 +116,11 @@ static AttnRowCtx th_ctx(const ThSetup* s, const AttnLayer* L, int g, float* scr
 }
 
 // key norms |k_j|^2 of head g for inner maps that need them
-static void th_key_sq(float* ks, const ThSetup* s, const AttnLayer* L, int b, int g) {
+static void th_key_sq(real* ks, const ThSetup* s, const AttnLayer* L, int b, int g) {
     const int T = L->d.T, hs = L->d.hs;
-    const float* k = s->c.k + (size_t)b * T * s->c.ldk + (size_t)g * hs;
+    const real* k = s->c.k + (size_t)b * T * s->c.ldk + (size_t)g * hs;
     for (int j = 0; j < T; j++) {
-        float a = 0.0f;
+        real a = 0.0f;
         for (int i = 0; i < hs; i++)
             a += k[(size_t)j * s->c.ldk + i] * k[(size_t)j * s->c.ldk + i];
         ks[j] = a;
@@ -133,14 +132,14 @@ static void th_forward(AttnLayer* L) {
     const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
     ThSetup s = th_setup(L);
     attn_pos_forward(&s.c, L, L->qk_pos);
-    const float* P2 = L->tp[T_POST];
-    float* Acache = L->cache;
+    const real* P2 = L->tp[T_POST];
+    real* Acache = L->cache;
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
-        float* tb = attn_thread_scratch(L->ws);
-        float *S = tb, *Lg = tb + NH * TT, *ks = tb + 4 * NH * TT, *rs = ks + 2 * T;
+        real* tb = attn_thread_scratch(L->ws);
+        real *S = tb, *Lg = tb + NH * TT, *ks = tb + 4 * NH * TT, *rs = ks + 2 * T;
         th_scores(S, Lg, &s, L, b);
-        float* A = Acache + (size_t)b * NH * TT;
+        real* A = Acache + (size_t)b * NH * TT;
         for (int g = 0; g < NH; g++) {
             AttnRowCtx ctx = th_ctx(&s, L, g, rs);
             if (s.c.row->needs_key_sq) {
@@ -149,33 +148,33 @@ static void th_forward(AttnLayer* L) {
             }
             for (int t = 0; t < T; t++) {
                 ctx.t = t;
-                float* arow = A + g * TT + (size_t)t * T;
+                real* arow = A + g * TT + (size_t)t * T;
                 s.c.row->forward_row(arow, Lg + g * TT + (size_t)t * T, t + 1, &ctx);
-                memset(arow + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
+                memset(arow + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
         }
-        float* W = L->att + (size_t)b * NH * TT;
+        real* W = L->att + (size_t)b * NH * TT;
         for (int k = 0; k < NH; k++) {
-            float* Wk = W + k * TT;
-            memcpy(Wk, A + k * TT, sizeof(float) * TT);
+            real* Wk = W + k * TT;
+            memcpy(Wk, A + k * TT, sizeof(real) * TT);
             for (int g = 0; g < NH; g++) {
-                const float m = P2[k * NH + g];
+                const real m = P2[k * NH + g];
                 if (m == 0.0f) continue;
-                const float* Ag = A + g * TT;
+                const real* Ag = A + g * TT;
                 for (int t = 0; t < T; t++)
                     for (int j = 0; j <= t; j++)
                         Wk[(size_t)t * T + j] += m * Ag[(size_t)t * T + j];
             }
-            const float* v = s.c.v + (size_t)b * T * s.c.ldv + (size_t)k * hs;
-            float* o = L->out + (size_t)b * T * C + (size_t)k * hs;
-            mm_gemm(0, 0, T, hs, T, 1.0f, Wk, T, v, (int)s.c.ldv, 0.0f, o, (int)C);
+            const real* v = s.c.v + (size_t)b * T * s.c.ldv + (size_t)k * hs;
+            real* o = L->out + (size_t)b * T * C + (size_t)k * hs;
+            real_gemm(0, 0, T, hs, T, 1.0f, Wk, T, v, (int)s.c.ldv, 0.0f, o, (int)C);
         }
     }
 }
 
 // <X, Y> over the causal entries of two (T,T) matrices
-static float th_causal_dot(const float* X, const float* Y, int T) {
-    float a = 0.0f;
+static real th_causal_dot(const real* X, const real* Y, int T) {
+    real a = 0.0f;
     for (int t = 0; t < T; t++)
         for (int j = 0; j <= t; j++)
             a += X[(size_t)t * T + j] * Y[(size_t)t * T + j];
@@ -188,34 +187,34 @@ static void th_backward(AttnLayer* L) {
     AttnPosSave save;
     ThSetup s = th_setup(L);
     attn_pos_backward_begin(&s.c, &save, L, L->qk_pos);
-    const float *P1 = L->tp[T_PRE], *P2 = L->tp[T_POST];
+    const real *P1 = L->tp[T_PRE], *P2 = L->tp[T_POST];
     const size_t slot = th_slot(&L->d, s.P);
-    float* slots = L->cache + (size_t)B * NH * TT;
-    memset(slots, 0, sizeof(float) * slot * (size_t)B);
+    real* slots = L->cache + (size_t)B * NH * TT;
+    memset(slots, 0, sizeof(real) * slot * (size_t)B);
 #pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
-        float* tb = attn_thread_scratch(L->ws);
-        float *S = tb, *Lg = tb + NH * TT, *X = tb + 2 * NH * TT, *Y = tb + 3 * NH * TT;
-        float *ks = tb + 4 * NH * TT, *dks = ks + T, *rs = ks + 2 * T;
-        float* sl = slots + (size_t)b * slot;
-        float *dP1 = sl, *dP2 = sl + NH * NH, *drp = sl + 2 * NH * NH;
-        const float* A = L->cache + (size_t)b * NH * TT;
-        const float* W = L->att + (size_t)b * NH * TT;
+        real* tb = attn_thread_scratch(L->ws);
+        real *S = tb, *Lg = tb + NH * TT, *X = tb + 2 * NH * TT, *Y = tb + 3 * NH * TT;
+        real *ks = tb + 4 * NH * TT, *dks = ks + T, *rs = ks + 2 * T;
+        real* sl = slots + (size_t)b * slot;
+        real *dP1 = sl, *dP2 = sl + NH * NH, *drp = sl + 2 * NH * NH;
+        const real* A = L->cache + (size_t)b * NH * TT;
+        const real* W = L->att + (size_t)b * NH * TT;
         // X = dW_k = do_k v_k^T ; dv_k += W_k^T do_k
         for (int k = 0; k < NH; k++) {
-            const float* dO = L->dout + (size_t)b * T * C + (size_t)k * hs;
-            const float* v = s.c.v + (size_t)b * T * s.c.ldv + (size_t)k * hs;
-            float* dv = s.c.dv + (size_t)b * T * s.c.ldv + (size_t)k * hs;
-            mm_gemm(0, 1, T, T, hs, 1.0f, dO, (int)C, v, (int)s.c.ldv, 0.0f, X + k * TT, T);
-            mm_gemm(1, 0, T, hs, T, 1.0f, W + k * TT, T, dO, (int)C, 1.0f, dv, (int)s.c.ldv);
+            const real* dO = L->dout + (size_t)b * T * C + (size_t)k * hs;
+            const real* v = s.c.v + (size_t)b * T * s.c.ldv + (size_t)k * hs;
+            real* dv = s.c.dv + (size_t)b * T * s.c.ldv + (size_t)k * hs;
+            real_gemm(0, 1, T, T, hs, 1.0f, dO, (int)C, v, (int)s.c.ldv, 0.0f, X + k * TT, T);
+            real_gemm(1, 0, T, hs, T, 1.0f, W + k * TT, T, dO, (int)C, 1.0f, dv, (int)s.c.ldv);
         }
         // Y = dA_g = dW_g + sum_k P2[k,g] dW_k ; dP2[k,g] += <dW_k, A_g>
         for (int g = 0; g < NH; g++) {
-            float* Yg = Y + g * TT;
-            memcpy(Yg, X + g * TT, sizeof(float) * TT);
+            real* Yg = Y + g * TT;
+            memcpy(Yg, X + g * TT, sizeof(real) * TT);
             for (int k = 0; k < NH; k++) {
-                const float m = P2[k * NH + g];
-                const float* Xk = X + k * TT;
+                const real m = P2[k * NH + g];
+                const real* Xk = X + k * TT;
                 dP2[k * NH + g] += th_causal_dot(Xk, A + g * TT, T);
                 if (m == 0.0f) continue;
                 for (int t = 0; t < T; t++)
@@ -230,12 +229,12 @@ static void th_backward(AttnLayer* L) {
             ctx.dp = s.P > 0 ? drp + (size_t)g * s.P : NULL;
             if (s.c.row->needs_key_sq) {
                 th_key_sq(ks, &s, L, b, g);
-                memset(dks, 0, sizeof(float) * (size_t)T);
+                memset(dks, 0, sizeof(real) * (size_t)T);
                 ctx.key_sq = ks;
                 ctx.dkey_sq = dks;
             }
-            float* Xg = X + g * TT;
-            memset(Xg, 0, sizeof(float) * TT);
+            real* Xg = X + g * TT;
+            memset(Xg, 0, sizeof(real) * TT);
             for (int t = 0; t < T; t++) {
                 ctx.t = t;
                 const size_t o = (size_t)t * T;
@@ -243,8 +242,8 @@ static void th_backward(AttnLayer* L) {
                                       t + 1, &ctx);
             }
             if (s.c.row->needs_key_sq) { // key_sq_j = |k_j|^2 => dk_j += 2 dkey_sq_j k_j
-                const float* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)g * hs;
-                float* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)g * hs;
+                const real* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)g * hs;
+                real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)g * hs;
                 for (int j = 0; j < T; j++)
                     for (int i = 0; i < hs; i++)
                         dk[(size_t)j * s.c.ldk + i] += 2.0f * dks[j] * k[(size_t)j * s.c.ldk + i];
@@ -252,11 +251,11 @@ static void th_backward(AttnLayer* L) {
         }
         // Y = dS_h = dL_h + sum_g P1[g,h] dL_g ; dP1[g,h] += <dL_g, S_h> ; then dq, dk
         for (int h = 0; h < NH; h++) {
-            float* Yh = Y + h * TT;
-            memcpy(Yh, X + h * TT, sizeof(float) * TT);
+            real* Yh = Y + h * TT;
+            memcpy(Yh, X + h * TT, sizeof(real) * TT);
             for (int g = 0; g < NH; g++) {
-                const float m = P1[g * NH + h];
-                const float* Xg = X + g * TT;
+                const real m = P1[g * NH + h];
+                const real* Xg = X + g * TT;
                 dP1[g * NH + h] += th_causal_dot(Xg, S + h * TT, T);
                 if (m == 0.0f) continue;
                 for (int t = 0; t < T; t++)
@@ -264,19 +263,19 @@ static void th_backward(AttnLayer* L) {
                         Yh[(size_t)t * T + j] += m * Xg[(size_t)t * T + j];
             }
             for (int t = 0; t < T; t++) // entries j > t carry no gradient
-                memset(Yh + (size_t)t * T + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
-            const float* q = s.c.q + (size_t)b * T * s.c.ldq + (size_t)h * hs;
-            const float* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)h * hs;
-            float* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
-            float* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
-            mm_gemm(0, 0, T, hs, T, s.c.scale, Yh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
-            mm_gemm(1, 0, T, hs, T, s.c.scale, Yh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
+                memset(Yh + (size_t)t * T + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
+            const real* q = s.c.q + (size_t)b * T * s.c.ldq + (size_t)h * hs;
+            const real* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)h * hs;
+            real* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
+            real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
+            real_gemm(0, 0, T, hs, T, s.c.scale, Yh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
+            real_gemm(1, 0, T, hs, T, s.c.scale, Yh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
         }
     }
     attn_pos_backward_end(&s.c, &save, L);
     // reduce the per-item slots over b in index order
     for (int b = 0; b < B; b++) {
-        const float* sl = slots + (size_t)b * slot;
+        const real* sl = slots + (size_t)b * slot;
         for (int i = 0; i < NH * NH; i++) {
             L->dtp[T_PRE][i] += sl[i];
             L->dtp[T_POST][i] += sl[NH * NH + i];

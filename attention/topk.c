@@ -37,10 +37,10 @@ static size_t topk_scratch(int T) {
 }
 
 // the k-th largest of x[0..n) (1 <= k <= n); x is permuted
-static float kth_largest(float* x, int n, int k) {
+static real kth_largest(real* x, int n, int k) {
     int lo = 0, hi = n - 1, want = k - 1;
     while (lo < hi) {
-        const float pivot = x[lo + (hi - lo) / 2];
+        const real pivot = x[lo + (hi - lo) / 2];
         int i = lo, j = hi;
         while (i <= j) { // descending partition
             while (x[i] > pivot)
@@ -48,7 +48,7 @@ static float kth_largest(float* x, int n, int k) {
             while (x[j] < pivot)
                 j--;
             if (i <= j) {
-                const float t = x[i];
+                const real t = x[i];
                 x[i] = x[j];
                 x[j] = t;
                 i++;
@@ -65,38 +65,38 @@ static float kth_largest(float* x, int n, int k) {
     return x[want];
 }
 
-static void topk_forward_row(float* a, const float* s, int n, const AttnRowCtx* ctx) {
+static void topk_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int k = (int)ctx->hp->v[HP_K];
     if (n <= k) {
         rowops_softmax(a, s, n);
         return;
     }
-    float* tmp = ctx->scratch;
-    memcpy(tmp, s, sizeof(float) * (size_t)n);
-    const float thr = kth_largest(tmp, n, k);
+    real* tmp = ctx->scratch;
+    memcpy(tmp, s, sizeof(real) * (size_t)n);
+    const real thr = kth_largest(tmp, n, k);
     int above = 0;
-    float m = -INFINITY;
+    real m = -INFINITY;
     for (int j = 0; j < n; j++) {
         above += s[j] > thr;
         m = s[j] > m ? s[j] : m;
     }
     int ties = k - above; // entries equal to thr to keep, lowest index first
-    float sum = 0.0f;
+    real sum = 0.0f;
     for (int j = 0; j < n; j++) {
         int keep = s[j] > thr;
         if (!keep && s[j] == thr && ties > 0) {
             keep = 1;
             ties--;
         }
-        a[j] = keep ? expf(s[j] - m) : 0.0f;
+        a[j] = keep ? real_exp(s[j] - m) : 0.0f;
         sum += a[j];
     }
-    const float inv = 1.0f / sum;
+    const real inv = 1.0f / sum;
     for (int j = 0; j < n; j++)
         a[j] *= inv;
 }
 
-static void topk_backward_row(float* ds, const float* da, const float* s, const float* a, int n,
+static void topk_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                               const AttnRowCtx* ctx) {
     (void)s;
     (void)ctx;
