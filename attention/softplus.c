@@ -54,6 +54,11 @@ static real softplus_kappa(const AttnHParams* hp, int n) {
 
 // log1p(e) for e in [0, 1]: 2 atanh(u), u = e/(2+e) in [0, 1/3], series to u^13 (truncation
 // < 2e-8 relative; measured <= 3 ulp overall), accurate for tiny e as well
+#ifdef ATTN_REAL_DOUBLE
+static inline real log1p_unit(real e) { // the double build: libm, exact to double
+    return log1p(e);
+}
+#else
 static inline real log1p_unit(real e) {
     real u = e / (2.0f + e), u2 = u * u;
     real q = 1.0f / 13.0f;
@@ -65,6 +70,7 @@ static inline real log1p_unit(real e) {
     real r = 2.0f * u;
     return r + r * u2 * q;
 }
+#endif
 
 // softplus(x) = max(x, 0) + log1p(exp(-|x|)): never overflows, exact to float for any x
 static inline real softplus_f(real x) {
