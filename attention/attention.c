@@ -63,6 +63,7 @@ struct AttnWorkspace {
     real* slopes;      // (NH) ALiBi slopes
     // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
     real *rope_cos, *rope_sin;
+    real* xpos_scale; // (T, hs/2) zeta_i^(t/512) for xPos (built on first use)
     int rope_hs;
     real* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
     size_t posgrad_n;
@@ -101,6 +102,7 @@ void attn_workspace_free(AttnWorkspace* ws) {
     free(ws->slopes);
     free(ws->rope_cos);
     free(ws->rope_sin);
+    free(ws->xpos_scale);
     free(ws->posgrad);
     free(ws->extra);
     free(ws);
@@ -285,22 +287,27 @@ static void rope_table(AttnWorkspace* ws, int hs) {
     if (ws->rope_cos && ws->rope_hs == hs) return;
     free(ws->rope_cos);
     free(ws->rope_sin);
+    free(ws->xpos_scale);
     const int half = hs / 2;
     ws->rope_cos = real_alloc((size_t)ws->T * (size_t)half);
     ws->rope_sin = real_alloc((size_t)ws->T * (size_t)half);
+    ws->xpos_scale = real_alloc((size_t)ws->T * (size_t)half);
     ws->rope_hs = hs;
     for (int i = 0; i < half; i++) {
         double theta = pow(10000.0, -2.0 * (double)i / (double)hs);
+        double lz = log((2.0 * i / hs + 0.4) / 1.4); // ln zeta_i (xPos)
         for (int t = 0; t < ws->T; t++) {
             double a = (double)t * theta;
             ws->rope_cos[(size_t)t * half + i] = (real)cos(a);
             ws->rope_sin[(size_t)t * half + i] = (real)sin(a);
+            ws->xpos_scale[(size_t)t * half + i] = (real)exp(lz * (double)t / 512.0);
         }
     }
 }
 
-void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
-               AttnWorkspace* ws, int inverse, int accumulate) {
+// R x (or R^T x), times the xPos scale zeta^(xsign t/512) per pair when xsign != 0
+static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                       AttnWorkspace* ws, int inverse, int accumulate, int xsign) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2;
     if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
     ASSERT(T <= ws->T);
@@ -311,13 +318,15 @@ void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims
         const int t = bt % T;
         const real* cs = ws->rope_cos + (size_t)t * half;
         const real* sn = ws->rope_sin + (size_t)t * half;
+        const real* xs = ws->xpos_scale + (size_t)t * half;
         const real* x = in + (size_t)bt * ldi;
         real* y = out + (size_t)bt * ldo;
         for (int h = 0; h < NH; h++) {
             for (int i = 0; i < half; i++) {
                 const size_t o = (size_t)h * hs + 2 * (size_t)i;
                 const real x0 = x[o], x1 = x[o + 1];
-                const real c = cs[i], s = sgn * sn[i];
+                const real z = xsign == 0 ? 1.0f : xsign > 0 ? xs[i] : 1.0f / xs[i];
+                const real c = z * cs[i], s = z * sgn * sn[i];
                 const real y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
                 if (accumulate) {
                     y[o] += y0;
@@ -331,17 +340,28 @@ void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims
     }
 }
 
+void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+               AttnWorkspace* ws, int inverse, int accumulate) {
+    rope_apply(out, ldo, in, ldi, d, ws, inverse, accumulate, 0);
+}
+
+void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+               AttnWorkspace* ws, int is_key, int inverse, int accumulate) {
+    rope_apply(out, ldo, in, ldi, d, ws, inverse, accumulate, is_key ? -1 : 1);
+}
+
 void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
     c->score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL;
-    if (L->pos_encoding != ATTN_POS_ROPE) return;
+    if (!attn_pos_rotates(L->pos_encoding)) return;
     if (!qk)
         die(EXIT_USAGE,
-            "attention layer %d: pos_encoding = rope but no buffer for the "
+            "attention layer %d: pos_encoding = rope/xpos but no buffer for the "
             "rotated q, k",
             L->layer);
     const size_t C = (size_t)L->d.C;
-    attn_rope(qk, 2 * C, c->q, c->ldq, &L->d, L->ws, 0, 0);
-    attn_rope(qk + C, 2 * C, c->k, c->ldk, &L->d, L->ws, 0, 0);
+    const int xs = L->pos_encoding == ATTN_POS_XPOS;
+    rope_apply(qk, 2 * C, c->q, c->ldq, &L->d, L->ws, 0, 0, xs ? 1 : 0);
+    rope_apply(qk + C, 2 * C, c->k, c->ldk, &L->d, L->ws, 0, 0, xs ? -1 : 0);
     c->q = qk;
     c->k = qk + C;
     c->ldq = c->ldk = 2 * C;
@@ -354,7 +374,7 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
     save->ldq = c->ldq;
     save->ldk = c->ldk;
     attn_pos_forward(c, L, qk);
-    if (L->pos_encoding != ATTN_POS_ROPE) return;
+    if (!attn_pos_rotates(L->pos_encoding)) return;
     AttnWorkspace* ws = L->ws;
     const size_t C = (size_t)L->d.C, n = (size_t)L->d.B * (size_t)L->d.T * 2 * C;
     if (ws->posgrad_n < n) {
@@ -373,8 +393,9 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
     if (!save->active) return;
     const size_t C = (size_t)L->d.C;
     const real* g = L->ws->posgrad;
-    if (save->dq) attn_rope(save->dq, save->ldq, g, 2 * C, &L->d, L->ws, 1, 1);
-    if (save->dk) attn_rope(save->dk, save->ldk, g + C, 2 * C, &L->d, L->ws, 1, 1);
+    const int xs = L->pos_encoding == ATTN_POS_XPOS;
+    if (save->dq) rope_apply(save->dq, save->ldq, g, 2 * C, &L->d, L->ws, 1, 1, xs ? 1 : 0);
+    if (save->dk) rope_apply(save->dk, save->ldk, g + C, 2 * C, &L->d, L->ws, 1, 1, xs ? -1 : 0);
 }
 
 // ---------------------------------------------------------------------------------------------

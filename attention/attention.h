@@ -123,7 +123,12 @@ typedef struct {
     AttnWorkspace* ws;
 } AttnLayer;
 
-enum { ATTN_POS_LEARNED, ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE };
+enum { ATTN_POS_LEARNED, ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS };
+
+// 1 when the encoding rotates q and k (rope, xpos): the layer then needs a (B,T,2C) qk_pos buffer
+static inline int attn_pos_rotates(int pos) {
+    return pos == ATTN_POS_ROPE || pos == ATTN_POS_XPOS;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The variant interface
@@ -236,10 +241,20 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 // Meta's LLaMA code; GPT-NeoX pairs i with i + hs/2 instead). Scores then depend on q and k only
 // through their relative position. ALiBi: s_tj += slope_h * (j - t), slope_h = 2^(-8(h+1)/NH).
 //
+// xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer", arXiv 2212.10554): RoPE with an
+// exponential decay. Pair i of q at position t is also multiplied by zeta_i^(t/512) and of k by
+// zeta_i^(-t/512), zeta_i = (2i/hs + 0.4) / 1.4 (the paper's gamma = 0.4, scale base 512), so
+// q_t . k_j carries zeta_i^((t - j)/512) <= 1: attention to distant keys decays. Positions are not
+// centred (the scores depend on t - j only; q and k grow or shrink as zeta^(+-T/512)).
+//
 // attn_rope: out (row stride ldo) = R x (inverse: R^T x) for the (B,T,C) view `in` (row stride
 // ldi); accumulate = 1 adds into out. out may equal in when accumulate = 0.
 void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int inverse, int accumulate);
+// attn_xpos: as attn_rope, times zeta_i^(+t/512) for queries (is_key = 0) or zeta_i^(-t/512) for
+// keys (is_key = 1); inverse applies the transpose (the same scale with R^T).
+void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+               AttnWorkspace* ws, int is_key, int inverse, int accumulate);
 
 // The core of the default pipeline for a layer, before position encoding: q, k, v views of
 // L->qkv, scale 1/sqrt(hs), the row map with its params, step, seed, layer; out into L->out,

@@ -243,10 +243,11 @@ int config_validate(const Config* c, char* err, size_t errcap) {
         snprintf(err, errcap, "n_embd = %d is not divisible by n_head = %d", c->n_embd, c->n_head);
         return -1;
     }
-    if (strcmp(c->pos_encoding, "rope") == 0 && (c->n_embd / c->n_head) % 2 != 0) {
+    if ((strcmp(c->pos_encoding, "rope") == 0 || strcmp(c->pos_encoding, "xpos") == 0) &&
+        (c->n_embd / c->n_head) % 2 != 0) {
         snprintf(err, errcap,
-                 "pos_encoding = rope needs an even head size, but n_embd / n_head = %d / %d = %d",
-                 c->n_embd, c->n_head, c->n_embd / c->n_head);
+                 "pos_encoding = %s needs an even head size, but n_embd / n_head = %d / %d = %d",
+                 c->pos_encoding, c->n_embd, c->n_head, c->n_embd / c->n_head);
         return -1;
     }
     if (c->seq_len > c->block_size) {

@@ -25,10 +25,13 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
         g->pos_encoding = ATTN_POS_ALIBI;
     else if (strcmp(c->pos_encoding, "none") == 0)
         g->pos_encoding = ATTN_POS_NONE;
+    else if (strcmp(c->pos_encoding, "xpos") == 0)
+        g->pos_encoding = ATTN_POS_XPOS;
     else {
-        snprintf(err, errcap,
-                 "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi or none)",
-                 c->pos_encoding);
+        snprintf(
+            err, errcap,
+            "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi, none or xpos)",
+            c->pos_encoding);
         return -1;
     }
     if (g->n_layer > GPT2_MAX_LAYERS) {

@@ -249,7 +249,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         AttnDims d = {.B = B, .T = T, .C = (int)C, .NH = (int)NH, .hs = (int)(C / NH)};
         size_t cf = la->v->layer_cache_floats ? la->v->layer_cache_floats(&d, &la->hp) : 0;
         // under rope the layer's rotated q, k (B,T,2C) come first, then the variant's cache
-        size_t qkn = m->cfg.pos_encoding == ATTN_POS_ROPE ? BT * 2 * C : 0;
+        size_t qkn = attn_pos_rotates(m->cfg.pos_encoding) ? BT * 2 * C : 0;
         m->attn_cache[l] = cf + qkn ? allocFloats(cf + qkn) : NULL;
         size_t rs = attn_row_scratch(la->row, T);
         if (rs > row_scratch) row_scratch = rs;
@@ -289,7 +289,7 @@ static AttnLayer make_layer(GPT2* m, int l, int B, int T) {
                    .out = m->atty + l * BTC,
                    .att = m->att + (size_t)l * B * NH * T * T,
                    .ws = m->ws};
-    if (m->cfg.pos_encoding == ATTN_POS_ROPE) {
+    if (attn_pos_rotates(m->cfg.pos_encoding)) {
         L.qk_pos = m->attn_cache[l];
         L.cache = m->attn_cache[l] + (size_t)m->B * m->T * 2 * C;
     } else {

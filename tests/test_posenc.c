@@ -24,8 +24,9 @@
 #include "tests/attn_harness.h"
 #include "tests/testutil.h"
 
-static const int POS[3] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE};
-static const char* const POS_NAME[4] = {"learned", "rope", "alibi", "none"};
+static const int POS[4] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS};
+static const char* const POS_NAME[5] = {"learned", "rope", "alibi", "none", "xpos"};
+#define N_POS 4
 
 // 4-point central difference of f at *x with step h
 static double fd(void* prob, double (*f)(void*), float* x, double h) {
@@ -131,6 +132,70 @@ START_TEST(test_rope_reference) {
 }
 END_TEST
 
+// xPos against its formula (Sun et al. 2022): pair i of a query at position t is R_t x scaled by
+// zeta_i^(t/512), of a key by zeta_i^(-t/512), zeta_i = (2i/hs + 0.4) / 1.4. Scores then depend on
+// t - s only and decay with the distance; the transpose undoes the map.
+START_TEST(test_xpos_reference) {
+    const int B = 1, T = 9, NH = 2, hs = 8, C = NH * hs;
+    AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
+    AttnWorkspace* ws = attn_workspace_new(B, T, NH, 1, 0, 0);
+    Rng r;
+    rng_seed(&r, 11);
+    size_t n = (size_t)B * T * C;
+    float *x = allocFloats(n), *yq = allocFloats(n), *yk = allocFloats(n), *z = allocFloats(n);
+    fill_normal(x, n, 1.0f, &r);
+    attn_xpos(yq, C, x, C, &d, ws, 0, 0, 0);
+    attn_xpos(yk, C, x, C, &d, ws, 1, 0, 0);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hs / 2; i++) {
+                size_t o = (size_t)t * C + (size_t)h * hs + 2 * (size_t)i;
+                double a = t * pow(10000.0, -2.0 * i / hs);
+                double zeta = (2.0 * i / hs + 0.4) / 1.4, sq = pow(zeta, t / 512.0);
+                double e0 = x[o] * cos(a) - x[o + 1] * sin(a);
+                double e1 = x[o] * sin(a) + x[o + 1] * cos(a);
+                ck_assert_msg(fabs(yq[o] - sq * e0) < 1e-5 && fabs(yq[o + 1] - sq * e1) < 1e-5,
+                              "xpos query (t=%d, i=%d): %g %g vs %g %g", t, i, yq[o], yq[o + 1],
+                              sq * e0, sq * e1);
+                ck_assert_msg(fabs(yk[o] - e0 / sq) < 1e-5 && fabs(yk[o + 1] - e1 / sq) < 1e-5,
+                              "xpos key (t=%d, i=%d): %g %g vs %g %g", t, i, yk[o], yk[o + 1],
+                              e0 / sq, e1 / sq);
+            }
+    // the transpose: X^T X x = scale^2 x per pair (a rotation scaled by zeta^(t/512))
+    attn_xpos(z, C, yq, C, &d, ws, 0, 1, 0);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hs; i++) {
+            double zeta = (2.0 * ((i % (hs)) / 2) / hs + 0.4) / 1.4, sq = pow(zeta, t / 512.0);
+            size_t o = (size_t)t * C + (size_t)i;
+            ck_assert_msg(fabs(z[o] - sq * sq * x[o]) < 1e-5, "xpos transpose at t=%d i=%d", t, i);
+        }
+    // relative: <Xq_t q, Xk_s k> depends on t - s only
+    float *q = allocFloats(n), *k = allocFloats(n), *qr = allocFloats(n), *kr = allocFloats(n);
+    for (int i = 0; i < hs; i++) {
+        float qv = rng_normal(&r), kv = rng_normal(&r);
+        q[(size_t)3 * C + i] = q[(size_t)8 * C + i] = qv;
+        k[(size_t)1 * C + i] = k[(size_t)6 * C + i] = kv;
+    }
+    attn_xpos(qr, C, q, C, &d, ws, 0, 0, 0);
+    attn_xpos(kr, C, k, C, &d, ws, 1, 0, 0);
+    double s31 = 0, s86 = 0;
+    for (int i = 0; i < hs; i++) {
+        s31 += (double)qr[(size_t)3 * C + i] * kr[(size_t)1 * C + i];
+        s86 += (double)qr[(size_t)8 * C + i] * kr[(size_t)6 * C + i];
+    }
+    ck_assert_msg(fabs(s31 - s86) < 1e-5, "xpos score at (3,1) %g vs (8,6) %g", s31, s86);
+    free(q);
+    free(k);
+    free(qr);
+    free(kr);
+    free(x);
+    free(yq);
+    free(yk);
+    free(z);
+    attn_workspace_free(ws);
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // layer gradient check under each position encoding
 
@@ -148,10 +213,13 @@ static void collect_layer_variants(void) {
 }
 
 START_TEST(test_layer_gradcheck_posenc) {
-    const AttnVariant* v = LAYER_VARIANTS[_i / 3];
-    const int pos = POS[_i % 3];
+    const int vi = _i / N_POS, pi = _i % N_POS;
+    const AttnVariant* v = LAYER_VARIANTS[vi];
+    const int pos = POS[pi];
     AttnHarness p;
-    harness_setup(&p, v, NULL, pos, 1, 5, 8, 2, 1, 0.1f, 77 + (uint64_t)_i);
+    // seeds of the first three encodings as when they were the only ones; xpos draws its own
+    const uint64_t seed = pi < 3 ? 77 + (uint64_t)(vi * 3 + pi) : 7077 + (uint64_t)vi;
+    harness_setup(&p, v, NULL, pos, 1, 5, 8, 2, 1, 0.1f, seed);
     attention_forward(&p.L);
     attention_backward(&p.L);
     const size_t BTC = 40;
@@ -185,16 +253,17 @@ START_TEST(test_layer_sees_position) {
     const int T = 6, C = 8, BTC = T * C;
     float* ref = allocFloats((size_t)BTC);
     AttnHarness p;
-    for (int k = 0; k < 3; k++) {
-        harness_setup(&p, v, NULL, POS[2 - k], 1, T, C, 2, 1, 0.1f,
-                      555); // none first, then alibi, rope
+    static const int ORDER[N_POS] = {ATTN_POS_NONE, ATTN_POS_ALIBI, ATTN_POS_ROPE, ATTN_POS_XPOS};
+    for (int k = 0; k < N_POS; k++) {
+        harness_setup(&p, v, NULL, ORDER[k], 1, T, C, 2, 1, 0.1f,
+                      555); // none first, then alibi, rope, xpos
         attention_forward(&p.L);
         if (k == 0) {
             memcpy(ref, p.out, sizeof(float) * (size_t)BTC);
         } else {
             ck_assert_msg(rel_diff(p.out, ref, (size_t)BTC) > 1e-4,
                           "%s: output under %s equals the output without position encoding",
-                          v->name, POS_NAME[POS[2 - k]]);
+                          v->name, POS_NAME[ORDER[k]]);
         }
         harness_free(&p);
     }
@@ -248,8 +317,9 @@ static double ml_loss(void* vp) {
 static const struct {
     const char *att, *pos;
 } MODEL_CASES[] = {
-    {"softmax", "learned"}, {"softmax", "rope"}, {"softmax", "alibi"}, {"softmax", "none"},
-    {"boosted", "rope"},    {"twicing", "rope"}, {"linear", "rope"},   {"window", "rope"},
+    {"softmax", "learned"}, {"softmax", "rope"},       {"softmax", "alibi"}, {"softmax", "none"},
+    {"boosted", "rope"},    {"twicing", "rope"},       {"linear", "rope"},   {"window", "rope"},
+    {"softmax", "xpos"},    {"talking_heads", "xpos"},
 };
 
 START_TEST(test_model_gradcheck_posenc) {
@@ -518,13 +588,14 @@ static Suite* posenc_suite(void) {
     Suite* s = suite_create("posenc");
     TCase* tr = tcase_create("rope");
     tcase_add_test(tr, test_rope_reference);
+    tcase_add_test(tr, test_xpos_reference);
     tcase_add_test(tr, test_window_rows);
     tcase_add_test(tr, test_twicing_reference);
     suite_add_tcase(s, tr);
     TCase* tl = tcase_create("layer");
     tcase_set_timeout(tl, 120);
     collect_layer_variants();
-    tcase_add_loop_test(tl, test_layer_gradcheck_posenc, 0, 3 * N_LAYER_VARIANTS);
+    tcase_add_loop_test(tl, test_layer_gradcheck_posenc, 0, N_POS * N_LAYER_VARIANTS);
     tcase_add_loop_test(tl, test_layer_sees_position, 0, N_LAYER_VARIANTS);
     suite_add_tcase(s, tl);
     TCase* tm = tcase_create("model");

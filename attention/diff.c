@@ -1,0 +1,314 @@
+// attention/diff.c: differential attention (DIFF Transformer): the difference of two attention
+// maps of the inner row map, with a learned scalar lambda and a per-head RMS normalisation.
+//
+// Per head h, its query and key split into halves of d = hs/2 channels (q = [q1, q2],
+// k = [k1, k2]); v keeps all hs channels. With the inner row map (attn.inner, default softmax):
+//   A1 = rowmap(q1 k1^T / sqrt(d)),  A2 = rowmap(q2 k2^T / sqrt(d))   (position encoding on q, k)
+//   D  = A1 - lambda A2,   U = D v
+//   lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
+//   o_t = (1 - lambda_init) * w (.) U_t / sqrt(mean_i U_ti^2 + eps)     (RMSNorm per head, eps
+//   1e-5)
+// lambda_init = 0.8 - 0.6 exp(-0.3 l) for layer index l = 0, 1, ... (the paper's depth schedule,
+// with its 1-based l - 1), or attn.lambda0 with attn.lambda_mode = fixed.
+// Causal: both maps see keys j <= t only, so D and o do too.
+//
+// Source: T. Ye, L. Dong, Y. Xia, Y. Sun, Y. Zhu, G. Huang, F. Wei, "Differential Transformer",
+// ICLR 2025, arXiv 2410.05258 (Eq. 1-3; the reference code's lambda vectors of size head_dim,
+// shared by the heads of a layer, init N(0, 0.1); sub-layer RMSNorm with a learnable weight of
+// size 2 head_dim). Here the GPT-2 head of hs channels plays the paper's 2d: the same parameter
+// count as the softmax baseline, the halves of q and k being the paper's two groups.
+//
+// Tensors (per layer, no weight decay): lq1, lk1, lq2, lk2 (hs/2), init N(0, 0.1); w (hs), init 1.
+// Hyperparameters: attn.lambda_mode = depth | fixed, attn.lambda0 = 0.8.
+// att holds D (rows sum to 1 - lambda for a normalised inner map; entries can be negative).
+//
+// Backward, per (b, h), with n_t = U_t / r_t, r_t = sqrt(mean U_t^2 + eps), c = 1 - lambda_init:
+//   dw += c sum_t dO_t (.) n_t ;  dn_t = c w (.) dO_t
+//   dU_t = (dn_t - n_t mean_i(dn_ti n_ti)) / r_t                       (RMSNorm VJP)
+//   dD = dU v^T ;  dv += D^T dU
+//   dA1 = dD ;  dA2 = -lambda dD ;  dlambda += -<dD, A2>  (causal entries)
+//   dS1 = VJP_rowmap(dA1), dS2 = VJP_rowmap(dA2) row by row (O(n) each)
+//   dq1 += dS1 k1 / sqrt(d) ;  dk1 += dS1^T q1 / sqrt(d)   (same for q2, k2)
+//   dlq1 += dlambda e1 lk1 ;  dlk1 += dlambda e1 lq1 ;  dlq2 -= dlambda e2 lk2 ;  dlk2 -= ...
+// with e1 = exp(lq1 . lk1), e2 = exp(lq2 . lk2). S1, S2 are recomputed in backward.
+// Threading: parallel over (b, h); each pair writes its own slices of dq, dk, dv and its own slot
+// for dw, dlambda and the row parameters, reduced over (b, h) in index order: results are
+// identical for any thread count.
+// Cache: A1, A2 (B,NH,T,T), U (B,T,C), 1/r (B,T,NH), slots. Inner maps that need key norms are
+// refused at setup.
+#include <math.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "common/util.h"
+
+enum { HP_LAMBDA_MODE, HP_LAMBDA0, N_HP };
+enum { LAMBDA_DEPTH, LAMBDA_FIXED };
+enum { T_LQ1, T_LK1, T_LQ2, T_LK2, T_W, N_T };
+
+#define DIFF_EPS 1e-5f
+
+static const AttnHParamSpec DIFF_HP[N_HP] = {
+    [HP_LAMBDA_MODE] = {"lambda_mode", LAMBDA_DEPTH, 0, 0, "depth|fixed",
+                        "lambda_init = 0.8 - 0.6 exp(-0.3 layer), or attn.lambda0"},
+    [HP_LAMBDA0] = {"lambda0", 0.8f, -10.0f, 10.0f, NULL, "lambda_init when lambda_mode = fixed"},
+};
+
+static int diff_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    if (hp->inner && hp->inner->needs_key_sq)
+        die(EXIT_USAGE, "attention 'diff': inner map '%s' needs key norms (not supported)",
+            hp->inner->name);
+    if (d->hs % 2 != 0)
+        die(EXIT_USAGE,
+            "attention 'diff' splits each head's q and k in halves: head size %d is odd", d->hs);
+    static const char* const names[4] = {"lq1", "lk1", "lq2", "lk2"};
+    for (int i = 0; i < 4; i++)
+        out[i] = (AttnTensorSpec){.name = names[i],
+                                  .ndim = 1,
+                                  .shape = {d->hs / 2},
+                                  .decay = 0,
+                                  .init = ATTN_INIT_NORMAL,
+                                  .init_value = 0.1f};
+    out[T_W] = (AttnTensorSpec){.name = "w",
+                                .ndim = 1,
+                                .shape = {d->hs},
+                                .decay = 0,
+                                .init = ATTN_INIT_CONST,
+                                .init_value = 1};
+    return N_T;
+}
+
+// per-(b,h) slot: dw (hs) | dlambda (1) | drowp (P)
+static size_t diff_slot(const AttnDims* d, int P) {
+    return (size_t)d->hs + 1 + (size_t)P;
+}
+
+static size_t diff_cache_floats(const AttnDims* d, const AttnHParams* hp) {
+    const int P = hp->inner ? hp->inner->params_per_head : 0;
+    const size_t BNH = (size_t)d->B * d->NH;
+    return 2 * BNH * d->T * d->T + (size_t)d->B * d->T * d->C + (size_t)d->B * d->T * d->NH +
+           BNH * diff_slot(d, P);
+}
+
+typedef struct {
+    real *A1, *A2, *U, *rinv, *slots;
+} DiffCache;
+
+static DiffCache diff_cache(const AttnLayer* L) {
+    const size_t BNH = (size_t)L->d.B * L->d.NH, TT = (size_t)L->d.T * L->d.T;
+    DiffCache k;
+    k.A1 = L->cache;
+    k.A2 = k.A1 + BNH * TT;
+    k.U = k.A2 + BNH * TT;
+    k.rinv = k.U + (size_t)L->d.B * L->d.T * L->d.C;
+    k.slots = k.rinv + (size_t)L->d.B * L->d.T * L->d.NH;
+    return k;
+}
+
+static real diff_lambda_init(const AttnLayer* L) {
+    if ((int)L->hp->v[HP_LAMBDA_MODE] == LAMBDA_FIXED) return L->hp->v[HP_LAMBDA0];
+    return 0.8f - 0.6f * real_exp(-0.3f * (real)L->layer);
+}
+
+static real diff_dot(const real* x, const real* y, int n) {
+    real a = 0.0f;
+    for (int i = 0; i < n; i++)
+        a += x[i] * y[i];
+    return a;
+}
+
+// S1, S2 (T,T) of head h of item b from the (rotated) q, k of the core, plus ALiBi
+static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* L, int b, int h) {
+    const int T = L->d.T, hs = L->d.hs, d = hs / 2;
+    const real sc = 1.0f / real_sqrt((real)d);
+    const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
+    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
+    real_gemm(0, 1, T, T, d, sc, q, (int)c->ldq, k, (int)c->ldk, 0.0f, S1, T);
+    real_gemm(0, 1, T, T, d, sc, q + d, (int)c->ldq, k + d, (int)c->ldk, 0.0f, S2, T);
+    const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+    if (slope != 0.0f)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++) {
+                S1[(size_t)t * T + j] -= slope * (real)(t - j);
+                S2[(size_t)t * T + j] -= slope * (real)(t - j);
+            }
+}
+
+static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, real* scratch) {
+    const int P = c->row->params_per_head, stride = c->rowp_stride > 0 ? c->rowp_stride : P;
+    return (AttnRowCtx){.hp = c->hp,
+                        .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
+                        .scratch = scratch,
+                        .T = L->d.T,
+                        .h = h,
+                        .step = L->step,
+                        .seed = L->seed,
+                        .layer = L->layer};
+}
+
+static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
+    const size_t TT = (size_t)L->d.T * L->d.T;
+    const size_t n = 4 * TT + (size_t)L->d.T * L->d.hs + attn_row_scratch(c->row, L->d.T);
+    attn_workspace_reserve(L->ws, n);
+    return n;
+}
+
+static real diff_lambda(const AttnLayer* L, real* e1, real* e2) {
+    const int d = L->d.hs / 2;
+    *e1 = real_exp(diff_dot(L->tp[T_LQ1], L->tp[T_LK1], d));
+    *e2 = real_exp(diff_dot(L->tp[T_LQ2], L->tp[T_LK2], d));
+    return *e1 - *e2 + diff_lambda_init(L);
+}
+
+static void diff_forward(AttnLayer* L) {
+    const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs;
+    const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
+    DiffCache k = diff_cache(L);
+    AttnCore c = attn_layer_core(L);
+    attn_pos_forward(&c, L, L->qk_pos);
+    diff_reserve(L, &c);
+    real e1, e2;
+    const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
+    const real* w = L->tp[T_W];
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real* tb = attn_thread_scratch(L->ws);
+            real *S1 = tb, *S2 = tb + TT, *rs = tb + 4 * TT + (size_t)T * hs;
+            diff_scores(S1, S2, &c, L, b, h);
+            const size_t bh = ((size_t)b * NH + h) * TT;
+            real *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
+            AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
+            for (int t = 0; t < T; t++) {
+                const size_t o = (size_t)t * T;
+                ctx.t = t;
+                c.row->forward_row(A1 + o, S1 + o, t + 1, &ctx);
+                c.row->forward_row(A2 + o, S2 + o, t + 1, &ctx);
+                for (int j = 0; j <= t; j++)
+                    D[o + j] = A1[o + j] - lambda * A2[o + j];
+                for (int j = t + 1; j < T; j++)
+                    A1[o + j] = A2[o + j] = D[o + j] = 0.0f;
+            }
+            const real* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real* U = k.U + (size_t)b * T * C + (size_t)h * hs;
+            real_gemm(0, 0, T, hs, T, 1.0f, D, T, v, (int)c.ldv, 0.0f, U, (int)C);
+            for (int t = 0; t < T; t++) {
+                const real* u = U + (size_t)t * C;
+                const real ri = 1.0f / real_sqrt(diff_dot(u, u, hs) / (real)hs + DIFF_EPS);
+                k.rinv[((size_t)b * T + t) * NH + h] = ri;
+                real* o = L->out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                for (int i = 0; i < hs; i++)
+                    o[i] = cnorm * w[i] * u[i] * ri;
+            }
+        }
+    }
+}
+
+static void diff_backward(AttnLayer* L) {
+    const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs, dh = hs / 2;
+    const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
+    DiffCache k = diff_cache(L);
+    AttnCore c = attn_layer_core(L);
+    AttnPosSave save;
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
+    diff_reserve(L, &c);
+    const int P = c.row->params_per_head, stride = c.rowp_stride > 0 ? c.rowp_stride : P;
+    const size_t slot = diff_slot(&L->d, P);
+    memset(k.slots, 0, sizeof(real) * slot * (size_t)B * NH);
+    real e1, e2;
+    const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
+    const real sc = 1.0f / real_sqrt((real)dh);
+    const real* w = L->tp[T_W];
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real* tb = attn_thread_scratch(L->ws);
+            real *S1 = tb, *S2 = tb + TT, *dD = tb + 2 * TT, *dS = tb + 3 * TT, *dU = tb + 4 * TT;
+            real* rs = dU + (size_t)T * hs;
+            real* sl = k.slots + ((size_t)b * NH + h) * slot;
+            real *dw = sl, *dlam = sl + hs, *drp = sl + hs + 1;
+            const size_t bh = ((size_t)b * NH + h) * TT;
+            const real *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
+            const real* U = k.U + (size_t)b * T * C + (size_t)h * hs;
+            // RMSNorm backward: dU (T, hs) in the thread scratch
+            for (int t = 0; t < T; t++) {
+                const real ri = k.rinv[((size_t)b * T + t) * NH + h];
+                const real* dO = L->dout + ((size_t)b * T + t) * C + (size_t)h * hs;
+                const real* u = U + (size_t)t * C;
+                real* du = dU + (size_t)t * hs;
+                real m = 0.0f; // mean_i dn_i n_i
+                for (int i = 0; i < hs; i++) {
+                    const real n = u[i] * ri;
+                    dw[i] += cnorm * dO[i] * n;
+                    m += cnorm * w[i] * dO[i] * n;
+                }
+                m /= (real)hs;
+                for (int i = 0; i < hs; i++) {
+                    const real n = u[i] * ri;
+                    du[i] = (cnorm * w[i] * dO[i] - n * m) * ri;
+                }
+            }
+            const real* v = c.v + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real* dv = c.dv + (size_t)b * T * c.ldv + (size_t)h * hs;
+            real_gemm(0, 1, T, T, hs, 1.0f, dU, hs, v, (int)c.ldv, 0.0f, dD, T);
+            real_gemm(1, 0, T, hs, T, 1.0f, D, T, dU, hs, 1.0f, dv, (int)c.ldv);
+            diff_scores(S1, S2, &c, L, b, h);
+            AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
+            ctx.dp = P > 0 ? drp : NULL;
+            real dl = 0.0f;
+            for (int t = 0; t < T; t++) {
+                const size_t o = (size_t)t * T;
+                ctx.t = t;
+                for (int j = 0; j <= t; j++)
+                    dl -= dD[o + j] * A2[o + j];
+                memset(dS + o, 0, sizeof(real) * (size_t)T);
+                c.row->backward_row(dS + o, dD + o, S1 + o, A1 + o, t + 1, &ctx);
+                for (int j = 0; j <= t; j++) // dA2 = -lambda dD, in place (dD is done with)
+                    dD[o + j] *= -lambda;
+                memset(S1 + o, 0, sizeof(real) * (size_t)T); // S1 row becomes dS2
+                c.row->backward_row(S1 + o, dD + o, S2 + o, A2 + o, t + 1, &ctx);
+            }
+            *dlam += dl;
+            const real* q = c.q + (size_t)b * T * c.ldq + (size_t)h * hs;
+            const real* kk = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
+            real* dq = c.dq + (size_t)b * T * c.ldq + (size_t)h * hs;
+            real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
+            real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
+            real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
+        }
+    }
+    attn_pos_backward_end(&c, &save, L);
+    real dlambda = 0.0f;
+    for (int bh = 0; bh < B * NH; bh++) { // fixed-order reduction of the slots
+        const real* sl = k.slots + (size_t)bh * slot;
+        for (int i = 0; i < hs; i++)
+            L->dtp[T_W][i] += sl[i];
+        dlambda += sl[hs];
+        if (P > 0 && L->drowp)
+            for (int p = 0; p < P; p++)
+                L->drowp[(size_t)(bh % NH) * stride + p] += sl[hs + 1 + p];
+    }
+    const real *lq1 = L->tp[T_LQ1], *lk1 = L->tp[T_LK1], *lq2 = L->tp[T_LQ2], *lk2 = L->tp[T_LK2];
+    for (int i = 0; i < dh; i++) {
+        L->dtp[T_LQ1][i] += dlambda * e1 * lk1[i];
+        L->dtp[T_LK1][i] += dlambda * e1 * lq1[i];
+        L->dtp[T_LQ2][i] -= dlambda * e2 * lk2[i];
+        L->dtp[T_LK2][i] -= dlambda * e2 * lq2[i];
+    }
+}
+
+const AttnVariant attn_diff = {
+    .name = "diff",
+    .formula = "o = (1 - l0) RMSNorm((inner(q1 k1^T) - lambda inner(q2 k2^T)) v), lambda learned",
+    .source = "Ye et al. 2025, Differential Transformer (ICLR 2025), arXiv 2410.05258",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .hparams = DIFF_HP,
+    .n_hparams = N_HP,
+    .layer_tensors = diff_tensors,
+    .layer_cache_floats = diff_cache_floats,
+    .layer_forward = diff_forward,
+    .layer_backward = diff_backward,
+};
