@@ -51,6 +51,7 @@ static void build_cfgs(int T_train, int NH, int hs) {
     NCFG = 0;
     for (int i = 0; i < attn_count(); i++) {
         const AttnVariant* v = attn_get(i);
+        if (!test_variant_selected(v->name)) continue; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
         AttnHParams hp;
         attn_hparams_default(&hp, v, T_train, NH, hs, NH * hs, 2);
         if (v->layer_forward) hp.inner = attn_lookup("softmax");

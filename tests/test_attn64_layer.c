@@ -101,6 +101,7 @@ static void layer_one(const Attn64Cfg* c, int pos, Usage* u) {
 
 START_TEST(test_layer_gradcheck64) {
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     static Attn64Cfg cfgs[ATTN64_MAX_CFG];
     int nc = attn64_cfgs(cfgs, v, T_, NH_, C_ / NH_);
     Usage u;
@@ -128,6 +129,7 @@ START_TEST(test_wrapped_inner_params64) {
     // inner ssmax's theta gets a nonzero, checked gradient under every wrapper that uses the
     // inner map by default
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     if (!v->layer_forward) return;
     static Attn64Cfg cfgs[ATTN64_MAX_CFG];
     int nc = attn64_cfgs(cfgs, v, T_, NH_, C_ / NH_);

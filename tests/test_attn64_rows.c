@@ -112,7 +112,8 @@ static void row_one(const Attn64Cfg* c, int n, uint64_t seed, int* used_p) {
 
 START_TEST(test_row_gradcheck64) {
     const AttnVariant* v = attn_get(_i);
-    if (!v->forward_row) return; // layer-level: test_attn64_layer
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
+    if (!v->forward_row) return;                 // layer-level: test_attn64_layer
     static Attn64Cfg cfgs[ATTN64_MAX_CFG];
     int nc = attn64_cfgs(cfgs, v, 64, 2, 4);
     int used_p[ATTN_MAX_PPH] = {0};
@@ -144,6 +145,7 @@ static void ref_softmax(double* a, const real* s, int n) {
 START_TEST(test_surrogate_declared64) {
     // a straight-through map documented as having the softmax backward must use softmax
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     if (!v->surrogate_row || !strstr(v->formula, "straight-through softmax")) return;
     Rng r;
     rng_seed(&r, attn64_seed(v->name));

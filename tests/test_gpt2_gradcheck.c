@@ -121,6 +121,7 @@ static void run_variant(const AttnVariant* v, const char* kvs) {
 START_TEST(test_every_variant_model_gradcheck) {
     omp_set_num_threads(1); // tiny models: threads only add synchronisation on a shared CPU
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     run_variant(v, NULL);
     for (int h = 0; h < v->n_hparams; h++) {
         const AttnHParamSpec* hs = &v->hparams[h];

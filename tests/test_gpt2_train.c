@@ -201,6 +201,7 @@ END_TEST
 
 START_TEST(test_every_variant_trains) {
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     const char* dir = test_tmpdir();
     write_shards(dir, 300, 61, 20000, 3000);
     Config c;

@@ -209,7 +209,8 @@ static void collect_layer_variants(void) {
     LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_lookup("softmax");
     if (attn_lookup("window")) LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_lookup("window");
     for (int i = 0; i < attn_count() && N_LAYER_VARIANTS < 64; i++)
-        if (attn_get(i)->layer_forward) LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_get(i);
+        if (attn_get(i)->layer_forward && test_variant_selected(attn_get(i)->name))
+            LAYER_VARIANTS[N_LAYER_VARIANTS++] = attn_get(i);
 }
 
 START_TEST(test_layer_gradcheck_posenc) {

@@ -145,7 +145,7 @@ static void build_cfgs(void) {
     NCFG = 0;
     for (int i = 0; i < attn_count(); i++) {
         const AttnVariant* v = attn_get(i);
-        if (!is_rowmap(v)) continue;
+        if (!is_rowmap(v) || !test_variant_selected(v->name)) continue;
         int ncomb = 1;
         for (int k = 0; k < v->n_hparams; k++)
             if (v->hparams[k].choices) ncomb *= n_choices(v->hparams[k].choices);
@@ -544,6 +544,7 @@ static double row_scale(const double* ref, int n) {
 START_TEST(test_ref_forward) {
     REQUIRE_BATCH();
     const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     if (!is_rowmap(v)) return; // layer-level variants have their own reference suite
     int cases = 0, bad = 0;
     double worst = 0;
