@@ -1,7 +1,7 @@
 // attention/consmax.c: ConSmax: softmax with the row max and the row sum replaced by two
 // learnable per-head constants, so no reduction over the row is needed.
 //
-//   a_j = exp(s_j - beta_h) / gamma_h
+//   a_j = exp(s_j - beta_h) / gamma_h,   gamma_h = exp(l_h)
 //
 // beta_h stands in for the max and gamma_h for the denominator; after training both are
 // constants, which is the point of the hardware design (no max search, no sum, no division by a
@@ -12,19 +12,19 @@
 // arXiv 2402.10930; the initial values beta = 2.5, gamma = 100 are ReaLLM-Forge's defaults
 // (`consmax_initial_beta`, `consmax_initial_gamma`).
 //
-// Learnable per head: beta (init attn.beta0), gamma (init attn.gamma0).
+// Learnable per head: beta (init attn.beta0) and l = ln gamma (init ln attn.gamma0). gamma is
+// stored through its logarithm so it stays positive and its gradient is on the scale of beta's.
 // Hyperparameters: attn.beta0 = 2.5, attn.gamma0 = 100, attn.clamp = 80.
 //
 // Numerics: there is no max subtraction (that is the variant), so the exponent is clamped:
 // x_j = min(s_j - beta, attn.clamp) with attn.clamp = 80 (exp(80) = 5.5e34 is finite in real;
 // ReaLLM-Forge's ConSmaxV2 clamps its exponent likewise). Above the clamp a weight is constant and
-// its score gets no gradient. gamma is used as stored: a gamma driven through 0 by the optimizer
-// makes the weights non-finite and the trainer's non-finite guard names the tensor.
+// its score gets no gradient.
 //
 // Backward (elementwise map, so O(n)):
 //   ds_j     += da_j a_j        (0 where the exponent is clamped)
 //   dbeta_h  += -sum_j da_j a_j  (over unclamped j)
-//   dgamma_h += -sum_j da_j a_j / gamma_h  (over all j)
+//   dl_h     += -sum_j da_j a_j  (over all j)
 // Rows do not sum to 1; not shift-invariant (beta is a constant, not the row max).
 #include <math.h>
 
@@ -38,15 +38,15 @@ static const AttnHParamSpec CONSMAX_HP[] = {
     {"clamp", 80.0f, 0.0f, 88.0f, NULL, "upper clamp of the exponent s - beta (keeps exp finite)"},
 };
 
-static const char* const CONSMAX_PARAMS[] = {"beta", "gamma"};
+static const char* const CONSMAX_PARAMS[] = {"beta", "log_gamma"};
 
 static void consmax_init_params(real* p, const AttnHParams* hp) {
     p[0] = hp->v[HP_BETA0];
-    p[1] = hp->v[HP_GAMMA0];
+    p[1] = real_log(hp->v[HP_GAMMA0]);
 }
 
 static void consmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
-    const real beta = ctx->p[0], inv_gamma = 1.0f / ctx->p[1], cl = ctx->hp->v[HP_CLAMP];
+    const real beta = ctx->p[0], inv_gamma = real_exp(-ctx->p[1]), cl = ctx->hp->v[HP_CLAMP];
     for (int j = 0; j < n; j++) {
         const real x = s[j] - beta;
         a[j] = real_exp(x < cl ? x : cl) * inv_gamma;
@@ -67,13 +67,14 @@ static void consmax_backward_row(real* ds, const real* da, const real* s, const 
     }
     if (ctx->dp) {
         ctx->dp[0] -= g;
-        ctx->dp[1] -= gall / ctx->p[1];
+        ctx->dp[1] -= gall;
     }
 }
 
 const AttnVariant attn_consmax = {
     .name = "consmax",
-    .formula = "a = exp(s - beta_h) / gamma_h (learned per head, no row normalisation)",
+    .formula = "a = exp(s - beta_h) / gamma_h, gamma_h = exp(l_h) (learned per head, no row "
+               "normalisation)",
     .source = "Liu et al. 2024, ConSmax: Hardware-Friendly Alternative Softmax with Learnable "
               "Parameters, arXiv 2402.10930",
     .rows_sum_to_one = 0,
