@@ -251,11 +251,55 @@ static void html_usage(FILE* f) {
         "  --metrics FILE        metrics.jsonl of the first run (default: the one next to\n"
         "                        the checkpoint, if any; none = leave out)\n"
         "  --compare-metrics F   same for the second run\n"
-        "  --max-mib N           refuse pages that could exceed N MiB (default 64, 0 = no limit)\n"
+        "  --max-mib N           refuse pages that could exceed N MiB (default 128, 0 = no limit)\n"
         "  --out FILE            the page (-o also works)\n"
         "Maps are quantised to uint8 per row (step = row range / 255, error <= step / 2). Page\n"
         "size <= 4/3 * L*H*(12*T + T*(T+1)/2) bytes per run plus about 40 KB (docs/\n"
         "diagnostics.md). Exit codes: 0 ok, 1 I/O, 2 bad usage.\n");
+}
+
+// The integers of the sidecar's top-level array "key": [a, b, ...] (whitespace allowed, as
+// json.dump writes it) into a malloc'd array; *n = -1 if the key or a well-formed array of
+// integers is missing.
+static long* sidecar_ints(const char* sidecar, const char* key, long* n) {
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\"", key);
+    *n = -1;
+    const char* p = strstr(sidecar, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p++ != ':') return NULL;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p++ != '[') return NULL;
+    long cap = 16, cnt = 0;
+    long* v = mallocCheck(sizeof(long) * (size_t)cap);
+    for (;;) {
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == ']' && cnt == 0) break;
+        char* end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno) {
+            free(v);
+            return NULL;
+        }
+        if (cnt == cap) v = reallocCheck(v, sizeof(long) * (size_t)(cap *= 2));
+        v[cnt++] = x;
+        p = end;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == ']') break;
+        if (*p++ != ',') {
+            free(v);
+            return NULL;
+        }
+    }
+    *n = cnt;
+    return v;
 }
 
 typedef struct {
@@ -282,23 +326,16 @@ static void load_prefix(HtmlRun* r, const char* prefix) {
     snprintf(path, sizeof(path), "%s.json", prefix);
     r->sidecar = util_read_file(path, &len, err, sizeof(err));
     if (!r->sidecar) usage_error("%s", err);
-    const char* s = strstr(r->sidecar, "\"shape\":[");
-    int a = 0, b = 0, c = 0, e = 0;
-    if (!s || sscanf(s + 9, "%d,%d,%d,%d", &a, &b, &c, &e) != 4 || a != r->nl || b != r->nh ||
-        c != r->T || e != r->T) {
+    long ns;
+    long* sh = sidecar_ints(r->sidecar, "shape", &ns);
+    int ok = ns == 4 && sh[0] == r->nl && sh[1] == r->nh && sh[2] == r->T && sh[3] == r->T;
+    free(sh);
+    if (!ok) {
         char msg[1400];
         snprintf(msg, sizeof(msg), "%s: its \"shape\" does not match %s.npy", path, prefix);
         usage_error("%s", msg);
     }
     snprintf(r->label, sizeof(r->label), "%s", prefix);
-}
-
-// The sidecar's "tokens":[...] text (ids), for checking that two runs saw the same tokens.
-static const char* tokens_field(const char* sidecar, size_t* n) {
-    const char* s = strstr(sidecar, "\"tokens\":[");
-    const char* e = s ? strchr(s, ']') : NULL;
-    *n = e ? (size_t)(e - s) : 0;
-    return s;
 }
 
 static void load_metrics(HtmlRun* r, const char* opt_value, const char* ckpt) {
@@ -322,7 +359,7 @@ static void load_metrics(HtmlRun* r, const char* opt_value, const char* ckpt) {
 static int html_main(int argc, char** argv) {
     DumpArgs d = {.layers_s = "all", .heads_s = "all"};
     const char *maps[2] = {NULL, NULL}, *ckpts[2] = {NULL, NULL}, *mfile[2] = {NULL, NULL};
-    const char *out = NULL, *title = NULL, *max_s = "64";
+    const char *out = NULL, *title = NULL, *max_s = "128";
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -402,11 +439,14 @@ static int html_main(int argc, char** argv) {
     if (any_ckpt) rmdir(tmpdir);
     free(ids);
     if (nruns == 2) {
-        size_t n0, n1;
-        const char* t0 = tokens_field(runs[0].sidecar, &n0);
-        const char* t1 = tokens_field(runs[1].sidecar, &n1);
-        if (runs[0].T != runs[1].T || !t0 || !t1 || n0 != n1 || memcmp(t0, t1, n0))
-            usage_error("%s", "html: the two runs' maps are not over the same tokens");
+        long n0, n1;
+        long* t0 = sidecar_ints(runs[0].sidecar, "tokens", &n0);
+        long* t1 = sidecar_ints(runs[1].sidecar, "tokens", &n1);
+        int same = runs[0].T == runs[1].T && n0 == runs[0].T && n1 == n0 &&
+                   !memcmp(t0, t1, sizeof(long) * (size_t)n0);
+        free(t0);
+        free(t1);
+        if (!same) usage_error("%s", "html: the two runs' maps are not over the same tokens");
     }
     ExplorerRun er[2];
     for (int k = 0; k < nruns; k++)
