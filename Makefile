@@ -47,7 +47,7 @@ ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz check-includes check-docs docs coverage mutate
+        check-long fuzz check-includes check-docs docs coverage mutate test-browser
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -81,6 +81,15 @@ $(ATTN64_TEST_BINS): $(BUILD)/tests/test_attn64_%: $(BUILD)/attn64/tests/test_at
                      $(ATTN64_OBJS) $(BUILD)/tests/testutil.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(ATTN64_OBJS) $(BUILD)/tests/testutil.o $(BUILD)/libattnlab.a $(LDLIBS) \
 	    $(CHECKLIB) -o $@
+
+# The attention explorer's page template (HTML, CSS, JavaScript) is compiled into the library as
+# a byte array generated from model/explorer.html (scripts/embed), so ./attnmap html needs no
+# file at run time.
+%/gen/explorer_template.h: model/explorer.html scripts/embed
+	@mkdir -p $(dir $@)
+	bash scripts/embed explorer_template $< >$@.tmp && mv -f $@.tmp $@
+$(BUILD)/model/explorer.o: $(BUILD)/gen/explorer_template.h
+$(BUILD)/model/explorer.o: CFLAGS += -I$(BUILD)/gen
 
 # ---- setup: Debian packages, tokenizer files (npm), default corpus -------------------------
 deps:
@@ -121,6 +130,14 @@ asan: setup
 	    EXTRA_LDLIBS="-fsanitize=address,undefined" tools
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 CK_FORK=no \
 	    ATTNLAB_SANITIZED=1 bash scripts/run_tests build-asan
+
+# Browser test of the attention explorer (tests/browser): installs Debian's chromium (deps) and
+# the pinned playwright-core from npm into build-browser/, trains two tiny runs and checks the
+# page in headless Chromium. Writes build-browser/out/ (pages, .npy dumps, screenshots).
+test-browser: deps
+	@$(MAKE) --no-print-directory -j2 all
+	@bash scripts/browser_setup
+	@bash tests/browser/run
 
 # ---- demo and benchmark --------------------------------------------------------------------
 demo: deps
@@ -185,6 +202,8 @@ fuzz-deps:
 $(FUZZ_OBJS): $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(FUZZ_BUILD)/model/explorer.o: $(FUZZ_BUILD)/gen/explorer_template.h
+$(FUZZ_BUILD)/model/explorer.o: FUZZ_CFLAGS += -I$(FUZZ_BUILD)/gen
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(LDLIBS) -o $@
