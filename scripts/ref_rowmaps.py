@@ -447,7 +447,7 @@ def rm_softcap(s, c):  # Gemma 2: softmax(cap tanh(s / cap))
 
 
 def rm_consmax(s, c):  # Liu et al. 2024: exp(s - beta) / gamma, exponent clamped (documented)
-    beta, gamma = c["p"][0], c["p"][1]
+    beta, gamma = c["p"][0], math.exp(c["p"][1])  # gamma stored as its logarithm (documented)
     return np.exp(np.minimum(s - beta, c["hp"]["clamp"])) / gamma
 
 
@@ -575,7 +575,7 @@ def init_params(v, c, P):
     if v == "normalized":
         return [1.0 if hp["gain"] == "learn" else nan]
     if v == "consmax":
-        return [hp["beta0"], hp["gamma0"]]
+        return [hp["beta0"], math.log(hp["gamma0"])]
     if v == "relu_ln":
         on = hp["affine"] == "learn"
         return [1.0 if on else nan, 0.0 if on else nan]
