@@ -8,6 +8,8 @@
 #   BUILD=dir make  any other directory (parallel work trees share one checkout this way)
 #
 # Threading: OpenBLAS is the pthread build, linked by path, and set to 1 thread at start-up;
+# oneDNN (libdnnl, the bf16 matmuls) is Debian's OpenMP build on the same libgomp and runs
+# single-threaded inside attnlab's parallel regions;
 # attnlab parallelises with OpenMP itself and calls sgemm inside its own parallel regions on
 # fixed blocks, so the two thread pools never compete for the 2 cores and results do not
 # depend on the thread count.
@@ -22,7 +24,7 @@ BLASDIR  := /usr/lib/x86_64-linux-gnu/openblas-pthread
 BLASINC  := /usr/include/x86_64-linux-gnu/openblas-pthread
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
 CFLAGS   := -std=c11 $(OPT) -fopenmp $(WARN) -D_GNU_SOURCE -I. -I$(BLASINC) -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS   := -L$(BLASDIR) -Wl,-rpath,$(BLASDIR) -lopenblas -lutf8proc -lz -lm $(EXTRA_LDLIBS)
+LDLIBS   := -L$(BLASDIR) -Wl,-rpath,$(BLASDIR) -lopenblas -ldnnl -lutf8proc -lz -lm $(EXTRA_LDLIBS)
 CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
@@ -145,7 +147,8 @@ demo: deps
 	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/demo
 
-bench: deps
+bench:
+	@bash scripts/deps bench
 	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/bench
 

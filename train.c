@@ -39,6 +39,7 @@ static void usage(FILE* f) {
                "       ./train --help             every config key with type, default, meaning\n"
                "       ./train --list-attention   every attention variant and its keys\n"
                "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n"
+               "       ./train --bf16-peak        measured bf16 matmul GFLOP/s (oneDNN)\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
@@ -72,12 +73,20 @@ int main(int argc, char** argv) {
         if (!strcmp(argv[i], "--sgemm-peak")) { // used by scripts/bench
             mm_init_threads();
             int nt = omp_get_max_threads();
-            double best = 0;
-            for (int k = 0; k < 5; k++) {
-                double f = run_measure_sgemm_peak(nt);
-                if (f > best) best = f;
-            }
+            double best = run_measure_sgemm_peak(nt, 12);
             printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--bf16-peak")) { // used by scripts/bench
+            mm_init_threads();
+            MMPrecision p;
+            char info[384], err0[1024];
+            if (mm_resolve_precision("bf16", &p, info, sizeof(info), err0, sizeof(err0)))
+                die(EXIT_USAGE, "%s", err0);
+            mm_set_precision(p);
+            int nt = omp_get_max_threads();
+            double best = run_measure_sgemm_peak(nt, 12);
+            printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
             return 0;
         }
     }

@@ -34,6 +34,7 @@ typedef struct {
     int shuffle;                                       // 0 sequential, 1 seeded shuffle
     // ---- training
     int batch_size, seq_len, max_steps, grad_accum, threads, resume;
+    char precision[16]; // fp32 | bf16 | auto | bf16_ref: the matmuls' precision
     long long seed;
     // ---- optimizer
     char optimizer[32];   // adamw (| sgd | signsgd | lion as they land)

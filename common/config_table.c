@@ -63,6 +63,10 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("grad_accum", grad_accum, "1", 1, 65536, "training",
           "micro-batches accumulated into each optimizer step"),
     F_INT("threads", threads, "0", 0, 4096, "training", "OpenMP threads; 0: all cores"),
+    F_STR("precision", precision, "fp32", 1, "fp32|bf16|auto|bf16_ref", "training",
+          "matmul precision: fp32; bf16 (bf16 operands, fp32 accumulation and master weights, "
+          "on oneDNN; refused without AVX512-BF16/AMX); auto (bf16 where native, else fp32); "
+          "bf16_ref (bf16's portable reference: rounded operands, fp32 sgemm; slow)"),
     F_INT("resume", resume, "0", 0, 1, "training",
           "1: continue exactly from the latest checkpoint in out_dir"),
     F_LONG("seed", seed, "1337", 0, 9223372036854775807.0, "training",

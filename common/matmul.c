@@ -1,13 +1,154 @@
-// common/matmul.c: the matmul kernel layer (see matmul.h): GEMM on strided views and the linear
-// layer's forward and backward on fixed blocks.
+// common/matmul.c: the matmul kernel layer (see matmul.h): GEMM on strided views in fp32, bf16
+// (oneDNN) or the bf16 reference, and the linear layer's forward and backward on fixed blocks.
 #include "common/matmul.h"
 
 #include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dnnl_mm.h"
+#include "common/util.h"
+
+static MMPrecision g_prec = MM_FP32;
+
+// ---------------------------------------------------------------------------------------------
+// per-thread scratch: operands rounded to bf16 (A, B of mm_gemm; the linear layer's activations
+// X0, X1 and an unregistered weight W, converted once by the calling thread and read by all), and
+// the reference path's fp32 expansions (RA, RB), dense copies for oneDNN (DA, DB, C).
+
+enum { BUF_A, BUF_B, BUF_X0, BUF_X1, BUF_W, BUF_RA, BUF_RB, BUF_DA, BUF_DB, BUF_C, NBUF };
+static _Thread_local void* tl_buf[NBUF];
+static _Thread_local size_t tl_cap[NBUF];
+
+static void* tl_get(int slot, size_t bytes) {
+    if (bytes > tl_cap[slot]) {
+        free(tl_buf[slot]);
+        tl_cap[slot] = bytes + bytes / 4;
+        tl_buf[slot] = mallocCheck(tl_cap[slot]);
+    }
+    return tl_buf[slot];
+}
+
+// ---------------------------------------------------------------------------------------------
+// registered bf16 copies
+
+static struct {
+    const float* base;
+    size_t n;
+    const bf16* copy;
+} reg[MM_MAX_REGISTERED];
+
+void mm_bf16_register(const float* base, size_t n, const bf16* copy) {
+    mm_bf16_unregister(base);
+    for (int i = 0; i < MM_MAX_REGISTERED; i++) {
+        if (!reg[i].base) {
+            reg[i].base = base;
+            reg[i].n = n;
+            reg[i].copy = copy;
+            return;
+        }
+    }
+    die(1, "matmul: more than %d registered bf16 weight copies", MM_MAX_REGISTERED);
+}
+
+void mm_bf16_unregister(const float* base) {
+    for (int i = 0; i < MM_MAX_REGISTERED; i++)
+        if (reg[i].base == base) reg[i].base = NULL;
+}
+
+static const bf16* copy_of(const float* p) {
+    for (int i = 0; i < MM_MAX_REGISTERED; i++)
+        if (reg[i].base && p >= reg[i].base && p < reg[i].base + reg[i].n)
+            return reg[i].copy + (p - reg[i].base);
+    return NULL;
+}
+
+// Operand `p`, a strided (rows, cols) view with row stride *ld, as bf16: the registered copy (same
+// strides), else rounded into the thread's scratch `slot` (dense: *ld becomes cols).
+static const bf16* as_bf16(const float* p, int rows, int cols, int* ld, int slot) {
+    const bf16* c = copy_of(p);
+    if (c) return c;
+    bf16* buf = tl_get(slot, sizeof(bf16) * (size_t)rows * (size_t)cols);
+    bf16_pack_rows(buf, p, rows, cols, *ld);
+    *ld = cols;
+    return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+static void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float* A,
+                  int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static const float* expand(const bf16* p, int rows, int cols, int ld, int slot) {
+    float* buf = tl_get(slot, sizeof(float) * (size_t)rows * (size_t)cols);
+    for (int r = 0; r < rows; r++)
+        bf16_to_floats(buf + (size_t)r * cols, p + (size_t)r * ld, (size_t)cols);
+    return buf;
+}
+
+// A strided bf16 view (rows, cols, row stride ld) as a dense one: itself when ld == cols, else
+// copied into the thread's scratch `slot`.
+static const bf16* densify(const bf16* p, int rows, int cols, int ld, int slot) {
+    if (ld == cols) return p;
+    bf16* buf = tl_get(slot, sizeof(bf16) * (size_t)rows * (size_t)cols);
+    for (int r = 0; r < rows; r++)
+        memcpy(buf + (size_t)r * cols, p + (size_t)r * ld, sizeof(bf16) * (size_t)cols);
+    return buf;
+}
+
+// oneDNN 2.6 picks its AMX / AVX512-BF16 kernels (brg:) only for dense matrices; on strided ones
+// it falls back to gemm:jit, which is emulated on CPUs without bf16. So operands are made dense
+// first (a copy of the block, small next to the product), and a strided C is computed densely
+// and merged: C = T + beta C with T = alpha op(A) op(B).
+static int dnnl_dense(int ta, int tb, int M, int N, int K, float alpha, const bf16* A, int lda,
+                      const bf16* B, int ldb, float beta, float* C, int ldc) {
+    const int ac = ta ? M : K, bc = tb ? K : N;
+    const bf16* Ad = densify(A, ta ? K : M, ac, lda, BUF_DA);
+    const bf16* Bd = densify(B, tb ? N : K, bc, ldb, BUF_DB);
+    if (ldc == N) return dnnl_mm_gemm(ta, tb, M, N, K, alpha, Ad, ac, Bd, bc, beta, C, ldc);
+    float* T = tl_get(BUF_C, sizeof(float) * (size_t)M * (size_t)N);
+    if (dnnl_mm_gemm(ta, tb, M, N, K, alpha, Ad, ac, Bd, bc, 0.0f, T, N)) return -1;
+    for (int r = 0; r < M; r++) {
+        float* c = C + (size_t)r * ldc;
+        const float* t = T + (size_t)r * N;
+        if (beta == 0.0f)
+            memcpy(c, t, sizeof(float) * (size_t)N);
+        else
+            for (int j = 0; j < N; j++)
+                c[j] = t[j] + beta * c[j];
+    }
+    return 0;
+}
+
+void mm_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A,
+                  int lda, const bf16* B, int ldb, float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (g_prec == MM_BF16 && K > 0 &&
+        dnnl_dense(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
+    // reference: the bf16 values exactly in fp32, then sgemm
+    const int ar = trans_a ? K : M, ac = trans_a ? M : K;
+    const int br = trans_b ? N : K, bc = trans_b ? K : N;
+    const float* Af = expand(A, ar, ac, lda, BUF_RA);
+    const float* Bf = expand(B, br, bc, ldb, BUF_RB);
+    sgemm(trans_a, trans_b, M, N, K, alpha, Af, ac, Bf, bc, beta, C, ldc);
+}
 
 void mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float* A, int lda,
              const float* B, int ldb, float beta, float* C, int ldc) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (g_prec == MM_FP32) {
+        sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const bf16* Ab = as_bf16(A, trans_a ? K : M, trans_a ? M : K, &lda, BUF_A);
+    const bf16* Bb = as_bf16(B, trans_b ? N : K, trans_b ? K : N, &ldb, BUF_B);
+    mm_gemm_bf16(trans_a, trans_b, M, N, K, alpha, Ab, lda, Bb, ldb, beta, C, ldc);
 }
 
 void mm_init_threads(void) {
@@ -15,25 +156,99 @@ void mm_init_threads(void) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// matmul through sgemm. OpenBLAS runs single-threaded (set at start-up); OpenMP threads each call
-// sgemm on fixed blocks of output columns (forward, dinp) or rows (dweight). The block size
-// depends only on the matrix shape, never on the thread count: sgemm's result for an element
-// depends on how the call is sliced, so fixed blocks are what make results identical for any
-// number of threads. Blocks of 128 (64 for narrow or odd-count dimensions, for load balance)
-// cost 2-4% against one whole call, measured on GPT-2 shapes.
+// precision
+
+void mm_set_precision(MMPrecision p) {
+    g_prec = p;
+}
+
+MMPrecision mm_precision(void) {
+    return g_prec;
+}
+
+const char* mm_precision_name(MMPrecision p) {
+    return p == MM_BF16 ? "bf16" : p == MM_BF16_REF ? "bf16_ref" : "fp32";
+}
+
+int mm_resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap, char* err,
+                         size_t errcap) {
+    if (strcmp(want, "fp32") == 0) {
+        *out = MM_FP32;
+        snprintf(info, infocap, "fp32 (OpenBLAS sgemm)");
+        return 0;
+    }
+    if (strcmp(want, "bf16_ref") == 0) {
+        *out = MM_BF16_REF;
+        snprintf(info, infocap, "bf16_ref (operands rounded to bf16, OpenBLAS sgemm)");
+        return 0;
+    }
+    if (strcmp(want, "bf16") != 0 && strcmp(want, "auto") != 0) {
+        snprintf(err, errcap,
+                 "key 'precision': unknown precision '%s' (fp32, bf16, auto, bf16_ref)", want);
+        return -1;
+    }
+    char impl[256], why[512];
+    int native = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
+    if (native) {
+        *out = MM_BF16;
+        snprintf(info, infocap, "bf16 (%soneDNN %s)", want[0] == 'a' ? "auto: " : "", impl);
+        return 0;
+    }
+    if (want[0] == 'a') {
+        *out = MM_FP32;
+        snprintf(info, infocap, "fp32 (auto: no native bf16 matmul; oneDNN would use %s)", impl);
+        return 0;
+    }
+    snprintf(err, errcap, "key 'precision' = bf16: %s; set precision = fp32 (or auto)", why);
+    return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The linear layer on fixed blocks. OpenMP threads each call the GEMM on fixed blocks of output
+// columns (forward, dinp) or rows (dweight). The block size depends only on the matrix shape,
+// never on the thread count: a GEMM's result for an element depends on how the call is sliced,
+// so fixed blocks are what make results identical for any number of threads. Blocks of 128 (64
+// for narrow or odd-count dimensions, for load balance) cost 2-4% against one whole call,
+// measured on GPT-2 shapes. In bf16 the activations are rounded once per call by the calling
+// thread (not once per block) and the weight comes from its registered bf16 copy.
 
 static int mm_block(int dim) {
     int nb = dim / 128;
     return (nb >= 8 || (nb > 0 && nb % 2 == 0 && dim % 128 == 0)) ? 128 : 64;
 }
 
+// One operand, fp32 or bf16 (exactly one of f, h is set); gemm_blk offsets it by `off`.
+typedef struct {
+    const float* f;
+    const bf16* h;
+} Opnd;
+
+static Opnd opnd(const float* p, int rows, int cols, int slot) {
+    Opnd o = {p, NULL};
+    if (g_prec != MM_FP32) {
+        int ld = cols;
+        o.h = as_bf16(p, rows, cols, &ld, slot);
+        o.f = NULL;
+    }
+    return o;
+}
+
+static void gemm_blk(int ta, int tb, int M, int N, int K, Opnd A, size_t aoff, int lda, Opnd B,
+                     size_t boff, int ldb, float beta, float* C, int ldc) {
+    if (A.h)
+        mm_gemm_bf16(ta, tb, M, N, K, 1.0f, A.h + aoff, lda, B.h + boff, ldb, beta, C, ldc);
+    else
+        sgemm(ta, tb, M, N, K, 1.0f, A.f + aoff, lda, B.f + boff, ldb, beta, C, ldc);
+}
+
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC) {
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;
+    const Opnd X = opnd(inp, N, C, BUF_X0), W = opnd(weight, OC, C, BUF_W);
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int lo = blk * bs, hi = lo + bs < OC ? lo + bs : OC;
-        mm_gemm(0, 1, N, hi - lo, C, 1.0f, inp, C, weight + (size_t)lo * C, C, 0.0f, out + lo, OC);
+        gemm_blk(0, 1, N, hi - lo, C, X, 0, C, W, (size_t)lo * C, C, 0.0f, out + lo, OC);
         if (bias) {
             for (int r = 0; r < N; r++) {
                 float* o = out + (size_t)r * OC;
@@ -46,21 +261,24 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC) {
+    const Opnd D = opnd(dout, N, OC, BUF_X0);
     if (dinp) { // dinp[:, lo:hi] += dout @ weight[:, lo:hi]
+        const Opnd W = opnd(weight, OC, C, BUF_W);
         const int bs = mm_block(C), nblk = (C + bs - 1) / bs;
 #pragma omp parallel for schedule(static)
         for (int blk = 0; blk < nblk; blk++) {
             int lo = blk * bs, hi = lo + bs < C ? lo + bs : C;
-            mm_gemm(0, 0, N, hi - lo, OC, 1.0f, dout, OC, weight + lo, C, 1.0f, dinp + lo, C);
+            gemm_blk(0, 0, N, hi - lo, OC, D, 0, OC, W, (size_t)lo, C, 1.0f, dinp + lo, C);
         }
     }
     // dweight[lo:hi, :] += dout[:, lo:hi]^T @ inp ; dbias[lo:hi] += column sums
+    const Opnd X = opnd(inp, N, C, BUF_X1);
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int lo = blk * bs, hi = lo + bs < OC ? lo + bs : OC;
-        mm_gemm(1, 0, hi - lo, C, N, 1.0f, dout + lo, OC, inp, C, 1.0f, dweight + (size_t)lo * C,
-                C);
+        gemm_blk(1, 0, hi - lo, C, N, D, (size_t)lo, OC, X, 0, C, 1.0f, dweight + (size_t)lo * C,
+                 C);
         if (dbias) {
             for (int r = 0; r < N; r++) {
                 const float* d = dout + (size_t)r * OC;

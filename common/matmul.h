@@ -1,23 +1,60 @@
 // common/matmul.h: the matmul kernel layer. Every matrix product in attnlab goes through here,
-// for model/ and attention/ alike: today fp32 through OpenBLAS cblas_sgemm; the bf16 path
-// (oneDNN) plugs in behind the same calls.
+// for model/ and attention/ alike, in one of three precisions (mm_set_precision):
+//   fp32      OpenBLAS cblas_sgemm (the default; bit-identical to attnlab before bf16 existed)
+//   bf16      operands rounded to bf16 (round-to-nearest-even), products accumulated in fp32 and
+//             written as fp32, on oneDNN's matmul primitive (AMX-BF16 / AVX512-BF16 kernels)
+//   bf16_ref  the portable reference of bf16: the same rounded operands, multiplied by fp32
+//             sgemm. A product of two bf16 numbers is exact in fp32, so it differs from bf16
+//             only in summation order; it runs on any x86-64 CPU.
+// Outputs, and everything outside the products (bias, gradients, optimizer), stay fp32.
 //
-// Threading: OpenBLAS runs single-threaded (openblas_set_num_threads(1) at start-up, see
-// mm_init_threads); callers parallelise with OpenMP and call these kernels on fixed blocks, so
-// the two thread pools never compete and results do not depend on the thread count.
+// Weights: a caller may register a bf16 copy of a float array (mm_bf16_register, the model does
+// this for its parameters and refreshes it once per optimizer step); a matmul operand inside a
+// registered array reads the copy instead of rounding the floats again on every call.
+//
+// Threading: OpenBLAS and oneDNN run single-threaded (see mm_init_threads); callers parallelise
+// with OpenMP and call these kernels on fixed blocks, so thread pools never compete and results
+// do not depend on the thread count.
 #ifndef ATTNLAB_MATMUL_H
 #define ATTNLAB_MATMUL_H
 
 #include <stddef.h>
 
+#include "common/bf16.h"
+
+typedef enum { MM_FP32 = 0, MM_BF16 = 1, MM_BF16_REF = 2 } MMPrecision;
+
 // Row-major GEMM on strided views, as cblas_sgemm(CblasRowMajor, ...):
 //   C (M,N) = alpha * op(A) op(B) + beta * C,  op(X) = X or X^T (trans_a, trans_b nonzero),
 //   op(A) is (M,K) with row stride lda, op(B) is (K,N) with row stride ldb, C has row stride ldc.
+// In bf16 / bf16_ref, A and B are rounded to bf16 first (or read from a registered bf16 copy).
 void mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float* A, int lda,
              const float* B, int ldb, float beta, float* C, int ldc);
+// The same with bf16 operands, in the current bf16 precision (bf16: oneDNN, falling back to the
+// reference for a shape oneDNN has no native kernel for; bf16_ref or fp32: the reference).
+void mm_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A,
+                  int lda, const bf16* B, int ldb, float beta, float* C, int ldc);
 
 // Set the BLAS library to one thread (call once at start-up, outside parallel regions).
 void mm_init_threads(void);
+
+// ---- precision
+void mm_set_precision(MMPrecision p); // outside parallel regions
+MMPrecision mm_precision(void);
+const char* mm_precision_name(MMPrecision p); // "fp32", "bf16", "bf16_ref"
+// Resolve a configured precision: "fp32", "bf16" (oneDNN; refused when this CPU has no native
+// bf16 matmul), "auto" (bf16 where native, else fp32), "bf16_ref". On success *out is set and
+// `info` describes the choice and oneDNN's implementation (e.g. "bf16 (oneDNN
+// brg:avx512_core_amx_bf16 (isa avx512_core_amx))"); returns 0. Otherwise -1 with err naming what
+// is missing and suggesting fp32.
+int mm_resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap, char* err,
+                         size_t errcap);
+
+// ---- bf16 copies of weights: [base, base+n) reads `copy` (n bf16) in bf16 precisions. The
+// caller keeps `copy` current. At most MM_MAX_REGISTERED arrays at once.
+#define MM_MAX_REGISTERED 16
+void mm_bf16_register(const float* base, size_t n, const bf16* copy);
+void mm_bf16_unregister(const float* base);
 
 // ---- the linear layer: out = inp @ weight^T + bias, on fixed column/row blocks
 // out (N,OC) = inp (N,C) @ weight^T (weight is (OC,C)) + bias (OC, may be NULL)

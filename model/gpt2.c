@@ -118,7 +118,34 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     return (float*)base + off;
 }
 
+void gpt2_set_precision(GPT2* m, MMPrecision p) {
+    mm_set_precision(p);
+    m->precision = p;
+    if (p == MM_FP32) {
+        if (m->params_bf16) mm_bf16_unregister(m->params);
+        free(m->params_bf16);
+        m->params_bf16 = NULL;
+        return;
+    }
+    if (!m->params_bf16) m->params_bf16 = mallocCheck(sizeof(bf16) * m->num_params);
+    mm_bf16_register(m->params, m->num_params, m->params_bf16);
+    m->bf16_stale = 1;
+}
+
+void gpt2_params_changed(GPT2* m) {
+    m->bf16_stale = 1;
+}
+
+// Before a forward: bring the bf16 weight copy up to date (one pass over the parameters).
+static void refresh_bf16(GPT2* m) {
+    if (!m->params_bf16 || !m->bf16_stale) return;
+    bf16_from_floats(m->params_bf16, m->params, m->num_params);
+    m->bf16_stale = 0;
+    m->bf16_refreshes++;
+}
+
 void gpt2_init(GPT2* m, uint64_t seed) {
+    gpt2_params_changed(m);
     Rng r;
     rng_seed(&r, seed);
     const GPT2Config* c = &m->cfg;
@@ -258,6 +285,8 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
 }
 
 void gpt2_free(GPT2* m) {
+    if (m->params_bf16) mm_bf16_unregister(m->params);
+    free(m->params_bf16);
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -314,6 +343,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     const int Vp = m->cfg.padded_vocab;
     const size_t BT = (size_t)B * T, BTC = BT * C;
     const float* P = m->params;
+    refresh_bf16(m);
     m->cur_B = B;
     m->cur_T = T;
     m->inputs = inputs;
@@ -358,6 +388,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
 }
 
 void gpt2_zero_grad(GPT2* m) {
+    gpt2_params_changed(m); // a new optimizer step: the last one updated the parameters
     memset(m->grads, 0, sizeof(float) * m->num_params);
 }
 

@@ -11,6 +11,7 @@
 
 #include "attention/attention.h"
 #include "common/config.h"
+#include "common/matmul.h"
 
 #define GPT2_MAX_LAYERS 64
 #define GPT2_MAX_SPECS  96
@@ -91,6 +92,13 @@ typedef struct {
     uint64_t seed;
     int nthreads;
     AttnWorkspace* ws;
+    // ---- precision of the matmuls (gpt2_set_precision). In bf16 every matmul reads its weight
+    // from params_bf16, a bf16 copy of params refreshed by the first forward after the
+    // parameters changed (gpt2_params_changed): once per optimizer step, not once per call.
+    MMPrecision precision;
+    bf16* params_bf16; // NULL in fp32
+    int bf16_stale;    // params changed since params_bf16 was made
+    long bf16_refreshes;
 } GPT2;
 
 // Resolve the attention spec ("softmax" or per layer "0-3:softmax,4-11:ssmax") and the
@@ -119,6 +127,13 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T);
 void gpt2_zero_grad(GPT2* m);
 // Backward of the last forward (which needs targets); grads += d(mean_loss * scale).
 void gpt2_backward(GPT2* m, float scale);
+
+// Run every matmul of this model in precision p (common/matmul.h; sets the process-wide kernel
+// precision too). Master weights, gradients and all other passes stay fp32.
+void gpt2_set_precision(GPT2* m, MMPrecision p);
+// The parameters were changed (optimizer step, load): the next forward refreshes the bf16 copy.
+// gpt2_init and gpt2_zero_grad call it themselves.
+void gpt2_params_changed(GPT2* m);
 
 // Logits row (Vp floats) of position (b, t) of the last forward.
 const float* gpt2_logits(const GPT2* m, int b, int t);

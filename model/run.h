@@ -33,7 +33,9 @@ typedef struct {
     FILE* log;
     char* config_text; // resolved config (written to out_dir and into checkpoints)
     int nthreads;
-    double peak_flops; // measured sgemm FLOP/s of this machine with nthreads (for MFU)
+    double peak_flops; // measured matmul FLOP/s in this run's precision with nthreads (for MFU)
+    int peak_raised;   // a step's rate beat the measured peak, which was raised to it
+    char precision_info[384]; // the precision in effect and oneDNN's implementation
     int eval_T;
 } Run;
 
@@ -49,8 +51,10 @@ void run_free(Run* r);
 // Mean validation loss over the first eval_steps batches (sequential, from the start).
 float run_evaluate(Run* r);
 
-// Measured sgemm throughput (FLOP/s) with n threads each multiplying its own matrices, the
-// way the trainer calls sgemm. Takes about a quarter of a second.
-double run_measure_sgemm_peak(int nthreads);
+// Measured matmul throughput (FLOP/s) in the current kernel precision (fp32: sgemm; bf16: oneDNN
+// on operands already in bf16) with n threads each multiplying its own 512x512 matrices, the way
+// the trainer calls the kernels: the best of `trials` short trials (a busy machine makes single
+// trials come out low). About 0.05 s per trial.
+double run_measure_sgemm_peak(int nthreads, int trials);
 
 #endif

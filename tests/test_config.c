@@ -167,7 +167,8 @@ START_TEST(test_defaults) {
                                        "probe_sequences",
                                        "nan_policy",
                                        "max_skips",
-                                       "eval_seq_len"};
+                                       "eval_seq_len",
+                                       "precision"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
         ck_assert_msg(config_field(KEYS[i]) != NULL, "%s", KEYS[i]);
@@ -176,6 +177,12 @@ START_TEST(test_defaults) {
     ck_assert_ptr_eq(config_field("seed")->offset + (char*)&c, (char*)&c.seed);
     ck_assert_ptr_eq(config_field("eval_seq_len")->offset + (char*)&c, (char*)&c.eval_seq_len);
     ck_assert_int_eq(c.probe_sequences, 64);
+    // precision: fp32 by default (bit-identical to the fp32-only trainer); unknown values refused
+    ck_assert_str_eq(c.precision, "fp32");
+    ck_assert_int_eq(config_apply_arg(&c, "precision=auto", err, sizeof(err)), 0);
+    ck_assert_str_eq(c.precision, "auto");
+    ck_assert_int_ne(config_apply_arg(&c, "precision=fp16", err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "precision") != NULL, "%s", err);
 }
 END_TEST
 
