@@ -81,7 +81,7 @@ static void head_stats(JsonBuf* j, const ExplorerRun* r) {
     for (size_t h = 0; h < (size_t)r->nl * r->nh; h++) {
         const float* A = r->maps + h * (size_t)T * T;
         AttnAccum acc = {0};
-        double alpha0 = metrics_attn_accum(&acc, A, T, Ts);
+        MetricsAlpha0 a0 = metrics_attn_accum(&acc, A, T, Ts);
         AttnHeadStats hs;
         metrics_attn_finish(&hs, &acc);
         double sink_raw = 0.0, smin = INFINITY, smax = -INFINITY, smean = 0.0;
@@ -102,7 +102,8 @@ static void head_stats(JsonBuf* j, const ExplorerRun* r) {
         json_num(j, "entropy_norm", hs.entropy_norm);
         json_num(j, "sink_mass", hs.sink_mass);
         json_num(j, "sink_raw", T >= 2 ? sink_raw : NAN);
-        json_num(j, "alpha0", alpha0);
+        json_num(j, "alpha0", a0.renorm);
+        json_num(j, "alpha0_raw", a0.raw);
         json_num(j, "max_weight", hs.max_weight);
         json_num(j, "sparsity", hs.sparsity);
         json_num(j, "rowsum_min", smin);
