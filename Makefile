@@ -27,8 +27,12 @@ CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubuni
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-TOOLS     := $(basename $(wildcard train.c tokenize.c prepare.c attnmap.c export.c evaluate.c generate.c probe.c))
+# tool mains: train.c at the root, the other tools in tools/; every binary lands at ./NAME
+CLI_SRCS  := $(sort $(wildcard tools/*.c))
+CLI_NAMES := $(notdir $(basename $(CLI_SRCS)))
+TOOLS     := train $(CLI_NAMES)
 TOOL_BINS := $(TOOLS:%=$(BUILD)/%)
+CLI_BINS  := $(CLI_NAMES:%=$(BUILD)/%)
 TEST_SRCS := $(sort $(filter-out tests/test_attn64_%,$(wildcard tests/test_*.c)))
 TEST_BINS := $(TEST_SRCS:%.c=$(BUILD)/%)
 TEST_LIB  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out tests/test_%,$(wildcard tests/*.c)))
@@ -43,7 +47,7 @@ ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz
+        check-long fuzz check-includes check-docs docs
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -59,7 +63,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(TOOL_BINS): $(BUILD)/%: $(BUILD)/%.o $(BUILD)/libattnlab.a
+$(BUILD)/train: $(BUILD)/train.o $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
+
+$(CLI_BINS): $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
 $(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
@@ -85,7 +92,22 @@ setup: deps
 # ---- tests ---------------------------------------------------------------------------------
 test: setup
 	@$(MAKE) --no-print-directory -j2 all
+	@$(MAKE) --no-print-directory check-includes check-docs
 	@bash scripts/run_tests $(BUILD)
+
+# the include direction (train.c, tools/ -> model/ -> attention/ -> common/; data/, optim/ ->
+# common/), and the checker's own proof that it catches each kind of upward include
+check-includes:
+	@bash scripts/check_includes
+	@bash scripts/check_includes --self-test
+
+# the generated tables in docs/ (config keys, attention variants) match ./train's own output;
+# `make docs` rewrites them
+check-docs:
+	@TRAIN=$(BUILD)/train bash scripts/gen_docs --check
+
+docs: all
+	@bash scripts/gen_docs
 
 test-only:
 	@bash scripts/run_tests $(BUILD)
@@ -111,7 +133,7 @@ bench: deps
 	@bash scripts/bench
 
 # ---- formatting ----------------------------------------------------------------------------
-FMT_SRCS = $(wildcard *.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
+FMT_SRCS = $(wildcard *.c tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
 format:
 	clang-format -i $(FMT_SRCS)
 format-check: deps

@@ -9,6 +9,7 @@
 // state re-derives the same permutations without replaying batches.
 #include "data/dataloader.h"
 
+#include <errno.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,30 @@ static int cmp_str(const void* a, const void* b) {
     return strcmp(*(char* const*)a, *(char* const*)b);
 }
 
+// The corpora scripts/setup knows how to fetch ("bash scripts/setup corpus NAME"), found in a
+// pattern as ".../data_cache/NAME/...". NULL when the pattern names none of them.
+static const char* bundled_corpus(const char* pattern) {
+    static const char* const BUNDLED[] = {"mobydick", "kjv"};
+    for (size_t i = 0; i < sizeof(BUNDLED) / sizeof(BUNDLED[0]); i++) {
+        char dir[64];
+        snprintf(dir, sizeof(dir), "data_cache/%s/", BUNDLED[i]);
+        const char* at = strstr(pattern, dir);
+        if (at && (at == pattern || at[-1] == '/')) return BUNDLED[i];
+    }
+    return NULL;
+}
+
+// glob(3) error callback: remember the first directory that could not be read and why.
+static _Thread_local int glob_errno;
+static _Thread_local char glob_errpath[1024];
+static int glob_error(const char* path, int eerrno) {
+    if (!glob_errno) {
+        glob_errno = eerrno;
+        snprintf(glob_errpath, sizeof(glob_errpath), "%s", path);
+    }
+    return 1; // stop (GLOB_ERR)
+}
+
 int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int shuffle, uint64_t seed,
                     char* err, size_t errcap) {
     memset(dl, 0, sizeof(*dl));
@@ -98,13 +123,31 @@ int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int shuff
     uint64_t need = (uint64_t)B * (uint64_t)T + 1;
 
     glob_t g;
-    int rc = glob(pattern, GLOB_ERR, NULL, &g);
+    glob_errno = 0;
+    glob_errpath[0] = 0;
+    int rc = glob(pattern, GLOB_ERR, glob_error, &g);
+    // a directory of the pattern that does not exist is "no match", not a read error
+    int missing = rc == GLOB_ABORTED && (glob_errno == ENOENT || glob_errno == ENOTDIR);
     if (rc != 0 || g.gl_pathc == 0) {
-        if (rc == GLOB_NOMATCH || (rc == 0 && g.gl_pathc == 0))
-            snprintf(err, errcap, "%s: no file matches this glob", pattern);
-        else
+        if (rc == GLOB_NOMATCH || missing || (rc == 0 && g.gl_pathc == 0)) {
+            const char* corpus = bundled_corpus(pattern);
+            if (corpus)
+                snprintf(err, errcap,
+                         "%s: no file matches this glob; %s is a bundled corpus, fetch and "
+                         "prepare it with: bash scripts/setup corpus %s",
+                         pattern, corpus, corpus);
+            else
+                snprintf(err, errcap,
+                         "%s: no file matches this glob (make shards from text files with "
+                         "./prepare)",
+                         pattern);
+        } else if (rc == GLOB_ABORTED) {
+            snprintf(err, errcap, "%s: glob failed: cannot read %s: %s", pattern,
+                     glob_errpath[0] ? glob_errpath : "a directory", strerror(glob_errno));
+        } else {
             snprintf(err, errcap, "%s: glob failed (%s)", pattern,
                      rc == GLOB_NOSPACE ? "out of memory" : "read error");
+        }
         if (rc != GLOB_NOMATCH) globfree(&g);
         return -1;
     }

@@ -1,5 +1,6 @@
-// model/hf.c: Hugging Face safetensors / config.json export and import (see hf.h). Includes a
-// small strict JSON reader for safetensors headers and config.json.
+// model/hf.c: Hugging Face interop (see hf.h): the GPT2LMHeadModel tensor names and Conv1D
+// transposes, config.json, import (hf_load, hf_read_config) and export (hf_export). The file
+// formats are common/safetensors.c and common/json_read.c / common/json.c.
 #include "model/hf.h"
 
 #include <errno.h>
@@ -8,669 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/json.h"
+#include "common/json_read.h"
 #include "common/util.h"
-
-// ---------------------------------------------------------------------------------------------
-// JSON reader: a tree of values, strict RFC 8259 syntax, nesting depth <= 32
-
-typedef enum { JV_NULL, JV_BOOL, JV_NUM, JV_STR, JV_ARR, JV_OBJ } JvType;
-
-typedef struct Jv {
-    JvType t;
-    int b;
-    double num;
-    int is_uint; // a non-negative integer that fits uint64 exactly
-    uint64_t u;
-    char* s;          // JV_STR (NUL-terminated; strings holding NUL are rejected)
-    struct Jv* items; // JV_ARR / JV_OBJ values
-    char** keys;      // JV_OBJ keys
-    int n, cap;
-} Jv;
-
-typedef struct {
-    const char* p;
-    const char* end;
-    char err[200];
-} JParse;
-
-static void jv_free(Jv* v) {
-    if (v->t == JV_STR) free(v->s);
-    if (v->t == JV_ARR || v->t == JV_OBJ) {
-        for (int i = 0; i < v->n; i++) {
-            jv_free(&v->items[i]);
-            if (v->keys) free(v->keys[i]);
-        }
-        free(v->items);
-        free(v->keys);
-    }
-    memset(v, 0, sizeof(*v));
-}
-
-static void jskip(JParse* j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int jfail(JParse* j, const char* what) {
-    if (!j->err[0]) snprintf(j->err, sizeof(j->err), "%s", what);
-    return -1;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static int parse_hex4(JParse* j, unsigned* out) {
-    if (j->end - j->p < 4) return jfail(j, "truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(j->p[i]);
-        if (h < 0) return jfail(j, "bad \\u escape");
-        v = v * 16 + (unsigned)h;
-    }
-    j->p += 4;
-    *out = v;
-    return 0;
-}
-
-static int parse_string(JParse* j, char** out) {
-    if (j->p >= j->end || *j->p != '"') return jfail(j, "expected a string");
-    j->p++;
-    size_t cap = 32, n = 0;
-    char* s = mallocCheck(cap);
-    for (;;) {
-        if (j->p >= j->end) {
-            free(s);
-            return jfail(j, "unterminated string");
-        }
-        if (n + 5 >= cap) {
-            cap *= 2;
-            s = reallocCheck(s, cap);
-        }
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"') break;
-        if (c < 0x20) {
-            free(s);
-            return jfail(j, "control character in a string");
-        }
-        if (c != '\\') {
-            s[n++] = (char)c;
-            continue;
-        }
-        if (j->p >= j->end) {
-            free(s);
-            return jfail(j, "unterminated escape");
-        }
-        char e = *j->p++;
-        unsigned cp;
-        switch (e) {
-        case '"':
-            s[n++] = '"';
-            break;
-        case '\\':
-            s[n++] = '\\';
-            break;
-        case '/':
-            s[n++] = '/';
-            break;
-        case 'b':
-            s[n++] = '\b';
-            break;
-        case 'f':
-            s[n++] = '\f';
-            break;
-        case 'n':
-            s[n++] = '\n';
-            break;
-        case 'r':
-            s[n++] = '\r';
-            break;
-        case 't':
-            s[n++] = '\t';
-            break;
-        case 'u':
-            if (parse_hex4(j, &cp)) {
-                free(s);
-                return -1;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u') {
-                    free(s);
-                    return jfail(j, "unpaired surrogate in a string");
-                }
-                j->p += 2;
-                if (parse_hex4(j, &lo)) {
-                    free(s);
-                    return -1;
-                }
-                if (lo < 0xDC00 || lo > 0xDFFF) {
-                    free(s);
-                    return jfail(j, "unpaired surrogate in a string");
-                }
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(s);
-                return jfail(j, "unpaired surrogate in a string");
-            }
-            if (cp == 0) {
-                free(s);
-                return jfail(j, "NUL character in a string");
-            }
-            if (cp < 0x80) {
-                s[n++] = (char)cp;
-            } else if (cp < 0x800) {
-                s[n++] = (char)(0xC0 | (cp >> 6));
-                s[n++] = (char)(0x80 | (cp & 0x3F));
-            } else if (cp < 0x10000) {
-                s[n++] = (char)(0xE0 | (cp >> 12));
-                s[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                s[n++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                s[n++] = (char)(0xF0 | (cp >> 18));
-                s[n++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                s[n++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                s[n++] = (char)(0x80 | (cp & 0x3F));
-            }
-            break;
-        default:
-            free(s);
-            return jfail(j, "bad escape in a string");
-        }
-    }
-    s[n] = '\0';
-    *out = s;
-    return 0;
-}
-
-static int parse_number(JParse* j, Jv* v) {
-    const char* s = j->p;
-    const char* p = s;
-    if (p < j->end && *p == '-') p++;
-    if (p >= j->end || *p < '0' || *p > '9') return jfail(j, "bad number");
-    if (*p == '0')
-        p++;
-    else
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    int integral = 1;
-    if (p < j->end && *p == '.') {
-        integral = 0;
-        p++;
-        if (p >= j->end || *p < '0' || *p > '9') return jfail(j, "bad number");
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < j->end && (*p == 'e' || *p == 'E')) {
-        integral = 0;
-        p++;
-        if (p < j->end && (*p == '+' || *p == '-')) p++;
-        if (p >= j->end || *p < '0' || *p > '9') return jfail(j, "bad number");
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    char buf[64];
-    size_t len = (size_t)(p - s);
-    if (len >= sizeof(buf)) return jfail(j, "number too long");
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    v->t = JV_NUM;
-    v->num = strtod(buf, NULL);
-    if (integral && s[0] != '-') {
-        uint64_t u = 0;
-        int ok = 1;
-        for (size_t i = 0; i < len; i++) {
-            unsigned d = (unsigned)(buf[i] - '0');
-            if (u > (UINT64_MAX - d) / 10) {
-                ok = 0;
-                break;
-            }
-            u = u * 10 + d;
-        }
-        v->is_uint = ok;
-        v->u = u;
-    }
-    j->p = p;
-    return 0;
-}
-
-static int parse_value(JParse* j, Jv* v, int depth);
-
-static void jv_push(Jv* v, Jv* item, char* key) {
-    if (v->n == v->cap) {
-        v->cap = v->cap ? 2 * v->cap : 8;
-        v->items = reallocCheck(v->items, sizeof(Jv) * (size_t)v->cap);
-        if (v->t == JV_OBJ) v->keys = reallocCheck(v->keys, sizeof(char*) * (size_t)v->cap);
-    }
-    v->items[v->n] = *item;
-    if (v->t == JV_OBJ) v->keys[v->n] = key;
-    v->n++;
-}
-
-static int parse_container(JParse* j, Jv* v, int depth, int obj) {
-    v->t = obj ? JV_OBJ : JV_ARR;
-    j->p++;
-    jskip(j);
-    if (j->p < j->end && *j->p == (obj ? '}' : ']')) {
-        j->p++;
-        return 0;
-    }
-    for (;;) {
-        char* key = NULL;
-        jskip(j);
-        if (obj) {
-            if (parse_string(j, &key)) return -1;
-            jskip(j);
-            if (j->p >= j->end || *j->p != ':') {
-                free(key);
-                return jfail(j, "expected ':' after an object key");
-            }
-            j->p++;
-        }
-        Jv item;
-        memset(&item, 0, sizeof(item));
-        if (parse_value(j, &item, depth + 1)) {
-            free(key);
-            jv_free(&item);
-            return -1;
-        }
-        jv_push(v, &item, key);
-        jskip(j);
-        if (j->p >= j->end) return jfail(j, obj ? "unterminated object" : "unterminated array");
-        if (*j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (*j->p == (obj ? '}' : ']')) {
-            j->p++;
-            return 0;
-        }
-        return jfail(j,
-                     obj ? "expected ',' or '}' in an object" : "expected ',' or ']' in an array");
-    }
-}
-
-static int parse_value(JParse* j, Jv* v, int depth) {
-    if (depth > 32) return jfail(j, "nesting too deep");
-    jskip(j);
-    if (j->p >= j->end) return jfail(j, "unexpected end of JSON");
-    char c = *j->p;
-    if (c == '{' || c == '[') return parse_container(j, v, depth, c == '{');
-    if (c == '"') {
-        v->t = JV_STR;
-        return parse_string(j, &v->s);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_number(j, v);
-    static const struct {
-        const char* w;
-        JvType t;
-        int b;
-    } lits[] = {{"true", JV_BOOL, 1}, {"false", JV_BOOL, 0}, {"null", JV_NULL, 0}};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(lits[i].w);
-        if ((size_t)(j->end - j->p) >= l && memcmp(j->p, lits[i].w, l) == 0) {
-            v->t = lits[i].t;
-            v->b = lits[i].b;
-            j->p += l;
-            return 0;
-        }
-    }
-    return jfail(j, "unexpected character");
-}
-
-// Parse a whole document; trailing spaces are allowed (safetensors pads its header with them).
-static int json_parse(Jv* v, const char* text, size_t n, char* err, size_t errcap) {
-    JParse j = {.p = text, .end = text + n};
-    memset(v, 0, sizeof(*v));
-    if (parse_value(&j, v, 0) == 0) {
-        jskip(&j);
-        if (j.p == j.end) return 0;
-        jfail(&j, "trailing characters after the JSON value");
-    }
-    snprintf(err, errcap, "%s at byte %ld", j.err, (long)(j.p - text));
-    jv_free(v);
-    return -1;
-}
-
-static const Jv* jv_get(const Jv* o, const char* key) {
-    if (o->t != JV_OBJ) return NULL;
-    for (int i = 0; i < o->n; i++)
-        if (strcmp(o->keys[i], key) == 0) return &o->items[i];
-    return NULL;
-}
-
-// ---------------------------------------------------------------------------------------------
-// safetensors reader
-
-static const struct {
-    const char* name;
-    int dtype, size;
-} DTYPES[] = {
-    {"F32", ST_F32, 4},    {"F16", ST_F16, 2},        {"BF16", ST_BF16, 2},
-    {"F64", ST_F64, 8},    {"BOOL", ST_OTHER1, 1},    {"U8", ST_OTHER1, 1},
-    {"I8", ST_OTHER1, 1},  {"F8_E4M3", ST_OTHER1, 1}, {"F8_E5M2", ST_OTHER1, 1},
-    {"I16", ST_OTHER2, 2}, {"U16", ST_OTHER2, 2},     {"I32", ST_OTHER4, 4},
-    {"U32", ST_OTHER4, 4}, {"I64", ST_OTHER8, 8},     {"U64", ST_OTHER8, 8},
-};
-
-static int dtype_size(int dt) {
-    for (size_t i = 0; i < sizeof(DTYPES) / sizeof(DTYPES[0]); i++)
-        if (DTYPES[i].dtype == dt) return DTYPES[i].size;
-    return 1;
-}
-
-static int st_cmp_begin(const void* a, const void* b) {
-    const StTensor* x = *(StTensor* const*)a;
-    const StTensor* y = *(StTensor* const*)b;
-    return x->begin < y->begin   ? -1
-           : x->begin > y->begin ? 1
-                                 : (x->end > y->end) - (x->end < y->end);
-}
-
-static int st_meta(SafeTensors* st, const Jv* md, char* err, size_t errcap) {
-    if (md->t != JV_OBJ) {
-        snprintf(err, errcap, "%s: __metadata__ is not an object", st->path);
-        return -1;
-    }
-    for (int i = 0; i < md->n; i++) {
-        if (md->items[i].t != JV_STR) {
-            snprintf(err, errcap, "%s: __metadata__ value of '%s' is not a string", st->path,
-                     md->keys[i]);
-            return -1;
-        }
-        const char* k = md->keys[i];
-        const char* val = md->items[i].s;
-        if (strcmp(k, "attnlab_attention") == 0)
-            util_strlcpy(st->attention, val, sizeof(st->attention));
-        if (strcmp(k, "attnlab_pos_encoding") == 0)
-            util_strlcpy(st->pos_encoding, val, sizeof(st->pos_encoding));
-        if (strcmp(k, "attnlab_qk_norm") == 0) st->qk_norm = strcmp(val, "1") == 0;
-    }
-    return 0;
-}
-
-static int st_tensor(SafeTensors* st, StTensor* t, const char* name, const Jv* d, char* err,
-                     size_t errcap) {
-    const char* p = st->path;
-    if (util_strlcpy(t->name, name, sizeof(t->name))) {
-        snprintf(err, errcap, "%s: tensor name '%.60s...' is too long", p, name);
-        return -1;
-    }
-    if (d->t != JV_OBJ) {
-        snprintf(err, errcap, "%s: tensor %s: entry is not an object", p, name);
-        return -1;
-    }
-    const Jv* dt = jv_get(d, "dtype");
-    const Jv* sh = jv_get(d, "shape");
-    const Jv* of = jv_get(d, "data_offsets");
-    if (!dt || dt->t != JV_STR || !sh || sh->t != JV_ARR || !of || of->t != JV_ARR) {
-        snprintf(err, errcap,
-                 "%s: tensor %s: needs \"dtype\" (string), \"shape\" and "
-                 "\"data_offsets\" (arrays)",
-                 p, name);
-        return -1;
-    }
-    t->dtype = -1;
-    for (size_t i = 0; i < sizeof(DTYPES) / sizeof(DTYPES[0]); i++)
-        if (strcmp(dt->s, DTYPES[i].name) == 0) {
-            t->dtype = DTYPES[i].dtype;
-            util_strlcpy(t->dtype_name, DTYPES[i].name, sizeof(t->dtype_name));
-        }
-    if (t->dtype < 0) {
-        snprintf(err, errcap, "%s: tensor %s: unknown dtype '%.20s'", p, name, dt->s);
-        return -1;
-    }
-    if (sh->n > ST_MAX_DIMS) {
-        snprintf(err, errcap, "%s: tensor %s: %d dimensions (at most %d)", p, name, sh->n,
-                 ST_MAX_DIMS);
-        return -1;
-    }
-    t->ndim = sh->n;
-    t->numel = 1;
-    for (int i = 0; i < sh->n; i++) {
-        const Jv* e = &sh->items[i];
-        if (e->t != JV_NUM || !e->is_uint || e->u > ((uint64_t)1 << 40)) {
-            snprintf(err, errcap, "%s: tensor %s: shape entry %d is not a valid size", p, name, i);
-            return -1;
-        }
-        t->shape[i] = e->u;
-        if (e->u && t->numel > (((uint64_t)1 << 40) / e->u)) {
-            snprintf(err, errcap, "%s: tensor %s: shape too large", p, name);
-            return -1;
-        }
-        t->numel *= e->u;
-    }
-    if (of->n != 2 || of->items[0].t != JV_NUM || !of->items[0].is_uint ||
-        of->items[1].t != JV_NUM || !of->items[1].is_uint) {
-        snprintf(err, errcap, "%s: tensor %s: data_offsets must be two non-negative integers", p,
-                 name);
-        return -1;
-    }
-    t->begin = of->items[0].u;
-    t->end = of->items[1].u;
-    if (t->begin > t->end || t->end > st->data_size) {
-        snprintf(err, errcap,
-                 "%s: tensor %s: data_offsets [%llu, %llu] outside the data section "
-                 "(%llu bytes)",
-                 p, name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                 (unsigned long long)st->data_size);
-        return -1;
-    }
-    if (t->end - t->begin != t->numel * (uint64_t)dtype_size(t->dtype)) {
-        snprintf(err, errcap, "%s: tensor %s: %llu bytes for a %s tensor of %llu elements", p, name,
-                 (unsigned long long)(t->end - t->begin), dt->s, (unsigned long long)t->numel);
-        return -1;
-    }
-    return 0;
-}
-
-int st_open(SafeTensors* st, const char* path, char* err, size_t errcap) {
-    memset(st, 0, sizeof(*st));
-    util_strlcpy(st->path, path, sizeof(st->path));
-    FILE* f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    st->f = f;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) {
-        snprintf(err, errcap, "%s: cannot stat: %s", path, strerror(errno));
-        goto fail;
-    }
-    uint64_t fsize = (uint64_t)sb.st_size;
-    unsigned char lb[8];
-    if (fsize < 8 || fread(lb, 1, 8, f) != 8) {
-        snprintf(err, errcap,
-                 "%s: truncated: a safetensors file starts with an 8-byte header "
-                 "length",
-                 path);
-        goto fail;
-    }
-    uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--)
-        hl = (hl << 8) | lb[i];
-    if (hl < 2 || hl > ST_MAX_HEADER) {
-        snprintf(err, errcap, "%s: header length %llu is not plausible (not a safetensors file?)",
-                 path, (unsigned long long)hl);
-        goto fail;
-    }
-    if (hl > fsize - 8) {
-        snprintf(err, errcap,
-                 "%s: header length %llu goes beyond the end of the file (%llu "
-                 "bytes): truncated",
-                 path, (unsigned long long)hl, (unsigned long long)fsize);
-        goto fail;
-    }
-    char* text = mallocCheck((size_t)hl);
-    if (fread(text, 1, (size_t)hl, f) != (size_t)hl) {
-        free(text);
-        snprintf(err, errcap, "%s: read error in the header", path);
-        goto fail;
-    }
-    st->data_start = 8 + hl;
-    st->data_size = fsize - 8 - hl;
-    if (text[0] != '{') {
-        free(text);
-        snprintf(err, errcap, "%s: the header does not start with '{' (not a safetensors file?)",
-                 path);
-        goto fail;
-    }
-    Jv root;
-    char jerr[300];
-    if (json_parse(&root, text, (size_t)hl, jerr, sizeof(jerr))) {
-        free(text);
-        snprintf(err, errcap, "%s: header is not valid JSON: %s", path, jerr);
-        goto fail;
-    }
-    free(text);
-    if (root.t != JV_OBJ) {
-        jv_free(&root);
-        snprintf(err, errcap, "%s: header is not a JSON object", path);
-        goto fail;
-    }
-    st->t = callocCheck((size_t)root.n + 1, sizeof(StTensor));
-    int bad = 0;
-    for (int i = 0; i < root.n && !bad; i++) {
-        const char* k = root.keys[i];
-        if (strcmp(k, "__metadata__") == 0) {
-            bad = st_meta(st, &root.items[i], err, errcap) != 0;
-            continue;
-        }
-        for (int q = 0; q < st->n && !bad; q++)
-            if (strcmp(st->t[q].name, k) == 0) {
-                snprintf(err, errcap, "%s: tensor %s appears twice in the header", path, k);
-                bad = 1;
-            }
-        if (!bad) bad = st_tensor(st, &st->t[st->n], k, &root.items[i], err, errcap) != 0;
-        if (!bad) st->n++;
-    }
-    jv_free(&root);
-    if (bad) goto fail;
-    // the data section is exactly the tensors, back to back (no overlap, no holes)
-    StTensor** order = mallocCheck(sizeof(StTensor*) * ((size_t)st->n + 1));
-    for (int i = 0; i < st->n; i++)
-        order[i] = &st->t[i];
-    qsort(order, (size_t)st->n, sizeof(StTensor*), st_cmp_begin);
-    uint64_t pos = 0;
-    for (int i = 0; i < st->n && !bad; i++) {
-        if (order[i]->begin != pos) {
-            if (order[i]->begin < pos)
-                snprintf(err, errcap,
-                         "%s: tensor %s: data_offsets [%llu, %llu] overlap the "
-                         "previous tensor %s",
-                         path, order[i]->name, (unsigned long long)order[i]->begin,
-                         (unsigned long long)order[i]->end, i ? order[i - 1]->name : "");
-            else
-                snprintf(err, errcap,
-                         "%s: tensor %s: data_offsets start at %llu, leaving a gap "
-                         "after byte %llu",
-                         path, order[i]->name, (unsigned long long)order[i]->begin,
-                         (unsigned long long)pos);
-            bad = 1;
-        }
-        pos = order[i]->end;
-    }
-    free(order);
-    if (!bad && pos != st->data_size) {
-        snprintf(err, errcap,
-                 "%s: the tensors cover %llu bytes of a %llu-byte data section "
-                 "(truncated or trailing garbage)",
-                 path, (unsigned long long)pos, (unsigned long long)st->data_size);
-        bad = 1;
-    }
-    if (bad) goto fail;
-    return 0;
-fail:
-    st_close(st);
-    return -1;
-}
-
-void st_close(SafeTensors* st) {
-    if (st->f) fclose(st->f);
-    free(st->t);
-    st->f = NULL;
-    st->t = NULL;
-    st->n = 0;
-}
-
-int st_find(const SafeTensors* st, const char* name) {
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return i;
-    return -1;
-}
-
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    int e = (h >> 10) & 0x1f;
-    uint32_t mant = h & 0x3ff;
-    float v;
-    if (e == 0)
-        v = ldexpf((float)mant, -24);
-    else if (e == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400), e - 25);
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    bits |= sign;
-    memcpy(&v, &bits, 4);
-    return v;
-}
-
-int st_read_f32(const SafeTensors* st, int i, float* out, char* err, size_t errcap) {
-    const StTensor* t = &st->t[i];
-    size_t bytes = (size_t)(t->end - t->begin);
-    if (fseeko(st->f, (off_t)(st->data_start + t->begin), SEEK_SET) != 0) {
-        snprintf(err, errcap, "%s: tensor %s: seek failed", st->path, t->name);
-        return -1;
-    }
-    if (t->dtype == ST_F32) {
-        if (fread(out, 1, bytes, st->f) != bytes) {
-            snprintf(err, errcap, "%s: tensor %s: truncated", st->path, t->name);
-            return -1;
-        }
-        return 0;
-    }
-    if (t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
-        snprintf(err, errcap,
-                 "%s: tensor %s: dtype %s cannot be read as parameters (F32, F16, "
-                 "BF16, F64)",
-                 st->path, t->name, t->dtype_name);
-        return -1;
-    }
-    if (t->dtype == ST_F64) {
-        double* d = mallocCheck(bytes + 8);
-        if (fread(d, 1, bytes, st->f) != bytes) {
-            free(d);
-            snprintf(err, errcap, "%s: tensor %s: truncated", st->path, t->name);
-            return -1;
-        }
-        for (size_t k = 0; k < t->numel; k++)
-            out[k] = (float)d[k];
-        free(d);
-        return 0;
-    }
-    uint16_t* tmp = mallocCheck(bytes + 2);
-    if (fread(tmp, 1, bytes, st->f) != bytes) {
-        free(tmp);
-        snprintf(err, errcap, "%s: tensor %s: truncated", st->path, t->name);
-        return -1;
-    }
-    for (size_t k = 0; k < t->numel; k++) {
-        if (t->dtype == ST_F16) {
-            out[k] = half_to_float(tmp[k]);
-        } else {
-            uint32_t b = (uint32_t)tmp[k] << 16;
-            memcpy(&out[k], &b, 4);
-        }
-    }
-    free(tmp);
-    return 0;
-}
 
 // ---------------------------------------------------------------------------------------------
 // GPT-2 name mapping
@@ -1032,30 +373,13 @@ static int copy_file(const char* src, const char* dst, char* err, size_t errcap)
     return rc;
 }
 
-static void json_escape_into(char* out, size_t cap, const char* s) {
-    size_t n = 0;
-    for (; *s && n + 8 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            out[n++] = '\\';
-            out[n++] = (char)c;
-        } else if (c < 0x20) {
-            n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
-        } else {
-            out[n++] = (char)c;
-        }
-    }
-    out[n] = '\0';
-}
-
 int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
     const int L = c->n_layer;
     const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     int plain = hf_is_plain_gpt2(m);
     if (util_mkdirs(dir, err, errcap)) return -1;
-    char att_esc[600];
-    json_escape_into(att_esc, sizeof(att_esc), m->attention);
+    char* att_esc = json_escape(m->attention, strlen(m->attention)); // quoted
     if (!plain)
         fprintf(stderr,
                 "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d) "
@@ -1091,59 +415,40 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         for (int q = 0; q < t->ndim; q++)
             t->shape[q] = m->specs[s].shape[q];
     }
-    // header
-    char* hdr = NULL;
-    size_t hcap = 4096 + (size_t)n * 200, hl = 0;
-    hdr = mallocCheck(hcap);
-    hl += (size_t)snprintf(hdr + hl, hcap - hl, "{\"__metadata__\":{\"format\":\"pt\"");
-    if (!plain)
-        hl += (size_t)snprintf(hdr + hl, hcap - hl,
-                               ",\"attnlab_attention\":\"%s\","
-                               "\"attnlab_pos_encoding\":\"%s\",\"attnlab_qk_norm\":\"%d\"",
-                               att_esc, pos_name(c->pos_encoding), c->qk_norm);
-    hl += (size_t)snprintf(hdr + hl, hcap - hl, "}");
-    uint64_t off = 0;
+    // model.safetensors: the tensors in the order listed, F32
+    StSpec* ss = callocCheck((size_t)n, sizeof(StSpec));
     for (int i = 0; i < n; i++) {
-        ExpTensor* t = &et[i];
+        util_strlcpy(ss[i].name, et[i].name, sizeof(ss[i].name));
+        ss[i].ndim = et[i].ndim;
         uint64_t numel = 1;
-        for (int q = 0; q < t->ndim; q++)
-            numel *= t->shape[q];
-        t->bytes = 4 * numel;
-        hl += (size_t)snprintf(hdr + hl, hcap - hl, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[",
-                               t->name);
-        for (int q = 0; q < t->ndim; q++)
-            hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%llu", q ? "," : "",
-                                   (unsigned long long)t->shape[q]);
-        hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
-                               (unsigned long long)off, (unsigned long long)(off + t->bytes));
-        off += t->bytes;
+        for (int q = 0; q < et[i].ndim; q++) {
+            ss[i].shape[q] = et[i].shape[q];
+            numel *= et[i].shape[q];
+        }
+        et[i].bytes = 4 * numel;
     }
-    hl += (size_t)snprintf(hdr + hl, hcap - hl, "}");
-    ASSERT(hl + 8 < hcap);
-    while (hl % 8)
-        hdr[hl++] = ' ';
+    char qk[8];
+    snprintf(qk, sizeof(qk), "%d", c->qk_norm);
+    const char* meta[6] = {"attnlab_attention",       m->attention,      "attnlab_pos_encoding",
+                           pos_name(c->pos_encoding), "attnlab_qk_norm", qk};
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     AtomicFile af;
+    StWriter w;
     int rc = -1;
     float* buf = NULL;
-    if (atomic_open(&af, path)) {
-        snprintf(err, errcap, "%s", af.err);
-        goto done;
-    }
-    unsigned char lb[8];
-    for (int i = 0; i < 8; i++)
-        lb[i] = (unsigned char)(((uint64_t)hl >> (8 * i)) & 0xff);
-    atomic_write(&af, lb, 8);
-    atomic_write(&af, hdr, hl);
+    int opened = st_write_begin(&w, path, meta, plain ? 0 : 3, ss, n, err, errcap) == 0;
+    free(ss);
+    if (!opened) goto done;
     buf = mallocCheck(sizeof(float) * (4 * C * C + 16));
     for (int i = 0; i < n; i++) {
         ExpTensor* t = &et[i];
         const ParamSpec* s = &m->specs[t->spec];
+        size_t numel = (size_t)(t->bytes / 4);
         if (t->spec == P_WTE) {
-            atomic_write(&af, m->params + s->offset, t->bytes); // the V real rows
+            st_write_f32(&w, m->params + s->offset, numel); // the V real rows
         } else if (t->layer < 0 || !s->stacked) {
-            atomic_write(&af, m->params + s->offset, t->bytes);
+            st_write_f32(&w, m->params + s->offset, numel);
         } else {
             const float* src = gpt2_tensor(m, m->params, t->spec, t->layer);
             if (t->transposed) { // (out, in) -> (in, out)
@@ -1153,13 +458,10 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
                         buf[k * OC + o] = src[o * IC + k];
                 src = buf;
             }
-            atomic_write(&af, src, t->bytes);
+            st_write_f32(&w, src, numel);
         }
     }
-    if (atomic_commit(&af)) {
-        snprintf(err, errcap, "%s", af.err);
-        goto done;
-    }
+    if (st_write_end(&w, err, errcap)) goto done;
     // config.json
     {
         int eot = c->vocab_size == 50257 ? 50256 : c->vocab_size - 1;
@@ -1182,7 +484,7 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
             c->vocab_size);
         if (!plain)
             fprintf(f,
-                    ",\n  \"attnlab_attention\": \"%s\",\n  \"attnlab_pos_encoding\": \"%s\",\n"
+                    ",\n  \"attnlab_attention\": %s,\n  \"attnlab_pos_encoding\": \"%s\",\n"
                     "  \"attnlab_qk_norm\": %d",
                     att_esc, pos_name(c->pos_encoding), c->qk_norm);
         fprintf(f, "\n}\n");
@@ -1207,7 +509,7 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     rc = 0;
 done:
     free(buf);
-    free(hdr);
+    free(att_esc);
     free(et);
     return rc;
 }

@@ -15,9 +15,9 @@
 // and warns on stderr.
 //
 // Import reads the same layout with or without the "transformer." prefix (the original GPT-2
-// checkpoint uses "wte.weight", "h.0.ln_1.weight", ...), in F32, F16, BF16 or F64. The header is
-// validated fully (length, JSON, dtype, shapes, offsets in bounds and contiguous); errors name
-// the file and the tensor.
+// checkpoint uses "wte.weight", "h.0.ln_1.weight", ...), in F32, F16, BF16 or F64. The file is
+// read by common/safetensors.h, which validates the header fully (length, JSON, dtype, shapes,
+// offsets in bounds and contiguous); errors name the file and the tensor.
 #ifndef ATTNLAB_HF_H
 #define ATTNLAB_HF_H
 
@@ -25,45 +25,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/safetensors.h"
 #include "model/gpt2.h"
-
-#define ST_MAX_DIMS   8
-#define ST_MAX_HEADER (100u << 20) // header bytes accepted (safetensors' own limit is 100 MB)
-
-// Every safetensors dtype is accepted in a header (sizes are validated); st_read_f32 converts
-// F32, F16, BF16 and F64, the others (masks, integer buffers) can only be skipped.
-enum { ST_F32, ST_F16, ST_BF16, ST_F64, ST_OTHER1, ST_OTHER2, ST_OTHER4, ST_OTHER8 };
-
-typedef struct {
-    char name[160];
-    int dtype; // ST_*
-    char dtype_name[12];
-    int ndim;
-    uint64_t shape[ST_MAX_DIMS];
-    uint64_t numel;
-    uint64_t begin, end; // byte offsets into the data section
-} StTensor;
-
-typedef struct {
-    char path[1024];
-    FILE* f;
-    uint64_t data_start; // 8 + header length
-    uint64_t data_size;  // bytes after the header
-    StTensor* t;
-    int n;
-    char attention[256];   // __metadata__ attnlab_attention, or "" if absent
-    char pos_encoding[32]; // __metadata__ attnlab_pos_encoding, or ""
-    int qk_norm;           // __metadata__ attnlab_qk_norm ("1"), else 0
-} SafeTensors;
-
-// Open and validate a safetensors file (the data stays on disk). 0, or -1 with err naming the
-// file and what is wrong.
-int st_open(SafeTensors* st, const char* path, char* err, size_t errcap);
-void st_close(SafeTensors* st);
-int st_find(const SafeTensors* st, const char* name); // index, or -1
-// Read tensor i as float32 (converting F16 / BF16 / F64) into out[numel]. 0, or -1 with err
-// (also for integer or boolean tensors, which are not parameters).
-int st_read_f32(const SafeTensors* st, int i, float* out, char* err, size_t errcap);
 
 // Model sizes and attention spec from DIR/config.json (and the safetensors metadata if
 // config.json has no attnlab_attention). attention gets "softmax" for plain GPT-2.

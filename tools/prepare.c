@@ -1,7 +1,8 @@
-// prepare.c: text files -> llm.c token shards (PREFIX_val_NNNNNN.bin, PREFIX_train_NNNNNN.bin).
-// Every document starts with EOT. The token stream is the documents in input order; its first N
-// tokens are the validation split (as llm.c's tinyshakespeare), the rest the training split, each
-// cut into shards of --shard-tokens tokens.
+// tools/prepare.c: text files -> llm.c token shards (PREFIX_val_NNNNNN.bin,
+// PREFIX_train_NNNNNN.bin): the command line, progress and the summary. Splitting, encoding and
+// shard writing are data/corpus.c. Every document starts with EOT. The token stream is the
+// documents in input order; its first N tokens are the validation split (as llm.c's
+// tinyshakespeare), the rest the training split, each cut into shards of --shard-tokens tokens.
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/util.h"    // defines: die, util_read_file, util_mkdirs, util_now
-#include "data/shard.h"     // defines: shard_write
+#include "data/corpus.h"    // defines: corpus_encode_text, corpus_write_split
 #include "data/tokenizer.h" // defines: tokenizer_load, tokenizer_encode, tokenizer_split_point
 
 #define CHUNK_BYTES (1u << 20) // encode in pieces of about this size (progress, memory)
@@ -78,125 +79,17 @@ static void progress_update(Progress* p, size_t add, int final) {
             p->tty && !final ? "" : "\n");
 }
 
-// ----------------------------------------------------------------------------
-// token stream
-
-typedef struct {
-    uint16_t* tok;
-    size_t n, cap;
-    size_t ndocs;
-} TokBuf;
-
-static void tokbuf_add(TokBuf* b, const int* ids, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = 2 * (b->n + n) + 4096;
-        b->tok = reallocCheck(b->tok, b->cap * sizeof(uint16_t));
-    }
-    for (size_t i = 0; i < n; i++)
-        b->tok[b->n + i] = (uint16_t)ids[i];
-    b->n += n;
+static void progress_add(void* ctx, size_t bytes) {
+    progress_update(ctx, bytes, 0);
 }
-
-// Encode one document (EOT first) into the stream, in chunks at safe split points.
-static void encode_doc(TokBuf* b, Tokenizer* t, const char* s, size_t n, int allow_special,
-                       Progress* pr) {
-    int eot = tokenizer_eot(t);
-    tokbuf_add(b, &eot, 1);
-    b->ndocs++;
-    for (size_t pos = 0; pos < n;) {
-        size_t end = tokenizer_split_point(t, s, n, pos + CHUNK_BYTES);
-        int* ids;
-        size_t m = tokenizer_encode(t, s + pos, end - pos, allow_special, &ids);
-        tokbuf_add(b, ids, m);
-        free(ids);
-        progress_update(pr, end - pos, 0);
-        pos = end;
-    }
-}
-
-static int blank_line(const char* s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
-    return 1;
-}
-
-// Split one file's text into documents and encode them.
-static void encode_file(TokBuf* b, Tokenizer* t, const char* s, size_t n, const PrepareArgs* a,
-                        Progress* pr) {
-    if (!strcmp(a->split, "file")) {
-        if (n) encode_doc(b, t, s, n, a->allow_special, pr);
-        return;
-    }
-    if (!strcmp(a->split, "paragraph")) {
-        // a document = a run of non-blank lines plus the blank lines after it (the first one also
-        // takes any blank lines before it), so the documents joined give back the file exactly,
-        // as in llm.c's tinyshakespeare preparation
-        size_t i = 0, start = 0;
-        int seen_text = 0, after_blank = 0;
-        while (i < n) {
-            const char* nl = memchr(s + i, '\n', n - i);
-            size_t le = nl ? (size_t)(nl - s) : n;
-            if (blank_line(s + i, le - i)) {
-                after_blank = seen_text;
-            } else {
-                if (after_blank) {
-                    encode_doc(b, t, s + start, i - start, a->allow_special, pr);
-                    start = i;
-                    after_blank = 0;
-                }
-                seen_text = 1;
-            }
-            i = nl ? le + 1 : n;
-        }
-        if (seen_text) encode_doc(b, t, s + start, n - start, a->allow_special, pr);
-        return;
-    }
-    size_t sl = strlen(a->split);
-    for (size_t i = 0; i <= n;) {
-        const char* m = i < n ? memmem(s + i, n - i, a->split, sl) : NULL;
-        size_t e = m ? (size_t)(m - s) : n;
-        if (e > i) encode_doc(b, t, s + i, e - i, a->allow_special, pr);
-        i = e + (m ? sl : 1);
-    }
-}
-
-// Decode \n \t \r \\ in a separator given on the command line.
-static char* unescape(const char* s) {
-    char* out = mallocCheck(strlen(s) + 1);
-    size_t k = 0;
-    for (size_t i = 0; s[i]; i++) {
-        if (s[i] == '\\' && s[i + 1]) {
-            char c = s[++i];
-            out[k++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
-        } else {
-            out[k++] = s[i];
-        }
-    }
-    out[k] = 0;
-    return out;
-}
-
-// ----------------------------------------------------------------------------
-// output
 
 static int write_split(const char* prefix, const char* split, const uint16_t* tok, size_t n,
                        size_t shard_tokens, int quiet) {
-    int nshards = 0;
-    char path[1100], err[1400];
-    for (size_t off = 0; off < n; off += shard_tokens, nshards++) {
-        size_t m = n - off < shard_tokens ? n - off : shard_tokens;
-        snprintf(path, sizeof path, "%s_%s_%06d.bin", prefix, split, nshards);
-        if (shard_write(path, tok + off, m, err, sizeof err)) die(1, "%s", err);
-        if (!quiet) fprintf(stderr, "prepare: wrote %s (%zu tokens)\n", path, m);
-    }
-    // drop stale shards of an earlier, larger run with the same prefix
-    for (int i = nshards;; i++) {
-        snprintf(path, sizeof path, "%s_%s_%06d.bin", prefix, split, i);
-        if (!util_file_exists(path)) break;
-        if (unlink(path)) die(1, "%s: cannot remove stale shard: %s", path, strerror(errno));
-        if (!quiet) fprintf(stderr, "prepare: removed stale %s\n", path);
-    }
-    return nshards;
+    char err[1400];
+    int k = corpus_write_split(prefix, split, tok, n, shard_tokens, quiet ? NULL : stderr, err,
+                               sizeof err);
+    if (k < 0) die(1, "%s", err);
+    return k;
 }
 
 static long long parse_count(const char* opt, const char* v) {
@@ -262,7 +155,8 @@ int main(int argc, char** argv) {
     if (a.shard_tokens < 1) die(EXIT_USAGE, "--shard-tokens must be at least 1");
     if (!a.split[0]) die(EXIT_USAGE, "--split: empty separator");
     char* sep = NULL;
-    if (strcmp(a.split, "file") && strcmp(a.split, "paragraph")) a.split = sep = unescape(a.split);
+    if (strcmp(a.split, "file") && strcmp(a.split, "paragraph"))
+        a.split = sep = corpus_unescape(a.split);
 
     char err[1400];
     Tokenizer* t = tokenizer_load(kind, dir, err, sizeof err);
@@ -304,14 +198,15 @@ int main(int argc, char** argv) {
         if (sz > 0) pr.total += (size_t)sz;
     }
     pr.show = !a.quiet && pr.total > (4u << 20);
-    TokBuf b = {NULL, 0, 0, 0};
+    CorpusTokens b = {NULL, 0, 0, 0};
+    CorpusOptions co = {a.split, a.allow_special, progress_add, &pr};
     size_t empty_files = 0;
     for (int f = 0; f < nfiles; f++) {
         size_t n;
         char* text = util_read_file(files[f], &n, err, sizeof err);
         if (!text) die(EXIT_USAGE, "%s", err);
         size_t before = b.ndocs, base = pr.done;
-        encode_file(&b, t, text, n, &a, &pr);
+        corpus_encode_text(&b, t, text, n, &co, CHUNK_BYTES);
         pr.done = base + n; // separators and blank lines count as done too
         if (b.ndocs == before) empty_files++;
         free(text);
@@ -337,7 +232,7 @@ int main(int argc, char** argv) {
                 nt == 1 ? "" : "s");
         if (empty_files) fprintf(stderr, "prepare: %zu input file(s) held no text\n", empty_files);
     }
-    free(b.tok);
+    corpus_tokens_free(&b);
     free(sep);
     free(files);
     tokenizer_free(t);

@@ -1,4 +1,4 @@
-// export.c: convert an attnlab checkpoint (or an llm.c model file) to Hugging Face
+// tools/export.c: convert an attnlab checkpoint (or an llm.c model file) to Hugging Face
 // (model.safetensors + config.json + vocab.json + merges.txt) or to an llm.c model file.
 // Usage: ./export --checkpoint PATH --format hf|llmc --out DIR_or_FILE [options]; ./export --help
 //

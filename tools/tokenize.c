@@ -1,4 +1,4 @@
-// tokenize.c: command-line GPT-2 / byte tokenizer.
+// tools/tokenize.c: command-line GPT-2 / byte tokenizer.
 //   ./tokenize encode [FILE]    ids one per line (stdin when no FILE)
 //   ./tokenize decode [FILE]    whitespace-separated ids -> the exact bytes
 //   ./tokenize bench FILE       encode throughput, median MB/s of several cold-cache runs

@@ -1,5 +1,5 @@
-// probe.c: synthetic probe tasks (data/probes.h): write their shards, and score a checkpoint's
-// greedy predictions on the answer positions.
+// tools/probe.c: synthetic probe tasks (data/probes.h): write their shards, and score a
+// checkpoint's greedy predictions on the answer positions.
 //
 //   ./probe gen TASK --out DIR [--n-train N] [--n-val N] [--seq-len T] [--seed S] [options]
 //   ./probe eval TASK --checkpoint PATH --data DIR|FILE [--batches N] [--batch-size B]

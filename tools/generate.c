@@ -1,4 +1,4 @@
-// generate.c: sample text from an attnlab checkpoint.
+// tools/generate.c: sample text from an attnlab checkpoint.
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
 //                   [--top-k K] [--seed S]
 // defines: gpt2_load_checkpoint (model/load.h), gpt2_generate (model/sample.h), tokenizer

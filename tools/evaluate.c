@@ -1,4 +1,4 @@
-// evaluate.c: long-context evaluation of an attnlab checkpoint.
+// tools/evaluate.c: long-context evaluation of an attnlab checkpoint.
 //
 //   ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4] [--batches N] [--batch-size B]
 //              [--threads N]
@@ -14,7 +14,8 @@
 // are never trained). To evaluate longer contexts, train with pos_encoding = rope, alibi or
 // none and block_size >= the longest length.
 //
-// Passkey design. With the checkpoint's tokenizer (tokenizer / tokenizer_dir in its config):
+// Passkey design (the sequences are built by data/passkey.c). With the checkpoint's tokenizer
+// (tokenizer / tokenizer_dir in its config):
 //   filler  "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back
 //            again. " repeated
 //   needle  "The pass key is D. Remember it. D is the pass key. "   (D a random digit 0-9)
@@ -40,6 +41,7 @@
 #include "common/rng.h"
 #include "common/util.h"
 #include "data/dataloader.h"
+#include "data/passkey.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
@@ -170,86 +172,6 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
 // ---------------------------------------------------------------------------------------------
 // passkey retrieval
 
-typedef struct {
-    int *filler, *needle_pre, *needle_post, *query;
-    size_t nfill, npre, npost, nquery;
-    int keys[10];
-    int use_tok;
-} Probe;
-
-static void encode(Tokenizer* tok, const char* s, int** ids, size_t* n) {
-    *n = tokenizer_encode(tok, s, strlen(s), 0, ids);
-}
-
-static int probe_text(Probe* p, Tokenizer* tok) {
-    encode(tok,
-           "The grass is green. The sky is blue. The sun is yellow. Here we go. There and "
-           "back again. ",
-           &p->filler, &p->nfill);
-    encode(tok, "The pass key is", &p->needle_pre, &p->npre);
-    encode(tok, ". Remember it. ", &p->needle_post, &p->npost);
-    encode(tok, "What is the pass key? The pass key is", &p->query, &p->nquery);
-    int is_bpe = strcmp(tokenizer_kind(tok), "byte") != 0;
-    for (int d = 0; d < 10; d++) {
-        char s[4];
-        snprintf(s, sizeof(s), is_bpe ? " %d" : "%d", d);
-        int* ids;
-        size_t n;
-        encode(tok, s, &ids, &n);
-        if (n != 1) {
-            free(ids);
-            return -1;
-        }
-        p->keys[d] = ids[0];
-        free(ids);
-    }
-    p->use_tok = 1;
-    return 0;
-}
-
-static void probe_ids(Probe* p) {
-    static int pre[] = {1, 2, 3}, post[] = {4}, query[] = {1, 2, 3};
-    p->needle_pre = pre;
-    p->npre = 3;
-    p->needle_post = post;
-    p->npost = 1;
-    p->query = query;
-    p->nquery = 3;
-    p->filler = NULL;
-    p->nfill = 0;
-    for (int d = 0; d < 10; d++)
-        p->keys[d] = 10 + d;
-    p->use_tok = 0;
-}
-
-// One sequence of length T with the key at filler depth `depth` in [0,1); returns the position
-// of the last query token (the answer is predicted there). Filler ids need rng (id mode).
-static int probe_build(int* seq, int T, const Probe* p, int key, double depth, int vocab, Rng* r) {
-    const size_t nneedle = p->npre + 1 + p->npost;
-    const int nfill = T - (int)nneedle - (int)p->nquery;
-    if (nfill < 1) return -1;
-    int ins = (int)(depth * nfill);
-    if (p->use_tok) { // snap to a filler sentence boundary (start of a repeat)
-        int per = (int)p->nfill;
-        ins = (ins / per) * per;
-    }
-    int pos = 0;
-    for (int i = 0; i < nfill; i++) {
-        if (i == ins) {
-            for (size_t j = 0; j < p->npre; j++)
-                seq[pos++] = p->needle_pre[j];
-            seq[pos++] = key;
-            for (size_t j = 0; j < p->npost; j++)
-                seq[pos++] = p->needle_post[j];
-        }
-        seq[pos++] = p->use_tok ? p->filler[(size_t)i % p->nfill]
-                                : 20 + (int)rng_below(r, (uint64_t)(vocab - 20));
-    }
-    for (size_t j = 0; j < p->nquery; j++)
-        seq[pos++] = p->query[j];
-    return pos - 1;
-}
-
 static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t seed,
                          int nthreads) {
     const int V = m->cfg.vocab_size;
@@ -258,15 +180,14 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
             m->cfg.block_size,
             strcmp(cfg->pos_encoding, "learned") == 0 ? " (learned positions have block_size rows)"
                                                       : "");
-    Probe p;
-    memset(&p, 0, sizeof(p));
+    Passkey p;
     char err[512];
     Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, err, sizeof(err));
     const char* mode = "token ids";
-    if (tok && tokenizer_vocab_size(tok) <= V && probe_text(&p, tok) == 0)
+    if (tok && tokenizer_vocab_size(tok) <= V && passkey_from_tokenizer(&p, tok) == 0)
         mode = "text";
     else
-        probe_ids(&p);
+        passkey_from_ids(&p);
     if (V < 32) die(EXIT_USAGE, "passkey probe needs vocab_size >= 32 (model has %d)", V);
     gpt2_alloc_acts(m, 1, T, nthreads);
     int* seq = mallocCheck(sizeof(int) * (size_t)T);
@@ -282,7 +203,7 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
         for (int i = 0; i < trials; i++) {
             int key = p.keys[rng_below(&r, 10)];
             double depth = (bk + rng_uniform_d(&r)) / 3.0;
-            int at = probe_build(seq, T, &p, key, depth, V, &r);
+            int at = passkey_build(seq, T, &p, key, depth, V, &r);
             if (at < 0) die(EXIT_USAGE, "--length %d is too short for the passkey pattern", T);
             gpt2_forward(m, seq, NULL, 1, at + 1);
             const float* lg = gpt2_logits(m, 0, at);
@@ -303,13 +224,8 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
                correct, trials);
     }
     free(seq);
-    if (tok) {
-        tokenizer_free(tok);
-        free(p.filler);
-        free(p.needle_pre);
-        free(p.needle_post);
-        free(p.query);
-    }
+    passkey_free(&p);
+    if (tok) tokenizer_free(tok);
 }
 
 int main(int argc, char** argv) {
