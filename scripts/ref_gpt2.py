@@ -11,6 +11,8 @@ cannot fill a batch is skipped, and after the last shard reading wraps to the fi
 Everything is computed in float64 from the file's weights; nothing is shared with attnlab's C code.
 
 usage: /usr/bin/python3 scripts/ref_gpt2.py --model PATH --data GLOB -B 4 -T 64 --batches 2
+       /usr/bin/python3 scripts/ref_gpt2.py --npy-dir DIR...  (logits of any variant and position
+       encoding, for tests/test_ref_model.c; the attention comes from scripts/ref_layers.py)
 """
 import argparse
 import glob
@@ -119,35 +121,86 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward_loss(m, inputs, targets):
-    """Mean cross-entropy of (B, T) inputs against targets."""
+def attention_softmax(h, qkv, B, T, C, NH):
+    """Plain causal softmax attention of the (B, T, 3C) projections: (B, T, C) head outputs."""
+    hs = C // NH
+    q, k, v = np.split(qkv, 3, axis=-1)
+    q = q.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+    k = k.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+    v = v.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
+    s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
+    s = np.where(np.triu(np.ones((T, T), dtype=bool), 1), -np.inf, s)
+    s = s - s.max(-1, keepdims=True)
+    a = np.exp(s)
+    a /= a.sum(-1, keepdims=True)
+    return (a @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+
+
+def forward_logits(m, inputs):
+    """(B, T, V) logits of (B, T) inputs. m["pos"] (default learned): the learned position
+    embedding is added only under learned; rope / alibi / none act inside the attention. With
+    m["attn"] (a list per layer of dicts: case, rowp, tensors) each layer's attention comes from
+    scripts/ref_layers.py (any registered variant); otherwise it is plain softmax."""
     B, T = inputs.shape
     C, NH = m["C"], m["NH"]
-    hs = C // NH
-    x = m["wte"][inputs] + m["wpe"][:T][None]
-    mask = np.triu(np.ones((T, T), dtype=bool), 1)
-    for ly in m["layers"]:
+    pos = m.get("pos", "learned")
+    x = m["wte"][inputs]
+    if pos == "learned":
+        x = x + m["wpe"][:T][None]
+    for li, ly in enumerate(m["layers"]):
         h = layernorm(x, ly["ln1w"], ly["ln1b"])
         qkv = h @ ly["qkvw"] + ly["qkvb"]
-        q, k, v = np.split(qkv, 3, axis=-1)
-        q = q.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-        k = k.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-        v = v.reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
-        s = np.where(mask, -np.inf, s)
-        s = s - s.max(-1, keepdims=True)
-        a = np.exp(s)
-        a /= a.sum(-1, keepdims=True)
-        y = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+        if "attn" in m:
+            import ref_layers  # scripts/ref_layers.py, next to this file
+            a = m["attn"][li]
+            case = dict(a["case"], B=B, T=T, C=C, NH=NH, pos=pos)
+            y, _ = ref_layers.layer_forward(case, h, qkv, a["rowp"], a["tensors"])
+        else:
+            if pos != "learned":
+                sys.exit(f"position encoding {pos} needs per-layer attention (--npy-dir)")
+            y = attention_softmax(h, qkv, B, T, C, NH)
         x = x + y @ ly["projw"] + ly["projb"]
         h = layernorm(x, ly["ln2w"], ly["ln2b"])
         x = x + gelu_tanh(h @ ly["fcw"] + ly["fcb"]) @ ly["fcprojw"] + ly["fcprojb"]
     x = layernorm(x, m["lnfw"], m["lnfb"])
-    logits = x @ m["wte"].T  # (B, T, V): only the real vocabulary
+    return x @ m["wte"].T  # (B, T, V): only the real vocabulary
+
+
+def forward_loss(m, inputs, targets):
+    """Mean cross-entropy of (B, T) inputs against targets."""
+    logits = forward_logits(m, inputs)
     mx = logits.max(-1, keepdims=True)
     lse = np.log(np.exp(logits - mx).sum(-1)) + mx[..., 0]
     tl = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
     return float((lse - tl).mean())
+
+
+def load_npy_dir(d):
+    """A model written as .npy files: DIR/model.json {L, NH, C, V, maxT, pos, layers: [{variant,
+    hp, inner, inner_hp, T_train, P, tensors}]}, DIR/<llm.c name>.npy for the 16 llm.c tensors
+    in llm.c's shapes (Linear weights (out, in)), DIR/L<l>.rowp.npy (NH, P) and
+    DIR/L<l>.t.<name>.npy per layer."""
+    with open(os.path.join(d, "model.json")) as f:
+        cfg = json.load(f)
+    L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
+    p = {}
+    for name in ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
+                 "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"):
+        p[name] = np.load(os.path.join(d, name + ".npy")).astype(np.float64)
+    layers, attn = [], []
+    for l in range(L):
+        layers.append(dict(
+            ln1w=p["ln1w"][l], ln1b=p["ln1b"][l], qkvw=p["qkvw"][l].T, qkvb=p["qkvb"][l],
+            projw=p["attprojw"][l].T, projb=p["attprojb"][l], ln2w=p["ln2w"][l], ln2b=p["ln2b"][l],
+            fcw=p["fcw"][l].T, fcb=p["fcb"][l], fcprojw=p["fcprojw"][l].T, fcprojb=p["fcprojb"][l]))
+        la = cfg["layers"][l]
+        pre = os.path.join(d, f"L{l}")
+        rowp = (np.load(pre + ".rowp.npy").astype(np.float64) if la.get("P", 0) > 0
+                else np.zeros((NH, 0)))
+        tens = {nm: np.load(f"{pre}.t.{nm}.npy").astype(np.float64) for nm in la["tensors"]}
+        attn.append(dict(case=la, rowp=rowp, tensors=tens))
+    return dict(V=V, NH=NH, C=C, wte=p["wte"][:V], wpe=p["wpe"], layers=layers, lnfw=p["lnfw"],
+                lnfb=p["lnfb"], pos=cfg["pos"], attn=attn)
 
 
 def read_shard(path):
@@ -182,13 +235,25 @@ def batches(pattern, B, T, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True,
+    ap.add_argument("--npy-dir", nargs="+", help="models as .npy files (see load_npy_dir), each "
+                    "with tokens.npy (B, T): write ref_logits.npy (B, T, V) into each and exit")
+    ap.add_argument("--model",
                     help="llm.c model file, or a Hugging Face directory / model.safetensors")
-    ap.add_argument("--data", required=True, help="glob of llm.c shards")
+    ap.add_argument("--data", help="glob of llm.c shards")
     ap.add_argument("-B", type=int, default=4)
     ap.add_argument("-T", type=int, default=64)
     ap.add_argument("--batches", type=int, default=1)
     a = ap.parse_args()
+    for d in a.npy_dir or []:
+        m = load_npy_dir(d)
+        toks = np.load(os.path.join(d, "tokens.npy")).astype(np.int64)
+        if toks.ndim != 2 or toks.min() < 0 or toks.max() >= m["V"]:
+            sys.exit(f"{d}/tokens.npy: expected (B, T) token ids below {m['V']}")
+        np.save(os.path.join(d, "ref_logits.npy"), forward_logits(m, toks).astype(np.float32))
+    if a.npy_dir:
+        return
+    if not a.model or not a.data:
+        ap.error("--model and --data are required (or --npy-dir)")
     is_llmc = False
     if os.path.isfile(a.model):
         with open(a.model, "rb") as f:

@@ -1,0 +1,460 @@
+#!/usr/bin/python3
+"""scripts/ref_layers.py: independent float64 numpy references of attnlab's layer-level attention
+variants, their inner row maps and the position encodings at the attention level.
+
+Written from the formulas in VARIANTS.md and the papers (see the notes per function); nothing is
+shared with the C code. Used by tests/test_ref_layers.c (one call for all cases) and, for the
+attention of a whole model, by scripts/ref_gpt2.py.
+
+usage:
+  /usr/bin/python3 scripts/ref_layers.py --list      names of the layer-level variants covered
+  /usr/bin/python3 scripts/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
+      inputs DIR/<id>.x.npy (B,T,C), <id>.qkv.npy (B,T,3C), <id>.rowp.npy (NH,P) when P > 0 and
+      <id>.t.<name>.npy (the variant's layer tensors), write <id>.ref_out.npy (B,T,C) and
+      <id>.ref_att.npy (B,NH,T,T).
+
+A case line is a JSON object: id, variant, hp {name: number or choice word}, inner, inner_hp,
+pos (learned | rope | alibi | none), B, T, C, NH, P, tensors [names]. An unknown variant,
+hyperparameter or choice word is an error naming it (exit 2).
+
+Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
+scores s_tj = q_t.k_j / sqrt(hs) for j <= t (n_t = t + 1 keys); weights above the diagonal are 0.
+RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 10000^(-2i/hs),
+(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
+A learned position embedding (and none) leaves the attention layer unchanged.
+Linear weights (out, in) act as y = x W^T + b, as in PyTorch's nn.Linear.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+POS = ("learned", "rope", "alibi", "none")
+
+
+class RefError(Exception):
+    pass
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def softplus(z):
+    return np.logaddexp(0.0, z)
+
+
+# ---------------------------------------------------------------------------------------------
+# position encodings
+
+
+def rope(x):
+    """x (B, NH, T, hs): rotate interleaved pairs by t * 10000^(-2i/hs) (RoFormer eq. 13-15)."""
+    T, hs = x.shape[2], x.shape[3]
+    theta = 10000.0 ** (-2.0 * np.arange(hs // 2) / hs)
+    ang = np.arange(T)[:, None] * theta[None, :]  # (T, hs/2)
+    c, s = np.cos(ang), np.sin(ang)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = x0 * c - x1 * s
+    out[..., 1::2] = x0 * s + x1 * c
+    return out
+
+
+def alibi_slopes(NH):
+    """Press et al., ALiBi: the geometric sequence 2^(-8/NH), 2^(-16/NH), ..."""
+    return 2.0 ** (-8.0 * (np.arange(NH) + 1) / NH)
+
+
+def rel(T):
+    """(T, T) matrix j - t, and the causal mask j <= t."""
+    t = np.arange(T)
+    d = t[None, :] - t[:, None]
+    return d, d <= 0
+
+
+# ---------------------------------------------------------------------------------------------
+# inner row maps on (B, NH, T, T) scores; rows t see keys j <= t; p (NH, P) per-head params
+
+
+def lengths(T):
+    return np.arange(1, T + 1, dtype=np.float64)[:, None]  # n_t as a (T, 1) column
+
+
+def masked(S, mask, fill):
+    return np.where(mask, S, fill)
+
+
+def softmax_rows(Z, mask):
+    Z = masked(Z, mask, -np.inf)
+    Z = Z - Z.max(-1, keepdims=True)
+    E = np.where(mask, np.exp(Z), 0.0)
+    return E / E.sum(-1, keepdims=True)
+
+
+def entmax_rows(Z, mask, alpha):
+    """alpha-entmax (Peters et al. 2019): p_j = [(alpha-1) z_j - tau]_+^(1/(alpha-1)), sum p = 1.
+    tau by bisection in float64 on [max z' - 1, max z' - n^(1-alpha)], z' = (alpha-1) z."""
+    a1 = alpha - 1.0
+    Zp = masked(Z * a1, mask, -np.inf)
+    mx = Zp.max(-1, keepdims=True)
+    n = mask.sum(-1, keepdims=True).astype(np.float64)
+    lo, hi = mx - 1.0, mx - n ** (-a1)
+
+    def p_of(tau):
+        return np.where(mask, np.maximum(Zp - tau, 0.0), 0.0) ** (1.0 / a1)
+
+    for _ in range(120):
+        mid = 0.5 * (lo + hi)
+        f = p_of(mid).sum(-1, keepdims=True) - 1.0
+        lo = np.where(f > 0, mid, lo)
+        hi = np.where(f > 0, hi, mid)
+    p = p_of(0.5 * (lo + hi))
+    return p / p.sum(-1, keepdims=True)
+
+
+def hp_get(hp, name, default):
+    return hp.get(name, default)
+
+
+def check_keys(where, hp, known):
+    for k in hp:
+        if k not in known:
+            raise RefError(f"{where}: the reference has no hyperparameter '{k}'")
+
+
+def rowmap(name, hp, S, mask, p, T_train):
+    """The registry's row maps a layer-level variant may wrap (VARIANTS.md A0, A1, A3, A7, A12)."""
+    n = lengths(S.shape[-1])
+    if name == "softmax":  # A0
+        check_keys(name, hp, ())
+        return softmax_rows(S, mask)
+    if name == "ssmax":  # A1: softmax((theta_h ln n + b_h) s), b_h only with bias = learn
+        check_keys(name, hp, ("theta_init", "theta0", "bias"))
+        b = p[:, 1] if hp_get(hp, "bias", "off") == "learn" else np.zeros(p.shape[0])
+        lam = p[:, 0][:, None, None] * np.log(n)[None] + b[:, None, None]
+        return softmax_rows(lam[None] * S, mask)
+    if name == "sigmoid":  # A3: sigma(s + b), bias per mode
+        check_keys(name, hp, ("bias_mode", "bias"))
+        mode = hp_get(hp, "bias_mode", "ln_n")
+        if mode == "ln_n":
+            b = -np.log(n)[None, None]
+        elif mode == "ln_T":
+            b = -math.log(max(T_train, 2))
+        elif mode == "fixed":
+            b = float(hp_get(hp, "bias", 0.0))
+        elif mode == "none":
+            b = 0.0
+        elif mode == "learn":
+            b = p[:, 0][None, :, None, None]
+        else:
+            raise RefError(f"sigmoid: unknown bias_mode '{mode}'")
+        return np.where(mask, sigmoid(S + b), 0.0)
+    if name == "relu":  # A7: ReLU(s)/n | ReLU(s) | ReLU(s)^2/n
+        check_keys(name, hp, ("form",))
+        return relu_form(hp_get(hp, "form", "relu_n"), S, mask)
+    if name == "entmax":  # A12 at a fixed alpha
+        check_keys(name, hp, ("alpha", "learn_alpha"))
+        if hp_get(hp, "learn_alpha", "off") == "on":
+            alpha = 1.0 + sigmoid(p[:, 0])[None, :, None, None]
+        else:
+            alpha = float(hp_get(hp, "alpha", 1.5))
+        return entmax_rows(S, mask, alpha)
+    raise RefError(f"inner row map '{name}' has no reference")
+
+
+def relu_form(form, S, mask):
+    n = lengths(S.shape[-1])
+    r = np.where(mask, np.maximum(S, 0.0), 0.0)
+    if form == "relu":
+        return r
+    if form == "relu_n":
+        return r / n
+    if form == "relu2":
+        return r * r / n
+    raise RefError(f"relu: unknown form '{form}'")
+
+
+# ---------------------------------------------------------------------------------------------
+# the layer
+
+
+class Layer:
+    """One case: inputs split into heads, position encoding, the inner map and its params."""
+
+    def __init__(self, case, x, qkv, rowp, tensors):
+        self.B, self.T, self.C, self.NH = case["B"], case["T"], case["C"], case["NH"]
+        self.hs = self.C // self.NH
+        self.pos = case["pos"]
+        if self.pos not in POS:
+            raise RefError(f"unknown position encoding '{self.pos}'")
+        self.hp = case.get("hp", {})
+        self.inner = case.get("inner", "softmax")
+        self.inner_hp = case.get("inner_hp", {})
+        self.T_train = case.get("T_train", self.T)
+        self.x, self.qkv, self.rowp, self.t = x, qkv, rowp, tensors
+        self.dj, self.mask = rel(self.T)
+
+    def heads(self, a):  # (B, T, C) -> (B, NH, T, hs)
+        return a.reshape(self.B, self.T, self.NH, self.hs).transpose(0, 2, 1, 3)
+
+    def merge(self, o):  # (B, NH, T, hs) -> (B, T, C)
+        return o.transpose(0, 2, 1, 3).reshape(self.B, self.T, self.C)
+
+    def qkv_heads(self, qkv):
+        C = self.C
+        return self.heads(qkv[..., :C]), self.heads(qkv[..., C:2 * C]), self.heads(qkv[..., 2 * C:])
+
+    def scores(self, q, k):
+        if self.pos == "rope":
+            q, k = rope(q), rope(k)
+        S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
+        if self.pos == "alibi":
+            S = S + alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
+        return S
+
+    def inner_map(self, S, name=None, hp=None):
+        return rowmap(name or self.inner, self.inner_hp if hp is None else hp, S, self.mask,
+                      self.rowp, self.T_train)
+
+    def core(self, q, k, v, row_scale=None):
+        S = self.scores(q, k)
+        if row_scale is not None:  # the row map sees row_scale_t * S_t (bias included)
+            S = row_scale[..., None] * S
+        A = self.inner_map(S)
+        return A, A @ v
+
+    def n(self):
+        return np.arange(1, self.T + 1, dtype=np.float64)
+
+
+def v_gated(L):
+    """VARIANTS.md A6 (Bondarenko et al. 2023, conditional_per_token): o_i^h = G_i^h obar_i^h,
+    G_i^h = sigma(w_h . x_i^h + b_h) with x_i^h the h-th hs-slice of the block input."""
+    check_keys("gated", L.hp, ("gate_init",))
+    q, k, v = L.qkv_heads(L.qkv)
+    A, Ob = L.core(q, k, v)
+    xh = L.heads(L.x)
+    G = sigmoid(np.einsum("bhti,hi->bht", xh, L.t["w"]) + L.t["b"][None, :, None])
+    return L.merge(G[..., None] * Ob), A
+
+
+def v_affine(L):
+    """VARIANTS.md A17 (Bae et al. 2026): A' = alpha_i p + beta_i, alpha_i = 2 sigma(wa_h.x_i +
+    ba_h); free: beta_i = tanh(wb_h.x_i + bb_h)/n_i; tied: beta_i = (1 - alpha_i)/n_i."""
+    check_keys("affine", L.hp, ("affine_beta",))
+    mode = L.hp.get("affine_beta", "free")
+    q, k, v = L.qkv_heads(L.qkv)
+    S = L.scores(q, k)
+    p = L.inner_map(S)
+    n = L.n()[None, None, :]
+    alpha = 2.0 * sigmoid(np.einsum("btc,hc->bht", L.x, L.t["alpha_w"]) +
+                          L.t["alpha_b"][None, :, None])
+    if mode == "free":
+        beta = np.tanh(np.einsum("btc,hc->bht", L.x, L.t["beta_w"]) +
+                       L.t["beta_b"][None, :, None]) / n
+    elif mode == "tied":
+        beta = (1.0 - alpha) / n
+    else:
+        raise RefError(f"affine: unknown affine_beta '{mode}'")
+    Ap = np.where(L.mask, alpha[..., None] * p + beta[..., None], 0.0)
+    return L.merge(Ap @ v), Ap
+
+
+def v_asentmax(L):
+    """VARIANTS.md A13 (Vasylenko et al. 2025): theta_i = delta + softplus(w_h . q_i)
+    (ln n_i)^gamma_h, n clamped at 2, gamma_h = exp(log_gamma_h), q unrotated;
+    A = entmax_alpha(theta_i s_i) (as_map = entmax) or inner(theta_i s_i) (as_map = inner)."""
+    check_keys("asentmax", L.hp, ("as_map", "alpha", "delta"))
+    q, k, v = L.qkv_heads(L.qkv)
+    u = np.einsum("bhti,hi->bht", q, L.t["w"])
+    lnn = np.log(np.maximum(L.n(), 2.0))[None, None, :]
+    gamma = np.exp(L.t["log_gamma"])[None, :, None]
+    theta = float(L.hp.get("delta", 1.0)) + softplus(u) * lnn ** gamma
+    S = theta[..., None] * L.scores(q, k)
+    m = L.hp.get("as_map", "entmax")
+    if m == "entmax":
+        A = entmax_rows(S, L.mask, float(L.hp.get("alpha", 1.5)))
+    elif m == "inner":
+        A = L.inner_map(S)
+    else:
+        raise RefError(f"asentmax: unknown as_map '{m}'")
+    return L.merge(A @ v), A
+
+
+def v_ssa(L):
+    """VARIANTS.md A21 (Zhang et al. 2024): tau_i = 1 + tanh(tw_h . x_i) + lambda_h ln n_i,
+    A = inner(tau_i s_i); value temperature v'_j = (1 + tanh(vw_h . x_j)) v_j when on."""
+    check_keys("ssa", L.hp, ("ssa_value",))
+    q, k, v = L.qkv_heads(L.qkv)
+    tau = (1.0 + np.tanh(np.einsum("btc,hc->bht", L.x, L.t["tau_w"])) +
+           L.t["tau_pos"][None, :, None] * np.log(L.n())[None, None, :])
+    on = L.hp.get("ssa_value", "off")
+    if on == "on":
+        phi = 1.0 + np.tanh(np.einsum("btc,hc->bht", L.x, L.t["val_w"]))
+        v = phi[..., None] * v
+    elif on != "off":
+        raise RefError(f"ssa: unknown ssa_value '{on}'")
+    A, O = L.core(q, k, v, row_scale=tau)
+    return L.merge(O), A
+
+
+def v_rela(L):
+    """VARIANTS.md A24 (Zhang, Titov, Sennrich 2021), gated RMSNorm form:
+    A = ReLU(s) (or the relu_n / relu2 forms, or the inner map), obar = A v per head,
+    o^h = sigma(x W_g^T)^h * g_h * obar^h / sqrt(mean_i (obar^h_i)^2 + eps)."""
+    check_keys("rela", L.hp, ("rela_map", "rela_eps"))
+    q, k, v = L.qkv_heads(L.qkv)
+    S = L.scores(q, k)
+    m = L.hp.get("rela_map", "relu")
+    A = L.inner_map(S) if m == "inner" else relu_form(m, S, L.mask)
+    Ob = A @ v
+    eps = float(L.hp.get("rela_eps", 1e-5))
+    nh = Ob / np.sqrt((Ob * Ob).mean(-1, keepdims=True) + eps)
+    G = L.heads(sigmoid(L.x @ L.t["gate_w"].T))
+    return L.merge(G * L.t["gain"][None, :, None, :] * nh), A
+
+
+def v_boosted(L):
+    """VARIANTS.md B1 (Sargolzaei 2026, BoostedCausalAttention, M = 2, kv_source = residual):
+    P0 = MHA_0(x); res = x - P0; P1 = MHA_1(res) with its own projection qkv1 = res W1^T + b1;
+    g = sigma([P0; P1] Wg^T + bg); out = P0 + g * P1. Both rounds: the inner map and the
+    position encoding."""
+    check_keys("boosted", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    A0, O0 = L.core(q, k, v)
+    P0 = L.merge(O0)
+    res = L.x - P0
+    qkv1 = res @ L.t["qkvw"].T + L.t["qkvb"]
+    q1, k1, v1 = L.qkv_heads(qkv1)
+    _, O1 = L.core(q1, k1, v1)
+    P1 = L.merge(O1)
+    g = sigmoid(np.concatenate([P0, P1], -1) @ L.t["gatew"].T + L.t["gateb"])
+    return P0 + g * P1, A0
+
+
+def v_twicing(L):
+    """VARIANTS.md B2 (Abdullaev & Nguyen 2025): O = A V + A (V - A V) = (2A - A^2) V."""
+    check_keys("twicing", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    A, _ = L.core(q, k, v)
+    A2 = 2.0 * A - A @ A
+    return L.merge(A2 @ v), A
+
+
+def v_linear(L):
+    """VARIANTS.md B6, quadratic causal form: A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} ... +
+    eps), no 1/sqrt(hs); phi = elu+1 (Katharopoulos 2020), ReLU, ReLU with cosFormer's
+    cos(pi (t-j) / 2M) (Qin 2022; M = cos_len or T), or Hedgehog's [softmax(u); softmax(-u)],
+    u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j))."""
+    check_keys("linear", L.hp, ("feature", "eps", "cos_len"))
+    q, k, v = L.qkv_heads(L.qkv)
+    if L.pos == "rope":
+        q, k = rope(q), rope(k)
+    f = L.hp.get("feature", "elu1")
+    if f == "elu1":
+        def phi(z):
+            return np.where(z > 0, z + 1.0, np.exp(np.minimum(z, 0.0)))
+    elif f in ("relu", "cosformer"):
+        def phi(z):
+            return np.maximum(z, 0.0)
+    elif f == "hedgehog":
+        I = np.eye(L.hs)
+
+        def phi(z):
+            u = np.einsum("bhti,hji->bhtj", z, I[None] + L.t["phi_w"])
+            sp = np.exp(u - u.max(-1, keepdims=True))
+            sm = np.exp(-u - (-u).max(-1, keepdims=True))
+            return np.concatenate([sp / sp.sum(-1, keepdims=True),
+                                   sm / sm.sum(-1, keepdims=True)], -1)
+    else:
+        raise RefError(f"linear: unknown feature '{f}'")
+    K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
+    w = np.ones((L.T, L.T))[None, None]
+    if f == "cosformer":
+        M = float(L.hp.get("cos_len", 0.0)) or float(L.T)
+        w = w * np.cos(math.pi * (-L.dj) / (2.0 * M))[None, None]
+    if L.pos == "alibi":
+        w = w * np.exp(alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None])
+    K = np.where(L.mask, K * w, 0.0)
+    A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
+    return L.merge(A @ v), A
+
+
+ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
+
+LAYER_VARIANTS = {
+    "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
+    "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
+}
+
+
+def default_attention(L):
+    """A row map as the whole attention (the default pipeline): A = map(s), O = A V."""
+    q, k, v = L.qkv_heads(L.qkv)
+    A, O = L.core(q, k, v)
+    return L.merge(O), A
+
+
+def layer_forward(case, x, qkv, rowp, tensors):
+    """out (B,T,C), att (B,NH,T,T) of one attention layer (a layer-level variant or a row map)."""
+    L = Layer(case, x, qkv, rowp, tensors)
+    fn = LAYER_VARIANTS.get(case["variant"])
+    if fn is None:
+        L.inner, L.inner_hp = case["variant"], case.get("hp", {})
+        return default_attention(L)
+    return fn(L)
+
+
+def load(path):
+    return np.load(path).astype(np.float64)
+
+
+def run_dir(d):
+    n = 0
+    with open(os.path.join(d, "cases.jsonl")) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            case = json.loads(line)
+            cid = case["id"]
+            if case["variant"] not in LAYER_VARIANTS and case["variant"] not in ROW_MAPS:
+                raise RefError(f"cases.jsonl:{lineno}: variant '{case['variant']}' has no "
+                               "reference")
+            pre = os.path.join(d, cid)
+            rowp = load(pre + ".rowp.npy") if case.get("P", 0) > 0 else np.zeros((case["NH"], 0))
+            tensors = {nm: load(f"{pre}.t.{nm}.npy") for nm in case.get("tensors", [])}
+            try:
+                out, att = layer_forward(case, load(pre + ".x.npy"), load(pre + ".qkv.npy"),
+                                         rowp, tensors)
+            except (RefError, KeyError) as e:
+                raise RefError(f"cases.jsonl:{lineno} ({cid}, {case['variant']}): {e}")
+            np.save(pre + ".ref_out.npy", out.astype(np.float32))
+            np.save(pre + ".ref_att.npy", att.astype(np.float32))
+            n += 1
+    print(f"ref_layers: {n} cases")
+
+
+def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--list":
+        print("\n".join(sorted(LAYER_VARIANTS)))
+        return
+    if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+    try:
+        run_dir(sys.argv[1])
+    except RefError as e:
+        sys.exit(f"ref_layers: {e}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            sys.stderr.write(e.code + "\n")
+            sys.exit(2)
+        raise

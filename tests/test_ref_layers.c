@@ -1,0 +1,354 @@
+// tests/test_ref_layers.c: every layer-level attention variant (those with layer_forward) against
+// the independent float64 numpy reference scripts/ref_layers.py, written from VARIANTS.md and the
+// papers. One attention layer per case (tests/attn_harness.h): B = 2, NH = 2 or 3, hs = 8,
+// T in {64, 7, 33, 2, 80, 1} and once per variant 300; layer tensors drawn N(0, 0.3) around
+// their init and row parameters N(0, 0.3) around theirs (away from the zero inits that make
+// several variants the identity); x, q, k, v N(0, 1).
+//
+// Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
+// the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised) besides the
+// default softmax, each under rope and alibi; every choice value of every choice hyperparameter
+// (twice, under different position encodings and sizes);
+// three values of every numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter
+// without an entry fails the suite by name). All cases are written as .npy files (common/npy.h)
+// with a cases.jsonl manifest, the reference runs once for all of them, and `out` and the stored
+// attention weights `att` are compared: max |C - ref| / max(1, max |ref|) <= TOL.
+//
+// The default pipeline's position encodings are also compared under the row maps softmax, ssmax
+// and sigmoid (the row maps themselves are covered in depth by their own reference suite).
+// A registered layer-level variant that the reference does not implement fails by name; a
+// missing /usr/bin/python3 or numpy fails with the install line.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "common/npy.h"
+#include "common/util.h"
+#include "tests/attn_harness.h"
+#include "tests/testutil.h"
+
+#define PY      "/usr/bin/python3"
+#define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
+#define MAXCASE 400
+
+static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none"};
+
+// Numeric hyperparameters of the layer-level variants: three values each (the default among
+// them), with the setting (if any) under which the key takes effect.
+typedef struct {
+    const char* variant;
+    const char* key;
+    const char* values[3];
+    const char* with; // "key=word" set alongside, or NULL
+} NumValues;
+
+static const NumValues NUM_VALUES[] = {
+    {"gated", "gate_init", {"0.25", "0.05", "0.9"}, NULL},
+    {"asentmax", "alpha", {"1.5", "1.25", "2"}, NULL},
+    {"asentmax", "delta", {"1", "0", "2.5"}, NULL},
+    {"rela", "rela_eps", {"1e-5", "0.01", "0.5"}, NULL},
+    {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
+    {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
+};
+
+// The setting under which a variant uses attn.inner ("" = always; NULL = never).
+static const char* inner_setting(const char* variant) {
+    if (strcmp(variant, "asentmax") == 0) return "as_map=inner";
+    if (strcmp(variant, "rela") == 0) return "rela_map=inner";
+    if (strcmp(variant, "linear") == 0) return NULL;
+    return "";
+}
+
+typedef struct {
+    char id[16];
+    char label[256];
+    const AttnVariant* v;
+    size_t nout, natt;
+    float *out, *att; // the C layer's results
+} Case;
+
+typedef struct {
+    Case c[MAXCASE];
+    int n;
+    FILE* manifest;
+    const char* dir;
+    char err[512];
+} Cases;
+
+static int have_numpy(void) {
+    return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0;
+}
+
+#define NEED_NUMPY()                                                                               \
+    ck_assert_msg(have_numpy(), PY " with numpy is required for the independent references: "      \
+                                   "sudo apt-get install python3-numpy (or bash scripts/deps)")
+
+// word number idx of "a|b|c" into out
+static void choice_word(char* out, size_t cap, const char* choices, int idx) {
+    const char* p = choices;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    ck_assert_msg(p != NULL, "choice %d of %s", idx, choices);
+    size_t len = strcspn(p, "|");
+    if (len >= cap) len = cap - 1;
+    memcpy(out, p, len);
+    out[len] = '\0';
+}
+
+static int n_choices(const char* choices) {
+    int n = 1;
+    for (const char* p = choices; *p; p++)
+        n += *p == '|';
+    return n;
+}
+
+// "key":value pairs of hp for variant v, as JSON members
+static void write_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
+    fputc('{', f);
+    for (int i = 0; i < v->n_hparams; i++) {
+        const AttnHParamSpec* s = &v->hparams[i];
+        if (i) fputc(',', f);
+        if (s->choices) {
+            char w[64];
+            choice_word(w, sizeof(w), s->choices, (int)hp->v[i]);
+            fprintf(f, "\"%s\":\"%s\"", s->name, w);
+        } else {
+            fprintf(f, "\"%s\":%.9g", s->name, (double)hp->v[i]);
+        }
+    }
+    fputc('}', f);
+}
+
+static void set_hp(AttnHParams* hp, const AttnVariant* v, const char* key, const char* val) {
+    char err[256];
+    ck_assert_msg(attn_hparams_set(hp, v, key, val, err, sizeof(err)) == 0, "%s", err);
+}
+
+static void save(Cases* cs, const char* id, const char* what, const float* x, const int* shape,
+                 int ndim) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s.%s.npy", cs->dir, id, what);
+    ck_assert_msg(npy_write(path, x, shape, ndim, 0, cs->err, sizeof(cs->err)) == 0, "%s", cs->err);
+}
+
+// One case: variant v with settings "k=v k=v" (may be empty), inner map name, position, T, NH.
+static void add_case(Cases* cs, const AttnVariant* v, const char* settings, const char* inner,
+                     int pos, int T, int NH) {
+    ck_assert_int_lt(cs->n, MAXCASE);
+    const int B = 2, hs = 8, C = NH * hs;
+    Case* c = &cs->c[cs->n];
+    snprintf(c->id, sizeof(c->id), "c%03d", cs->n);
+    snprintf(c->label, sizeof(c->label), "%s [%s] inner=%s pos=%s T=%d NH=%d", v->name, settings,
+             inner, POS_NAMES[pos], T, NH);
+    c->v = v;
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, T, NH, hs, C, 2);
+    char buf[256];
+    util_strlcpy(buf, settings, sizeof(buf));
+    for (char* tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        char* eq = strchr(tok, '=');
+        ck_assert_msg(eq != NULL, "setting %s", tok);
+        *eq = '\0';
+        set_hp(&hp, v, tok, eq + 1);
+    }
+    if (v->layer_forward) {
+        hp.inner = attn_lookup(inner);
+        ck_assert_msg(hp.inner != NULL, "inner %s", inner);
+    }
+    AttnHarness h;
+    harness_setup(&h, v, &hp, pos, B, T, C, NH, 2, 0.3f, 1000 + 17 * (uint64_t)cs->n);
+    const int P = h.row->params_per_head;
+    Rng r;
+    rng_seed(&r, 77 + (uint64_t)cs->n);
+    for (int k = 0; k < NH * P; k++) // row parameters well away from their init
+        h.rowp[k] += 0.3f * rng_normal(&r);
+    attention_forward(&h.L);
+    c->nout = (size_t)B * T * C;
+    c->natt = (size_t)B * NH * T * T;
+    c->out = mallocCheck(sizeof(float) * c->nout);
+    c->att = mallocCheck(sizeof(float) * c->natt);
+    memcpy(c->out, h.out, sizeof(float) * c->nout);
+    memcpy(c->att, h.att, sizeof(float) * c->natt);
+    int sx[3] = {B, T, C}, sq[3] = {B, T, 3 * C}, sp[2] = {NH, P};
+    save(cs, c->id, "x", h.x, sx, 3);
+    save(cs, c->id, "qkv", h.qkv, sq, 3);
+    if (P > 0) save(cs, c->id, "rowp", h.rowp, sp, 2);
+    FILE* f = cs->manifest;
+    fprintf(f, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,\"C\":%d,",
+            c->id, v->name, POS_NAMES[pos], B, T, C);
+    fprintf(f, "\"NH\":%d,\"P\":%d,\"T_train\":%d,\"inner\":\"%s\",\"hp\":", NH, P, T, inner);
+    write_hp(f, v, &h.hp);
+    fprintf(f, ",\"inner_hp\":");
+    write_hp(f, h.row, &h.row_hp);
+    fprintf(f, ",\"tensors\":[");
+    for (int k = 0; k < h.ntens; k++) {
+        int shape[3];
+        for (int q = 0; q < h.specs[k].ndim; q++)
+            shape[q] = h.specs[k].shape[q];
+        char what[80];
+        snprintf(what, sizeof(what), "t.%s", h.specs[k].name);
+        save(cs, c->id, what, h.tp[k], shape, h.specs[k].ndim);
+        fprintf(f, "%s\"%s\"", k ? "," : "", h.specs[k].name);
+    }
+    fprintf(f, "]}\n");
+    harness_free(&h);
+    cs->n++;
+}
+
+static const int TS[] = {64, 7, 33, 2, 80, 1};
+#define NTS ((int)(sizeof(TS) / sizeof(TS[0])))
+
+static void variant_cases(Cases* cs, const AttnVariant* v) {
+    int k = cs->n; // cycles T, NH and the position encoding across cases
+#define NEXT_T  TS[k % NTS]
+#define NEXT_NH (2 + k % 2)
+    for (int pos = 0; pos < 4; pos++, k++)
+        add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
+    add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
+    const char* with = inner_setting(v->name);
+    static const char* const INNERS[] = {"ssmax", "sigmoid"};
+    if (with) {
+        for (int i = 0; i < 2; i++)
+            for (int pos = ATTN_POS_ROPE; pos <= ATTN_POS_ALIBI; pos++, k++)
+                add_case(cs, v, with, INNERS[i], pos, NEXT_T, NEXT_NH);
+        if (*with) add_case(cs, v, with, "softmax", k % 4, NEXT_T, NEXT_NH), k++;
+    }
+    for (int i = 0; i < v->n_hparams; i++) {
+        const AttnHParamSpec* s = &v->hparams[i];
+        char set[256];
+        if (s->choices) {
+            for (int c = 0; c < n_choices(s->choices); c++) {
+                char w[64];
+                choice_word(w, sizeof(w), s->choices, c);
+                snprintf(set, sizeof(set), "%s=%s", s->name, w);
+                for (int rep = 0; rep < 2; rep++, k++) // two positions, lengths, head counts
+                    add_case(cs, v, set, "softmax", (k + c) % 4, NEXT_T, NEXT_NH);
+            }
+            continue;
+        }
+        const NumValues* nv = NULL;
+        for (size_t q = 0; q < sizeof(NUM_VALUES) / sizeof(NUM_VALUES[0]); q++)
+            if (strcmp(NUM_VALUES[q].variant, v->name) == 0 &&
+                strcmp(NUM_VALUES[q].key, s->name) == 0)
+                nv = &NUM_VALUES[q];
+        ck_assert_msg(nv != NULL, "%s: numeric hyperparameter attn.%s has no values to test",
+                      v->name, s->name);
+        for (int q = 0; q < 3; q++, k++) {
+            snprintf(set, sizeof(set), "%s=%s%s%s", s->name, nv->values[q], nv->with ? " " : "",
+                     nv->with ? nv->with : "");
+            add_case(cs, v, set, "softmax", k % 4, NEXT_T, NEXT_NH);
+        }
+    }
+#undef NEXT_T
+#undef NEXT_NH
+}
+
+static double cmp(const float* a, const char* path, size_t n, char* err, size_t cap) {
+    NpyInfo info;
+    float* r = npy_read_f32(path, &info, err, cap);
+    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(info.count == n, "%s: %zu values, expected %zu", path, info.count, n);
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)r[i]);
+        if (!(d <= md)) md = d; // NaN propagates
+        if (fabs((double)r[i]) > mr) mr = fabs((double)r[i]);
+    }
+    free(r);
+    return md / (mr > 1 ? mr : 1);
+}
+
+// All registered layer-level variants, every case, one reference call.
+START_TEST(test_layer_variants_match_reference) {
+    NEED_NUMPY();
+    static Cases cs;
+    memset(&cs, 0, sizeof(cs));
+    cs.dir = test_tmpdir();
+    char path[1024], cmd[4096];
+    snprintf(path, sizeof(path), "%s/cases.jsonl", cs.dir);
+    cs.manifest = fopen(path, "w");
+    ck_assert(cs.manifest != NULL);
+    int nlayer = 0;
+    for (int i = 0; i < attn_count(); i++)
+        if (attn_get(i)->layer_forward) {
+            variant_cases(&cs, attn_get(i));
+            nlayer++;
+        }
+    // the default pipeline's position encodings, under row maps the reference also implements
+    static const char* const ROWMAPS[] = {"softmax", "ssmax", "sigmoid"};
+    for (int i = 0; i < 3; i++)
+        for (int pos = 0; pos < 4; pos++)
+            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos, TS[(i + pos) % NTS],
+                     2 + pos % 2);
+    fclose(cs.manifest);
+    ck_assert_int_ge(nlayer, 8);
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "scripts/ref_layers.py failed (exit %d): see its message above", rc);
+    int bad = 0;
+    double worst = 0;
+    for (int i = 0; i < cs.n; i++) {
+        Case* c = &cs.c[i];
+        snprintf(path, sizeof(path), "%s/%s.ref_out.npy", cs.dir, c->id);
+        double eo = cmp(c->out, path, c->nout, cs.err, sizeof(cs.err));
+        snprintf(path, sizeof(path), "%s/%s.ref_att.npy", cs.dir, c->id);
+        double ea = cmp(c->att, path, c->natt, cs.err, sizeof(cs.err));
+        if (!(eo <= TOL && ea <= TOL)) {
+            if (bad++ < 25) fprintf(stderr, "MISMATCH %s: out %.3g att %.3g\n", c->label, eo, ea);
+        }
+        if (eo > worst) worst = eo;
+        if (ea > worst) worst = ea;
+        free(c->out);
+        free(c->att);
+    }
+    printf("ref_layers: %d cases, worst relative difference %.3g (tolerance %.1g)\n", cs.n, worst,
+           TOL);
+    ck_assert_msg(bad == 0, "%d of %d layer-level cases differ from the reference (listed above)",
+                  bad, cs.n);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", cs.dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+// A registered layer-level variant the reference does not implement fails by name.
+START_TEST(test_every_layer_variant_has_reference) {
+    NEED_NUMPY();
+    char cmd[2048], names[4096] = "";
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py --list", test_repo_root());
+    FILE* p = popen(cmd, "r");
+    ck_assert(p != NULL);
+    size_t n = fread(names, 1, sizeof(names) - 1, p);
+    names[n] = '\0';
+    ck_assert_int_eq(pclose(p), 0);
+    int nlayer = 0;
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        if (!v->layer_forward) continue;
+        nlayer++;
+        char line[80];
+        snprintf(line, sizeof(line), "\n%s\n", v->name);
+        char hay[4200];
+        snprintf(hay, sizeof(hay), "\n%s", names);
+        ck_assert_msg(strstr(hay, line) != NULL,
+                      "layer-level variant '%s' has no reference in scripts/ref_layers.py",
+                      v->name);
+    }
+    ck_assert_int_ge(nlayer, 8);
+}
+END_TEST
+
+static Suite* ref_layers_suite(void) {
+    Suite* s = suite_create("ref_layers");
+    TCase* tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_every_layer_variant_has_reference);
+    tcase_add_test(tc, test_layer_variants_match_reference);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(ref_layers_suite)
