@@ -412,6 +412,12 @@ def st_support(s, a, c):
     return (y > 0).sum() / n, (y > 1e-5).sum() / n, (y > -1e-5).sum() / n
 
 
+def st_topk(s, a, c):
+    """topk: the support is the k kept keys (all n when n <= k)."""
+    u = min(int(round(c["hp"]["k"])), row_len(c)) / row_len(c)
+    return u, u, u
+
+
 def st_credal(s, a, c):
     """credal: uncertainty u = n / S, S = sum_j (e(s_j) + 1) (VARIANTS.md A20)."""
     n, ev = row_len(c), c["hp"]["evidence"]
@@ -420,7 +426,65 @@ def st_credal(s, a, c):
     return u, u, u
 
 
-STATS = {"entmax": st_support, "sparsemax": st_support, "credal": st_credal}
+# ---- peer-framework row maps (issue 17), from the papers / ReaLLM-Forge formulas
+
+
+def rm_topk(s, c):  # Gupta et al. 2021: softmax over the k largest, ties by lower index
+    k = int(round(c["hp"]["k"]))
+    n = len(s)
+    if n <= k:
+        return softmax(s)
+    order = sorted(range(n), key=lambda j: (-s[j], j))[:k]
+    a = np.zeros(n)
+    sel = np.array(sorted(order))
+    a[sel] = softmax(s[sel])
+    return a
+
+
+def rm_softcap(s, c):  # Gemma 2: softmax(cap tanh(s / cap))
+    cap = c["hp"]["cap"]
+    return softmax(cap * np.tanh(s / cap))
+
+
+def rm_consmax(s, c):  # Liu et al. 2024: exp(s - beta) / gamma, exponent clamped (documented)
+    beta, gamma = c["p"][0], c["p"][1]
+    return np.exp(np.minimum(s - beta, c["hp"]["clamp"])) / gamma
+
+
+def rm_polymax(s, c):  # ReaLLM-Forge Polymax: flat / linear / x^p + y0, divided by D
+    hp = c["hp"]
+    x0, y0, p, D = hp["x0"], hp["y0"], hp["power"], hp["divisor"]
+    f = np.where(s > 0, np.abs(s) ** p + y0, np.where(s >= x0, y0 + y0 / (0.0 - x0) * s, 0.0))
+    return f / D
+
+
+def rm_squareplus(s, c):  # Barron 2021: (x + sqrt(x^2 + b)) / 2, normalised
+    f = 0.5 * (s + np.sqrt(s * s + c["hp"]["b"]))
+    return f / f.sum()
+
+
+def rm_sigsoftmax(s, c):  # Kanai et al. 2018: e^s sigma(s) / sum, in log space
+    return softmax(s - softplus(-s))
+
+
+def rm_softermax(s, c):  # Stevens et al. 2021: 2^s / sum 2^s (the integer max cancels)
+    return softmax(s * math.log(2.0))
+
+
+def rm_stablemax(s, c):  # Prieto et al. 2025: x + 1 (x >= 0), 1 / (1 - x) (x < 0), normalised
+    f = np.where(s >= 0, s + 1.0, 1.0 / (1.0 - np.minimum(s, 0.0)))
+    return f / f.sum()
+
+
+def rm_gumbel(s, c):  # at evaluation (step < 0) no noise: softmax(s / tau), or one-hot argmax
+    if c["hp"]["hard"] == "on":
+        a = np.zeros(len(s))
+        a[int(np.argmax(s))] = 1.0
+        return a
+    return softmax(s / c["hp"]["tau"])
+
+
+STATS = {"entmax": st_support, "sparsemax": st_support, "credal": st_credal, "topk": st_topk}
 
 ROWMAPS = {
     "softmax": rm_softmax, "cog": rm_cog, "entmax": rm_entmax, "sparsemax": rm_sparsemax,
@@ -431,6 +495,9 @@ ROWMAPS = {
     "logn": rm_logn, "softmax1": rm_softmax1, "sigmoid": rm_sigmoid, "softpick": rm_softpick,
     "clipped": rm_clipped, "relu": rm_relu, "polynomial": rm_polynomial,
     "sa_softmax": rm_sa_softmax, "window": rm_window,
+    "topk": rm_topk, "softcap": rm_softcap, "consmax": rm_consmax, "polymax": rm_polymax,
+    "squareplus": rm_squareplus, "sigsoftmax": rm_sigsoftmax, "softermax": rm_softermax,
+    "stablemax": rm_stablemax, "gumbel": rm_gumbel,
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -468,6 +535,9 @@ HPARAMS = {
     "sa_softmax": {"form": "scaled|minmax:scaled"},
     "window": {"window": 64, "window_mode": "fixed|stochastic:fixed", "window_min": 16,
                "window_max": 128},
+    "topk": {"k": 32}, "softcap": {"cap": 50}, "consmax": {"beta0": 2.5, "gamma0": 100, "clamp": 80},
+    "polymax": {"x0": -100, "y0": 1, "power": 2, "divisor": 1000}, "squareplus": {"b": 4},
+    "sigsoftmax": {}, "softermax": {}, "stablemax": {}, "gumbel": {"tau": 1, "hard": "off|on:off"},
 }
 
 
@@ -504,6 +574,8 @@ def init_params(v, c, P):
         return [-math.log(min(w, max(c["Ttrain"], 2))) if hp["bias"] == "learn" else nan]
     if v == "normalized":
         return [1.0 if hp["gain"] == "learn" else nan]
+    if v == "consmax":
+        return [hp["beta0"], hp["gamma0"]]
     if v == "relu_ln":
         on = hp["affine"] == "learn"
         return [1.0 if on else nan, 0.0 if on else nan]
