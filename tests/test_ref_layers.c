@@ -6,13 +6,13 @@
 // several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
-// once under xpos; the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised) besides the
-// default softmax, each under rope and alibi; every choice value of every choice hyperparameter
-// (twice, under different position encodings and sizes);
-// three values of every numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter
-// without an entry fails the suite by name). All cases are written as .npy files (common/npy.h)
-// with a cases.jsonl manifest, the reference runs once for all of them, and `out` and the stored
-// attention weights `att` are compared: max |C - ref| / max(1, max |ref|) <= TOL.
+// once under xpos; the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
+// besides the default softmax, each under rope and alibi; every choice value of every choice
+// hyperparameter (twice, under different position encodings and sizes); three values of every
+// numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter without an entry fails the
+// suite by name). All cases are written as .npy files (common/npy.h) with a cases.jsonl manifest,
+// the reference runs once for all of them, and `out` and the stored attention weights `att` are
+// compared: max |C - ref| / max(1, max |ref|) <= TOL.
 //
 // The default pipeline's position encodings are also compared under the row maps softmax, ssmax
 // and sigmoid (the row maps themselves are covered in depth by their own reference suite).
