@@ -465,12 +465,26 @@ def v_selective(L):
     return L.merge(A @ v), A
 
 
+def v_lucid(L):
+    """VARIANTS.md B3 (Duvvuri et al. 2026, arXiv 2602.10410): O = A P V with the preconditioner
+    P = (M o exp(k^ k^T / sqrt hs))^{-1}, M the causal mask, k^ = k / sqrt(mean k^2 + 1e-6) the
+    RMS-normalised keys of the head (before RoPE/xPos); A the inner attention. P V is computed
+    here by a general dense solve (numpy.linalg.solve), not by substitution."""
+    check_keys("lucid", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    A, _ = L.core(q, k, v)
+    kh = k / np.sqrt((k * k).mean(-1, keepdims=True) + 1e-6)
+    G = np.where(L.mask, np.exp(kh @ kh.transpose(0, 1, 3, 2) / math.sqrt(L.hs)), 0.0)
+    return L.merge(A @ np.linalg.solve(G, v)), A
+
+
 ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
 
 LAYER_VARIANTS = {
     "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
     "talking_heads": v_talking_heads, "diff": v_diff, "selective": v_selective,
+    "lucid": v_lucid,
 }
 
 
