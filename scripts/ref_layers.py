@@ -478,13 +478,45 @@ def v_lucid(L):
     return L.merge(A @ np.linalg.solve(G, v)), A
 
 
+def v_multiscreen(L):
+    """VARIANTS.md A22 (Nakanishi 2026, arXiv 2604.01178, as in the third-party
+    dieOD/multiscreen-pytorch): unit q, k, v per head (then RoPE/xPos on q, k), s = q^.k^,
+    rho = max(1 - r (1 - s), 0)^2 m (r = e^sr + 1; m = (cos(pi d / w) + 1)/2 for 0 <= d < w,
+    w = e^(sw0 + sw) + 1, sw0 = linspace(0, ln T_train) over heads), times exp(-m_h d) under
+    ALiBi; h = rho v^ (no row normalisation); o = e^so tanh(SiLU(x Wg^T)) tanh(|h|) h / |h|."""
+    check_keys("multiscreen", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+
+    def unit(z):
+        return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-12)
+
+    q, k = L.rotate(unit(q), unit(k))
+    v = unit(v)
+    s = q @ k.transpose(0, 1, 3, 2)
+    r = (np.exp(L.t["sr"]) + 1.0)[None, :, None, None]
+    sw0 = np.linspace(0.0, math.log(max(L.T_train, 2)), L.NH) if L.NH > 1 else np.zeros(1)
+    w = (np.exp(sw0 + L.t["sw"]) + 1.0)[None, :, None, None]
+    d = -L.dj[None, None].astype(np.float64)
+    m = np.where(d < w, 0.5 * (np.cos(math.pi * d / w) + 1.0), 0.0)
+    if L.pos == "alibi":
+        m = m * np.exp(-alibi_slopes(L.NH)[None, :, None, None] * d)
+    rho = np.where(L.mask, np.maximum(1.0 - r * (1.0 - s), 0.0) ** 2 * m, 0.0)
+    h = rho @ v
+    n = np.sqrt((h * h).sum(-1, keepdims=True))
+    u = np.tanh(n) * h / np.where(n > 0, n, 1.0)
+    g = L.heads(L.x @ L.t["gate_w"].T)
+    gate = np.tanh(g * sigmoid(g))
+    o = np.exp(L.t["so"])[None, :, None, None] * gate * u
+    return L.merge(o), rho
+
+
 ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
 
 LAYER_VARIANTS = {
     "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
     "talking_heads": v_talking_heads, "diff": v_diff, "selective": v_selective,
-    "lucid": v_lucid,
+    "lucid": v_lucid, "multiscreen": v_multiscreen,
 }
 
 
