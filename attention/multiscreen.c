@@ -38,11 +38,6 @@
 //   dm = t^2 a drho ;  dw += dm sin(pi d / w) pi d / (2 w^2) [d < w] ;  dsw = dw e^(sw0 + sw)
 //   dq^_i += sum_j ds_ij k^_j ;  dk^_j += sum_i ds_ij q^_i  (rotated back by the position code)
 //   dx = (dx^ - x <x, dx^> / |x|^2) / |x|  for x = q, k, v  (unit normalisation VJP)
-// Status: not yet in the registry (registry.c): it passes the double-precision layer gradient
-// checks (test_attn64_layer) and the reference (scripts/ref_layers.py) when registered, but the
-// float finite-difference check of test_posenc (step 1e-2) straddles the acceptance threshold
-// t = 0 on some entries (t^2 is C^1 there) without its kink detector noticing; that check needs
-// a C^1-kink probe before this variant is listed.
 // Threading: parallel over (b, h); each pair writes its own slices and a slot of (dsr, dsw,
 // dso), reduced over (b, h) in index order: identical results for any thread count.
 // Cache: q^, k^ and their gradients (B,T,2C); v^, hh, g, dg, dv^ (B,T,C); |q|, |k|, |v|
