@@ -52,6 +52,8 @@ extern const AttnVariant attn_gumbel;
 extern const AttnVariant attn_talking_heads;
 extern const AttnVariant attn_diff;
 extern const AttnVariant attn_selective;
+extern const AttnVariant attn_lucid;
+extern const AttnVariant attn_multiscreen;
 
 static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_softmax,    &attn_gated,      &attn_affine,    &attn_asentmax,     &attn_ssa,
@@ -63,7 +65,7 @@ static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_sa_softmax, &attn_boosted,    &attn_twicing,   &attn_window,       &attn_linear,
     &attn_topk,       &attn_softcap,    &attn_consmax,   &attn_polymax,      &attn_squareplus,
     &attn_sigsoftmax, &attn_softermax,  &attn_stablemax, &attn_gumbel,       &attn_talking_heads,
-    &attn_diff,       &attn_selective,
+    &attn_diff,       &attn_selective,  &attn_lucid,     &attn_multiscreen,
 };
 
 #define N_VARIANTS ((int)(sizeof(ATTN_VARIANTS) / sizeof(ATTN_VARIANTS[0])))

@@ -153,7 +153,7 @@ def forward_logits(m, inputs):
         if "attn" in m:
             import ref_layers  # scripts/ref_layers.py, next to this file
             a = m["attn"][li]
-            case = dict(a["case"], B=B, T=T, C=C, NH=NH, pos=pos)
+            case = dict(a["case"], B=B, T=T, C=C, NH=NH, pos=pos, layer=li)
             y, _ = ref_layers.layer_forward(case, h, qkv, a["rowp"], a["tensors"])
         else:
             if pos != "learned":

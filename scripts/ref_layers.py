@@ -20,7 +20,9 @@ hyperparameter or choice word is an error naming it (exit 2).
 Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
 scores s_tj = q_t.k_j / sqrt(hs) for j <= t (n_t = t + 1 keys); weights above the diagonal are 0.
 RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 10000^(-2i/hs),
-(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
+(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554, Sec. 3.2):
+the RoPE rotation times zeta_i^(t/512) on q and zeta_i^(-t/512) on k, zeta_i = (2i/hs + 0.4)/1.4
+(gamma = 0.4, scale base 512; positions not centred). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
 A learned position embedding (and none) leaves the attention layer unchanged.
 Linear weights (out, in) act as y = x W^T + b, as in PyTorch's nn.Linear.
 """
@@ -31,7 +33,7 @@ import sys
 
 import numpy as np
 
-POS = ("learned", "rope", "alibi", "none")
+POS = ("learned", "rope", "alibi", "none", "xpos")
 
 
 class RefError(Exception):
@@ -61,6 +63,15 @@ def rope(x):
     out[..., 0::2] = x0 * c - x1 * s
     out[..., 1::2] = x0 * s + x1 * c
     return out
+
+
+def xpos(x, is_key):
+    """x (B, NH, T, hs): RoPE, then pair i of position t scaled by zeta_i^(+-t/512) (xPos eq. in
+    Sec. 3.2: q_n zeta^(n/B), k_m zeta^(-m/B), zeta_i = (i/(d/2) + gamma)/(1 + gamma))."""
+    T, hs = x.shape[2], x.shape[3]
+    zeta = (2.0 * np.arange(hs // 2) / hs + 0.4) / 1.4
+    sc = zeta[None, :] ** ((-1.0 if is_key else 1.0) * np.arange(T)[:, None] / 512.0)  # (T, hs/2)
+    return rope(x) * np.repeat(sc, 2, axis=1)
 
 
 def alibi_slopes(NH):
@@ -194,6 +205,7 @@ class Layer:
         self.inner = case.get("inner", "softmax")
         self.inner_hp = case.get("inner_hp", {})
         self.T_train = case.get("T_train", self.T)
+        self.layer = case.get("layer", 0)  # 0-based layer index (diff's depth schedule)
         self.x, self.qkv, self.rowp, self.t = x, qkv, rowp, tensors
         self.dj, self.mask = rel(self.T)
 
@@ -207,9 +219,16 @@ class Layer:
         C = self.C
         return self.heads(qkv[..., :C]), self.heads(qkv[..., C:2 * C]), self.heads(qkv[..., 2 * C:])
 
-    def scores(self, q, k):
+    def rotate(self, q, k):
+        """q, k after the position encoding (rope, xpos rotate; the others leave them)."""
         if self.pos == "rope":
-            q, k = rope(q), rope(k)
+            return rope(q), rope(k)
+        if self.pos == "xpos":
+            return xpos(q, False), xpos(k, True)
+        return q, k
+
+    def scores(self, q, k):
+        q, k = self.rotate(q, k)
         S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
         if self.pos == "alibi":
             S = S + alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
@@ -351,8 +370,7 @@ def v_linear(L):
     u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j))."""
     check_keys("linear", L.hp, ("feature", "eps", "cos_len"))
     q, k, v = L.qkv_heads(L.qkv)
-    if L.pos == "rope":
-        q, k = rope(q), rope(k)
+    q, k = L.rotate(q, k)
     f = L.hp.get("feature", "elu1")
     if f == "elu1":
         def phi(z):
@@ -383,11 +401,122 @@ def v_linear(L):
     return L.merge(A @ v), A
 
 
+def v_talking_heads(L):
+    """Shazeer et al. 2020 (arXiv 2003.02436, Alg. "talking-heads attention"), h_k = h = h_v = NH:
+    J_h = q_h k_h^T / sqrt(hs) (+ position encoding), logits L_g = sum_h Pl[h, g] J_h, weights
+    W = rowmap(L) per head, U_k = sum_g Pw[g, k] W_g, o_k = U_k v_k. The projections are stored as
+    deviations from the identity, transposed as (out, in): Pl[h, g] = (I + pre)[g, h],
+    Pw[g, k] = (I + post)[k, g]. Masked entries play no part (mixing is per (t, j))."""
+    check_keys("talking_heads", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    J = L.scores(q, k)
+    I = np.eye(L.NH)
+    Lg = np.einsum("gh,bhtj->bgtj", I + L.t["pre"], J)
+    W = L.inner_map(Lg)
+    U = np.where(L.mask, np.einsum("kg,bgtj->bktj", I + L.t["post"], W), 0.0)
+    return L.merge(U @ v), U
+
+
+def v_diff(L):
+    """Ye et al. 2024 (arXiv 2410.05258, Eq. 1-3): per head, [q1; q2] and [k1; k2] the halves of
+    d = hs/2 channels (of q, k after the position encoding of the whole head), v all hs channels:
+    D = rowmap(q1 k1^T / sqrt d) - lambda rowmap(q2 k2^T / sqrt d),
+    lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init, lambda_init = 0.8 - 0.6 exp(-0.3 (l-1))
+    with l the 1-based layer (or lambda0 under lambda_mode = fixed); head output
+    (1 - lambda_init) RMSNorm(D v) with learnable weight w (hs) and eps 1e-5."""
+    check_keys("diff", L.hp, ("lambda_mode", "lambda0"))
+    mode = L.hp.get("lambda_mode", "depth")
+    if mode == "depth":
+        lam0 = 0.8 - 0.6 * math.exp(-0.3 * L.layer)
+    elif mode == "fixed":
+        lam0 = float(L.hp.get("lambda0", 0.8))
+    else:
+        raise RefError(f"diff: unknown lambda_mode '{mode}'")
+    t = L.t
+    lam = math.exp(t["lq1"] @ t["lk1"]) - math.exp(t["lq2"] @ t["lk2"]) + lam0
+    q, k, v = L.qkv_heads(L.qkv)
+    q, k = L.rotate(q, k)
+    d = L.hs // 2
+    ali = 0.0
+    if L.pos == "alibi":
+        ali = alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None]
+    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
+    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
+    D = np.where(L.mask, L.inner_map(S1) - lam * L.inner_map(S2), 0.0)
+    U = D @ v
+    o = (1.0 - lam0) * t["w"] * U / np.sqrt((U * U).mean(-1, keepdims=True) + 1e-5)
+    return L.merge(o), D
+
+
+def v_selective(L):
+    """Leviathan et al. 2024 (arXiv 2410.02703, Sec. 3 and its code listing): with head 0's
+    logits S_0 (after the causal mask): R = ReLU(S_0), R[:, 0] = 0 (<BOS> never masked),
+    R = (1 - I) R (no self masking), F = cumsum over queries shifted by one (F_i = sum_{k<i} R_k),
+    A_h = rowmap(S_h - F) for every head, o_h = A_h v_h."""
+    check_keys("selective", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    S = L.scores(q, k)
+    R = np.where(L.mask, np.maximum(S[:, 0], 0.0), 0.0)  # (B, T, T)
+    R[:, :, 0] = 0.0
+    R = R * (1.0 - np.eye(L.T))[None]
+    F = np.zeros_like(R)
+    F[:, 1:] = np.cumsum(R, axis=1)[:, :-1]
+    A = L.inner_map(S - F[:, None])
+    return L.merge(A @ v), A
+
+
+def v_lucid(L):
+    """VARIANTS.md B3 (Duvvuri et al. 2026, arXiv 2602.10410): O = A P V with the preconditioner
+    P = (M o exp(k^ k^T / sqrt hs))^{-1}, M the causal mask, k^ = k / sqrt(mean k^2 + 1e-6) the
+    RMS-normalised keys of the head (before RoPE/xPos); A the inner attention. P V is computed
+    here by a general dense solve (numpy.linalg.solve), not by substitution."""
+    check_keys("lucid", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    A, _ = L.core(q, k, v)
+    kh = k / np.sqrt((k * k).mean(-1, keepdims=True) + 1e-6)
+    G = np.where(L.mask, np.exp(kh @ kh.transpose(0, 1, 3, 2) / math.sqrt(L.hs)), 0.0)
+    return L.merge(A @ np.linalg.solve(G, v)), A
+
+
+def v_multiscreen(L):
+    """VARIANTS.md A22 (Nakanishi 2026, arXiv 2604.01178, as in the third-party
+    dieOD/multiscreen-pytorch): unit q, k, v per head (then RoPE/xPos on q, k), s = q^.k^,
+    rho = max(1 - r (1 - s), 0)^2 m (r = e^sr + 1; m = (cos(pi d / w) + 1)/2 for 0 <= d < w,
+    w = e^(sw0 + sw) + 1, sw0 = linspace(0, ln T_train) over heads), times exp(-m_h d) under
+    ALiBi; h = rho v^ (no row normalisation); o = e^so tanh(SiLU(x Wg^T)) tanh(|h|) h / |h|."""
+    check_keys("multiscreen", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+
+    def unit(z):
+        return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-12)
+
+    q, k = L.rotate(unit(q), unit(k))
+    v = unit(v)
+    s = q @ k.transpose(0, 1, 3, 2)
+    r = (np.exp(L.t["sr"]) + 1.0)[None, :, None, None]
+    sw0 = np.linspace(0.0, math.log(max(L.T_train, 2)), L.NH) if L.NH > 1 else np.zeros(1)
+    w = (np.exp(sw0 + L.t["sw"]) + 1.0)[None, :, None, None]
+    d = -L.dj[None, None].astype(np.float64)
+    m = np.where(d < w, 0.5 * (np.cos(math.pi * d / w) + 1.0), 0.0)
+    if L.pos == "alibi":
+        m = m * np.exp(-alibi_slopes(L.NH)[None, :, None, None] * d)
+    rho = np.where(L.mask, np.maximum(1.0 - r * (1.0 - s), 0.0) ** 2 * m, 0.0)
+    h = rho @ v
+    n = np.sqrt((h * h).sum(-1, keepdims=True))
+    u = np.tanh(n) * h / np.where(n > 0, n, 1.0)
+    g = L.heads(L.x @ L.t["gate_w"].T)
+    gate = np.tanh(g * sigmoid(g))
+    o = np.exp(L.t["so"])[None, :, None, None] * gate * u
+    return L.merge(o), rho
+
+
 ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
 
 LAYER_VARIANTS = {
     "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
+    "talking_heads": v_talking_heads, "diff": v_diff, "selective": v_selective,
+    "lucid": v_lucid, "multiscreen": v_multiscreen,
 }
 
 

@@ -42,7 +42,8 @@ static double fd(void* prob, double (*f)(void*), float* x, double h) {
 }
 
 // Check n coordinates (every `stride`-th) of g against finite differences; coordinates where the
-// estimates at h and h/2 disagree (a kink within reach) are skipped, and most must be checkable.
+// estimates at 2h, h and h/2 disagree by more than the pass tolerance (a kink within reach, also
+// a C^1 one such as max(x, 0)^2) are skipped, and most must be checkable.
 static void check_grad(void* prob, double (*f)(void*), float* x, const float* g, size_t n,
                        size_t stride, double h, double atol, const char* what) {
     int skipped = 0, checked = 0;
@@ -50,8 +51,8 @@ static void check_grad(void* prob, double (*f)(void*), float* x, const float* g,
         double d1 = fd(prob, f, &x[i], 2 * h);
         double d2 = fd(prob, f, &x[i], h);
         double d3 = fd(prob, f, &x[i], 0.5 * h);
-        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + atol ||
-            fabs(d2 - d3) > 2e-3 * (fabs(d2) + fabs(d3)) + atol) {
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + 1e-2 * atol ||
+            fabs(d2 - d3) > 2e-3 * (fabs(d2) + fabs(d3)) + 1e-2 * atol) {
             skipped++;
             continue;
         }

@@ -6,13 +6,13 @@
 // several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
-// the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised) besides the
-// default softmax, each under rope and alibi; every choice value of every choice hyperparameter
-// (twice, under different position encodings and sizes);
-// three values of every numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter
-// without an entry fails the suite by name). All cases are written as .npy files (common/npy.h)
-// with a cases.jsonl manifest, the reference runs once for all of them, and `out` and the stored
-// attention weights `att` are compared: max |C - ref| / max(1, max |ref|) <= TOL.
+// once under xpos; the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
+// besides the default softmax, each under rope and alibi; every choice value of every choice
+// hyperparameter (twice, under different position encodings and sizes); three values of every
+// numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter without an entry fails the
+// suite by name). All cases are written as .npy files (common/npy.h) with a cases.jsonl manifest,
+// the reference runs once for all of them, and `out` and the stored attention weights `att` are
+// compared: max |C - ref| / max(1, max |ref|) <= TOL.
 //
 // The default pipeline's position encodings are also compared under the row maps softmax, ssmax
 // and sigmoid (the row maps themselves are covered in depth by their own reference suite).
@@ -33,7 +33,7 @@
 #define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
 #define MAXCASE 400
 
-static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none"};
+static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos"};
 
 // Numeric hyperparameters of the layer-level variants: three values each (the default among
 // them), with the setting (if any) under which the key takes effect.
@@ -51,6 +51,7 @@ static const NumValues NUM_VALUES[] = {
     {"rela", "rela_eps", {"1e-5", "0.01", "0.5"}, NULL},
     {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
     {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
+    {"diff", "lambda0", {"0.8", "0.3", "-0.5"}, "lambda_mode=fixed"},
 };
 
 // The setting under which a variant uses attn.inner ("" = always; NULL = never).
@@ -209,6 +210,7 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
     for (int pos = 0; pos < 4; pos++, k++)
         add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
     add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
+    add_case(cs, v, "", "softmax", ATTN_POS_XPOS, 33, 3);  // rotation with decay
     const char* with = inner_setting(v->name);
     static const char* const INNERS[] = {"ssmax", "sigmoid"};
     if (with) {
@@ -281,7 +283,7 @@ START_TEST(test_layer_variants_match_reference) {
     // the default pipeline's position encodings, under row maps the reference also implements
     static const char* const ROWMAPS[] = {"softmax", "ssmax", "sigmoid"};
     for (int i = 0; i < 3; i++)
-        for (int pos = 0; pos < 4; pos++)
+        for (int pos = 0; pos < 5; pos++)
             add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos, TS[(i + pos) % NTS],
                      2 + pos % 2);
     fclose(cs.manifest);
