@@ -383,11 +383,64 @@ def v_linear(L):
     return L.merge(A @ v), A
 
 
+def l2n(z):
+    return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-6)
+
+
+def delta_rule(q, k, v, beta, alpha):
+    """S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t (Schlag 2021,
+    Yang 2024), S_{-1} = 0; q, k (B,NH,T,dk), v (B,NH,T,dv), beta, alpha (B,NH,T)."""
+    B, NH, T, dk = k.shape
+    S = np.zeros((B, NH, v.shape[-1], dk))
+    eye = np.eye(dk)
+    o = np.zeros(v.shape)
+    for t in range(T):
+        kt = k[:, :, t]
+        M = eye[None, None] - beta[:, :, t, None, None] * kt[..., :, None] * kt[..., None, :]
+        S = alpha[:, :, t, None, None] * (S @ M) + \
+            beta[:, :, t, None, None] * v[:, :, t, :, None] * kt[..., None, :]
+        o[:, :, t] = np.einsum("bhij,bhj->bhi", S, q[:, :, t])
+    return o
+
+
+def v_deltanet_common(L, gated):
+    """VARIANTS.md B9. q, k L2-normalised (|x|^2 + 1e-6) after rope; beta_t = sigma(W_beta x_t + b);
+    DeltaNet alpha = 1; Gated DeltaNet (Yang, Kautz, Hatamizadeh 2024, Mamba2 gate) alpha_t =
+    exp(-exp(A_log) softplus(W_a x_t + dt_b)); alibi adds the fixed decay exp(-m_h) to alpha.
+    att: the weights of the equivalent quadratic form o = A v, found by running the same recurrence
+    on v = the T x T identity (o_t is linear in v, so row t of the result is A_t.)."""
+    check_keys("gated_deltanet" if gated else "deltanet", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    if L.pos == "rope":
+        q, k = rope(q), rope(k)
+    q, k = l2n(q), l2n(k)
+    beta = sigmoid(np.einsum("btc,hc->bht", L.x, L.t["beta_w"]) + L.t["beta_b"][None, :, None])
+    alpha = np.ones_like(beta)
+    if gated:
+        za = np.einsum("btc,hc->bht", L.x, L.t["a_w"]) + L.t["dt_b"][None, :, None]
+        alpha = np.exp(-np.exp(L.t["A_log"])[None, :, None] * softplus(za))
+    if L.pos == "alibi":
+        alpha = alpha * np.exp(-alibi_slopes(L.NH))[None, :, None]
+    o = delta_rule(q, k, v, beta, alpha)
+    eye = np.broadcast_to(np.eye(L.T), (L.B, L.NH, L.T, L.T))
+    A = delta_rule(q, k, eye, beta, alpha)
+    return L.merge(o), A
+
+
+def v_deltanet(L):
+    return v_deltanet_common(L, False)
+
+
+def v_gated_deltanet(L):
+    return v_deltanet_common(L, True)
+
+
 ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements
 
 LAYER_VARIANTS = {
     "gated": v_gated, "affine": v_affine, "asentmax": v_asentmax, "ssa": v_ssa,
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
+    "deltanet": v_deltanet, "gated_deltanet": v_gated_deltanet,
 }
 
 
