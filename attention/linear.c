@@ -24,13 +24,22 @@
 //   hedgehog   u = (I + W_h) x, phi(x) = [softmax(u); softmax(-u)]              (dim 2 hs)
 //              tensor "phi_w" (NH, hs, hs) per layer, weight decay, init 0 (so the map starts
 //              at W = I, the identity-initialised Hedgehog map); decay pulls it back to I.
+// Row normalisation (attn.norm, default divide):
+//   divide     A_tj = K_tj / Z_t as above (the linear-attention prefix normaliser)
+//   subtract   A_tj = K_tj - (1/n_t) sum_{l<=t} K_tl + 1/n_t, n_t = t + 1: InLine (Han et al.
+//              2024, "Bridging the Divide: Reconsidering Softmax and Linear Attention", NeurIPS,
+//              arXiv 2412.06590), the injective form that subtracts the causal prefix mean instead
+//              of dividing by the prefix sum; rows sum to 1, weights may be negative; eps unused.
+//              The paper's local-attention residual is not part of this layer.
 // Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog; attn.eps = 1e-6 (the
-// denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0.
+// denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0;
+// attn.norm = divide | subtract.
 // The inner row map (attn.inner) is not used: linear attention replaces it.
 //
 // Backward, given dO (per (b,h)):
 //   dA = dO V^T ;  dV += A^T dO
-//   dK_tj = (dA_tj - sum_l A_tl dA_tl) / Z_t    (quotient rule through Z_t)
+//   dK_tj = (dA_tj - sum_l A_tl dA_tl) / Z_t    (quotient rule through Z_t; divide)
+//   dK_tj = dA_tj - (1/n_t) sum_{l<=t} dA_tl      (subtract: the mean's VJP)
 //   dKraw = dK * w   (j <= t only) ;  dPhi_q = dKraw Phi_k ;  dPhi_k = dKraw^T Phi_q
 //   features: elu1 dx = dphi * (x > 0 ? 1 : phi); relu dx = dphi * [x > 0];
 //   hedgehog (f+, f- the two softmaxes): du = f+ (df+ - <f+, df+>) - f- (df- - <f-, df->),
@@ -50,7 +59,15 @@ static const AttnHParamSpec linear_hparams[] = {
      "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map"},
     {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
     {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
+    {"norm", 0, 0, 0, "divide|subtract",
+     "row normaliser: divide by the causal prefix sum, or InLine: subtract the prefix mean, + 1/n"},
 };
+
+enum { N_DIVIDE, N_SUBTRACT };
+
+static int lin_norm(const AttnHParams* hp) {
+    return (int)hp->v[3];
+}
 
 static int lin_kind(const AttnHParams* hp) {
     return (int)hp->v[0];
@@ -193,15 +210,22 @@ static void linear_forward(AttnLayer* L) {
             real* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
                 real* row = A + (size_t)t * T;
-                real z = eps;
+                real z = lin_norm(hp) == N_SUBTRACT ? 0.0f : eps;
                 for (int j = 0; j <= t; j++) {
                     row[j] *= lin_weight(t, j, hp, T, slope);
                     z += row[j];
                 }
-                Z[t] = z;
-                const real inv = 1.0f / z;
-                for (int j = 0; j <= t; j++)
-                    row[j] *= inv;
+                if (lin_norm(hp) == N_SUBTRACT) {
+                    const real inv_n = 1.0f / (real)(t + 1), shift = inv_n - z * inv_n;
+                    Z[t] = z;
+                    for (int j = 0; j <= t; j++)
+                        row[j] += shift;
+                } else {
+                    Z[t] = z;
+                    const real inv = 1.0f / Z[t];
+                    for (int j = 0; j <= t; j++)
+                        row[j] *= inv;
+                }
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
             real_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv,
@@ -250,10 +274,16 @@ static void linear_backward(AttnLayer* L) {
             for (int t = 0; t < T; t++) {
                 real* row = dA + (size_t)t * T;
                 const real* a = A + (size_t)t * T;
-                real dot = 0.0f;
-                for (int j = 0; j <= t; j++)
-                    dot += a[j] * row[j];
-                const real inv = 1.0f / Z[t];
+                real dot = 0.0f, inv = 1.0f;
+                if (lin_norm(hp) == N_SUBTRACT) {
+                    for (int j = 0; j <= t; j++)
+                        dot += row[j];
+                    dot /= (real)(t + 1);
+                } else {
+                    for (int j = 0; j <= t; j++)
+                        dot += a[j] * row[j];
+                    inv = 1.0f / Z[t];
+                }
                 for (int j = 0; j <= t; j++)
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
@@ -283,11 +313,13 @@ static void linear_backward(AttnLayer* L) {
 const AttnVariant attn_linear = {
     .name = "linear",
     .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
-    .source = "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog (B6)",
+    .source =
+        "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Han 2024 InLine "
+        "(B6)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_hparams,
-    .n_hparams = 3,
+    .n_hparams = 4,
     .layer_tensors = linear_tensors,
     .layer_cache_floats = linear_cache_floats,
     .layer_forward = linear_forward,

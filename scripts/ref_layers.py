@@ -348,8 +348,10 @@ def v_linear(L):
     """VARIANTS.md B6, quadratic causal form: A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} ... +
     eps), no 1/sqrt(hs); phi = elu+1 (Katharopoulos 2020), ReLU, ReLU with cosFormer's
     cos(pi (t-j) / 2M) (Qin 2022; M = cos_len or T), or Hedgehog's [softmax(u); softmax(-u)],
-    u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j))."""
-    check_keys("linear", L.hp, ("feature", "eps", "cos_len"))
+    u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j)).
+    norm = subtract: InLine (Han et al. 2024, arXiv 2412.06590), A_tj = K_tj - mean_{j<=t} K_tj + 1/n_t
+    with K_tj = phi(q_t).phi(k_j) w_tj, instead of K_tj / sum_j K_tj."""
+    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
     q, k, v = L.qkv_heads(L.qkv)
     if L.pos == "rope":
         q, k = rope(q), rope(k)
@@ -379,7 +381,14 @@ def v_linear(L):
     if L.pos == "alibi":
         w = w * np.exp(alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None])
     K = np.where(L.mask, K * w, 0.0)
-    A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
+    norm = L.hp.get("norm", "divide")
+    if norm == "subtract":  # InLine (Han et al. 2024): K - mean_{j<=t} K + 1/n_t over the prefix
+        n = L.n()[None, None, :, None]
+        A = np.where(L.mask, K - K.sum(-1, keepdims=True) / n + 1.0 / n, 0.0)
+    elif norm == "divide":
+        A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
+    else:
+        raise RefError(f"linear: unknown norm '{norm}'")
     return L.merge(A @ v), A
 
 
