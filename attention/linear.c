@@ -1,6 +1,6 @@
 // attention/linear.c: causal linear attention in its quadratic (masked) form, with a choice of
-// feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, and a learnable
-// Hedgehog-style map.
+// feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, a learnable
+// Hedgehog-style map and Galerkin's LayerNorm on keys and values; two row normalisations.
 //
 // Sources (VARIANTS.md B6): Katharopoulos et al. 2020 "Transformers are RNNs" (elu+1);
 // Qin et al. 2022 "cosFormer: Rethinking Softmax in Attention" (ReLU features, reweighting
@@ -24,6 +24,13 @@
 //   hedgehog   u = (I + W_h) x, phi(x) = [softmax(u); softmax(-u)]              (dim 2 hs)
 //              tensor "phi_w" (NH, hs, hs) per layer, weight decay, init 0 (so the map starts
 //              at W = I, the identity-initialised Hedgehog map); decay pulls it back to I.
+//   galerkin   Cao 2021 "Choose a Transformer: Fourier or Galerkin" (NeurIPS, arXiv 2105.14995),
+//              z = Q (LN(K)^T LN(V)) / n in its causal form: K_tj = q_t . LN(k_j) w_tj (q as is),
+//              A_tj = K_tj / n_t (n_t = t + 1, the causal prefix count, no eps), o_t =
+//              sum_j A_tj LN(v_j); LN over the hs channels of a head, eps 1e-5, without the
+//              paper's learnable affine (weights may be signed; att holds A).
+//              Backward: dA = dO LN(V)^T, dLN(V) = A^T dO, dK = dA w / n_t, and the LayerNorm
+//              VJP dx = r (dy - mean(dy) - y mean(dy y)) for k and v (r = 1/sqrt(var + eps)).
 // Row normalisation (attn.norm, default divide):
 //   divide     A_tj = K_tj / Z_t as above (the linear-attention prefix normaliser)
 //   subtract   A_tj = K_tj - (1/n_t) sum_{l<=t} K_tl + 1/n_t, n_t = t + 1: InLine (Han et al.
@@ -31,8 +38,8 @@
 //              arXiv 2412.06590), the injective form that subtracts the causal prefix mean instead
 //              of dividing by the prefix sum; rows sum to 1, weights may be negative; eps unused.
 //              The paper's local-attention residual is not part of this layer.
-// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog; attn.eps = 1e-6 (the
-// denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0;
+// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin; attn.eps = 1e-6
+// (the denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0;
 // attn.norm = divide | subtract.
 // The inner row map (attn.inner) is not used: linear attention replaces it.
 //
@@ -52,11 +59,14 @@
 #include "attention/attention.h"
 #include "common/matmul.h"
 
-enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG };
+enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG, F_GALERKIN };
+enum { F_IDENT = 100, F_LNORM }; // galerkin's maps of q (identity) and of k, v (LayerNorm)
+#define GAL_LN_EPS 1e-5f
 
 static const AttnHParamSpec linear_hparams[] = {
-    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog",
-     "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map"},
+    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog|galerkin",
+     "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map, "
+     "Galerkin (q . LN(k_j) / n_t, values LN(v_j))"},
     {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
     {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
     {"norm", 0, 0, 0, "divide|subtract",
@@ -71,6 +81,12 @@ static int lin_norm(const AttnHParams* hp) {
 
 static int lin_kind(const AttnHParams* hp) {
     return (int)hp->v[0];
+}
+
+// the map applied to queries (role 0) and keys (role 1)
+static int lin_role_kind(int kind, int role) {
+    if (kind != F_GALERKIN) return kind;
+    return role ? F_LNORM : F_IDENT;
 }
 
 static int lin_fdim(const AttnHParams* hp, int hs) {
@@ -113,6 +129,21 @@ static void feat_forward(real* y, const real* x, int hs, int kind, const real* W
         for (int i = 0; i < hs; i++)
             y[i] = x[i] > 0.0f ? x[i] + 1.0f : real_exp(x[i]);
         break;
+    case F_IDENT:
+        memcpy(y, x, sizeof(real) * (size_t)hs);
+        break;
+    case F_LNORM: {
+        real m = 0.0f, var = 0.0f;
+        for (int i = 0; i < hs; i++)
+            m += x[i];
+        m /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            var += (x[i] - m) * (x[i] - m);
+        const real r = 1.0f / real_sqrt(var / (real)hs + GAL_LN_EPS);
+        for (int i = 0; i < hs; i++)
+            y[i] = (x[i] - m) * r;
+        break;
+    }
     case F_HEDGEHOG:
         for (int i = 0; i < hs; i++) {
             real s = x[i];
@@ -138,6 +169,28 @@ static void feat_backward(real* dx, real* dW, const real* dy, const real* y, con
         for (int i = 0; i < hs; i++)
             dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
         break;
+    case F_IDENT:
+        for (int i = 0; i < hs; i++)
+            dx[i] += dy[i];
+        break;
+    case F_LNORM: { // y = (x - m) r: dx = r (dy - mean(dy) - y mean(dy y))
+        real m = 0.0f, var = 0.0f, my = 0.0f, mdy = 0.0f;
+        for (int i = 0; i < hs; i++)
+            m += x[i];
+        m /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            var += (x[i] - m) * (x[i] - m);
+        const real r = 1.0f / real_sqrt(var / (real)hs + GAL_LN_EPS);
+        for (int i = 0; i < hs; i++) {
+            mdy += dy[i];
+            my += dy[i] * y[i];
+        }
+        mdy /= (real)hs;
+        my /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            dx[i] += r * (dy[i] - mdy - y[i] * my);
+        break;
+    }
     case F_HEDGEHOG: {
         const real* fp = y;
         const real* fm = y + hs;
@@ -193,24 +246,34 @@ static void linear_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     real* Zs = L->cache;
-    attn_workspace_reserve(L->ws, 2 * (size_t)T * F + (size_t)hs);
+    const int gal = kind == F_GALERKIN;
+    attn_workspace_reserve(L->ws, 3 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             real* Pq = attn_thread_scratch(L->ws);
             real* Pk = Pq + (size_t)T * F;
-            real* u = Pk + (size_t)T * F;
+            real* Vn = Pk + (size_t)T * F;
+            real* u = Vn + (size_t)T * F;
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
-            feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F, kind, W, u);
-            feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F, kind, W, u);
+            feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F,
+                      lin_role_kind(kind, 0), W, u);
+            feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F,
+                      lin_role_kind(kind, 1), W, u);
+            const real* V = c.v + bt * c.ldv + (size_t)h * hs;
+            int ldv = (int)c.ldv;
+            if (gal) { // galerkin: values LN(v_j)
+                feat_rows(Vn, V, c.ldv, T, hs, hs, F_LNORM, NULL, u);
+                V = Vn, ldv = hs;
+            }
             real* A = L->att + ((size_t)b * NH + h) * T * T;
             real_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, A, T);
             const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             real* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
                 real* row = A + (size_t)t * T;
-                real z = lin_norm(hp) == N_SUBTRACT ? 0.0f : eps;
+                real z = lin_norm(hp) == N_SUBTRACT || gal ? 0.0f : eps;
                 for (int j = 0; j <= t; j++) {
                     row[j] *= lin_weight(t, j, hp, T, slope);
                     z += row[j];
@@ -221,15 +284,15 @@ static void linear_forward(AttnLayer* L) {
                     for (int j = 0; j <= t; j++)
                         row[j] += shift;
                 } else {
-                    Z[t] = z;
+                    Z[t] = gal ? (real)(t + 1) : z; // galerkin: 1/n_t, not the prefix sum
                     const real inv = 1.0f / Z[t];
                     for (int j = 0; j <= t; j++)
                         row[j] *= inv;
                 }
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
-            real_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv,
-                      0.0f, L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            real_gemm(0, 0, T, hs, T, 1.0f, A, T, V, ldv, 0.0f,
+                      L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
         }
     }
 }
@@ -245,7 +308,8 @@ static void linear_backward(AttnLayer* L) {
     const real* Zs = L->cache;
     real* dWslots = L->cache + (size_t)B * NH * T;
     if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * hs * hs);
-    attn_workspace_reserve(L->ws, (size_t)T * T + 4 * (size_t)T * F + (size_t)hs);
+    const int gal = kind == F_GALERKIN;
+    attn_workspace_reserve(L->ws, (size_t)T * T + 6 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -254,7 +318,9 @@ static void linear_backward(AttnLayer* L) {
             real* Pk = Pq + (size_t)T * F;
             real* dPq = Pk + (size_t)T * F;
             real* dPk = dPq + (size_t)T * F;
-            real* u = dPk + (size_t)T * F;
+            real* Vn = dPk + (size_t)T * F;
+            real* dVn = Vn + (size_t)T * F;
+            real* u = dVn + (size_t)T * F;
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
             real* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
@@ -264,12 +330,20 @@ static void linear_backward(AttnLayer* L) {
             const real* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
             const real* A = L->att + ((size_t)b * NH + h) * T * T;
             const real* Z = Zs + ((size_t)b * NH + h) * T;
-            feat_rows(Pq, q, c.ldq, T, hs, F, kind, W, u);
-            feat_rows(Pk, k, c.ldk, T, hs, F, kind, W, u);
-            // dA = dO V^T, dV += A^T dO
-            real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
-            real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f,
-                      c.dv + bt * c.ldv + (size_t)h * hs, (int)c.ldv);
+            feat_rows(Pq, q, c.ldq, T, hs, F, lin_role_kind(kind, 0), W, u);
+            feat_rows(Pk, k, c.ldk, T, hs, F, lin_role_kind(kind, 1), W, u);
+            real* dv = c.dv + bt * c.ldv + (size_t)h * hs;
+            if (gal) { // dA = dO LN(V)^T, dLN(V) = A^T dO, then the LayerNorm VJP into dv
+                feat_rows(Vn, v, c.ldv, T, hs, hs, F_LNORM, NULL, u);
+                real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, Vn, hs, 0.0f, dA, T);
+                real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 0.0f, dVn, hs);
+                for (int t = 0; t < T; t++)
+                    feat_backward(dv + (size_t)t * c.ldv, NULL, dVn + (size_t)t * hs,
+                                  Vn + (size_t)t * hs, v + (size_t)t * c.ldv, hs, F_LNORM, NULL, u);
+            } else { // dA = dO V^T, dV += A^T dO
+                real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
+                real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f, dv, (int)c.ldv);
+            }
             const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             for (int t = 0; t < T; t++) {
                 real* row = dA + (size_t)t * T;
@@ -280,8 +354,9 @@ static void linear_backward(AttnLayer* L) {
                         dot += row[j];
                     dot /= (real)(t + 1);
                 } else {
-                    for (int j = 0; j <= t; j++)
-                        dot += a[j] * row[j];
+                    if (!gal) // the quotient rule through Z_t (galerkin's 1/n_t is constant)
+                        for (int j = 0; j <= t; j++)
+                            dot += a[j] * row[j];
                     inv = 1.0f / Z[t];
                 }
                 for (int j = 0; j <= t; j++)
@@ -294,9 +369,9 @@ static void linear_backward(AttnLayer* L) {
             real* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {
                 feat_backward(dq + (size_t)t * c.ldq, dW, dPq + (size_t)t * F, Pq + (size_t)t * F,
-                              q + (size_t)t * c.ldq, hs, kind, W, u);
+                              q + (size_t)t * c.ldq, hs, lin_role_kind(kind, 0), W, u);
                 feat_backward(dk + (size_t)t * c.ldk, dW, dPk + (size_t)t * F, Pk + (size_t)t * F,
-                              k + (size_t)t * c.ldk, hs, kind, W, u);
+                              k + (size_t)t * c.ldk, hs, lin_role_kind(kind, 1), W, u);
             }
         }
     }
@@ -314,8 +389,8 @@ const AttnVariant attn_linear = {
     .name = "linear",
     .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
     .source =
-        "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Han 2024 InLine "
-        "(B6)",
+        "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Cao 2021 Galerkin; "
+        "Han 2024 InLine (B6)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_hparams,

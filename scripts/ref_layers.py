@@ -350,7 +350,9 @@ def v_linear(L):
     cos(pi (t-j) / 2M) (Qin 2022; M = cos_len or T), or Hedgehog's [softmax(u); softmax(-u)],
     u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j)).
     norm = subtract: InLine (Han et al. 2024, arXiv 2412.06590), A_tj = K_tj - mean_{j<=t} K_tj + 1/n_t
-    with K_tj = phi(q_t).phi(k_j) w_tj, instead of K_tj / sum_j K_tj."""
+    with K_tj = phi(q_t).phi(k_j) w_tj, instead of K_tj / sum_j K_tj.
+    feature = galerkin (Cao 2021, arXiv 2105.14995): K_tj = q_t . LN(k_j) w_tj, A = K / n_t, values
+    LN(v_j); LN over the head's channels, eps 1e-5, no affine."""
     check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
     q, k, v = L.qkv_heads(L.qkv)
     if L.pos == "rope":
@@ -362,6 +364,11 @@ def v_linear(L):
     elif f in ("relu", "cosformer"):
         def phi(z):
             return np.maximum(z, 0.0)
+    elif f == "galerkin":  # Cao 2021: Q (LN(K)^T LN(V)) / n; LN over a head's channels, no affine
+        def ln(z):
+            m = z.mean(-1, keepdims=True)
+            return (z - m) / np.sqrt(((z - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+        v = ln(v)
     elif f == "hedgehog":
         I = np.eye(L.hs)
 
@@ -373,7 +380,10 @@ def v_linear(L):
                                    sm / sm.sum(-1, keepdims=True)], -1)
     else:
         raise RefError(f"linear: unknown feature '{f}'")
-    K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
+    if f == "galerkin":
+        K = q @ ln(k).transpose(0, 1, 3, 2)
+    else:
+        K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
     w = np.ones((L.T, L.T))[None, None]
     if f == "cosformer":
         M = float(L.hp.get("cos_len", 0.0)) or float(L.T)
@@ -385,6 +395,8 @@ def v_linear(L):
     if norm == "subtract":  # InLine (Han et al. 2024): K - mean_{j<=t} K + 1/n_t over the prefix
         n = L.n()[None, None, :, None]
         A = np.where(L.mask, K - K.sum(-1, keepdims=True) / n + 1.0 / n, 0.0)
+    elif norm == "divide" and f == "galerkin":  # 1/n_t, the causal count of keys
+        A = K / L.n()[None, None, :, None]
     elif norm == "divide":
         A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
     else:
