@@ -1,6 +1,7 @@
 // attention/linear.c: causal linear attention in its quadratic (masked) form, with a choice of
 // feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, a learnable
-// Hedgehog-style map and Galerkin's LayerNorm on keys and values; two row normalisations.
+// Hedgehog-style map, Galerkin's LayerNorm on keys and values and FLatten's focused map with its
+// depthwise convolution on V; two row normalisations.
 //
 // Sources (VARIANTS.md B6): Katharopoulos et al. 2020 "Transformers are RNNs" (elu+1);
 // Qin et al. 2022 "cosFormer: Rethinking Softmax in Attention" (ReLU features, reweighting
@@ -31,6 +32,15 @@
 //              paper's learnable affine (weights may be signed; att holds A).
 //              Backward: dA = dO LN(V)^T, dLN(V) = A^T dO, dK = dA w / n_t, and the LayerNorm
 //              VJP dx = r (dy - mean(dy) - y mean(dy y)) for k and v (r = 1/sqrt(var + eps)).
+//   flatten    Han et al. 2023 "FLatten Transformer: Vision Transformer using Focused Linear
+//              Attention" (ICCV, arXiv 2308.00442): focused map phi(x) = |r| r^p / |r^p|, r =
+//              ReLU(x) + 1e-6 (keeps the norms nonzero), p = 3 (elementwise power), plus the rank
+//              restoring depthwise convolution on V, here causal along time with kernel 5:
+//              o_t,c += b_c + sum_{i<5, i<=t} w_c,i v_(t-i),c. Tensors "dwc_w" (NH, hs, 5) decay,
+//              N(0, 1/sqrt(15)) (PyTorch's Conv default spread for fan-in 5), "dwc_b" (NH, hs) 0.
+//              Backward: with a = |r|, u = r^p, w = u/|u|: dr_i = (dy.w) r_i/a + p r_i^(p-1) a
+//              (dy_i - w_i (w.dy))/|u|, dx = dr [x > 0]; conv: dv_(t-i),c += w_c,i dO_t,c,
+//              dw_c,i += dO_t,c v_(t-i),c, db_c += dO_t,c (per (b,h) slots, reduced over b).
 // Row normalisation (attn.norm, default divide):
 //   divide     A_tj = K_tj / Z_t as above (the linear-attention prefix normaliser)
 //   subtract   A_tj = K_tj - (1/n_t) sum_{l<=t} K_tl + 1/n_t, n_t = t + 1: InLine (Han et al.
@@ -38,10 +48,10 @@
 //              arXiv 2412.06590), the injective form that subtracts the causal prefix mean instead
 //              of dividing by the prefix sum; rows sum to 1, weights may be negative; eps unused.
 //              The paper's local-attention residual is not part of this layer.
-// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin; attn.eps = 1e-6
-// (the denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0;
-// attn.norm = divide | subtract.
-// The inner row map (attn.inner) is not used: linear attention replaces it.
+// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin | flatten; attn.eps
+// = 1e-6 (the denominator guard: with ReLU features a row can be all zero, then A = 0);
+// attn.cos_len = 0; attn.norm = divide | subtract. The inner row map (attn.inner) is not used:
+// linear attention replaces it.
 //
 // Backward, given dO (per (b,h)):
 //   dA = dO V^T ;  dV += A^T dO
@@ -59,14 +69,18 @@
 #include "attention/attention.h"
 #include "common/matmul.h"
 
-enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG, F_GALERKIN };
+enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG, F_GALERKIN, F_FLATTEN };
 enum { F_IDENT = 100, F_LNORM }; // galerkin's maps of q (identity) and of k, v (LayerNorm)
 #define GAL_LN_EPS 1e-5f
+#define FL_P       3     // FLatten focusing factor p
+#define FL_K       5     // FLatten causal depthwise kernel length
+#define FL_EPS     1e-6f // FLatten: r = relu(x) + eps keeps the norms nonzero
 
 static const AttnHParamSpec linear_hparams[] = {
-    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog|galerkin",
+    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog|galerkin|flatten",
      "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map, "
-     "Galerkin (q . LN(k_j) / n_t, values LN(v_j))"},
+     "Galerkin (q . LN(k_j) / n_t, values LN(v_j)), FLatten focused map p = 3 + causal depthwise "
+     "conv on v"},
     {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
     {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
     {"norm", 0, 0, 0, "divide|subtract",
@@ -94,6 +108,20 @@ static int lin_fdim(const AttnHParams* hp, int hs) {
 }
 
 static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    if (lin_kind(hp) == F_FLATTEN) {
+        out[0] = (AttnTensorSpec){.name = "dwc_w",
+                                  .ndim = 3,
+                                  .shape = {d->NH, d->hs, FL_K},
+                                  .decay = 1,
+                                  .init = ATTN_INIT_NORMAL,
+                                  .init_value = 1.0f / sqrtf(3.0f * FL_K)};
+        out[1] = (AttnTensorSpec){.name = "dwc_b",
+                                  .ndim = 2,
+                                  .shape = {d->NH, d->hs},
+                                  .decay = 0,
+                                  .init = ATTN_INIT_ZERO};
+        return 2;
+    }
     if (lin_kind(hp) != F_HEDGEHOG) return 0;
     out[0] = (AttnTensorSpec){.name = "phi_w",
                               .ndim = 3,
@@ -104,8 +132,9 @@ static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPar
 }
 
 static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
-    size_t n = (size_t)d->B * d->NH * d->T;                                    // Z
-    if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs; // dW slots
+    size_t n = (size_t)d->B * d->NH * d->T;                                        // Z
+    if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs;     // dW slots
+    if (lin_kind(hp) == F_FLATTEN) n += (size_t)d->B * d->NH * d->hs * (FL_K + 1); // dwc slots
     return n;
 }
 
@@ -132,6 +161,19 @@ static void feat_forward(real* y, const real* x, int hs, int kind, const real* W
     case F_IDENT:
         memcpy(y, x, sizeof(real) * (size_t)hs);
         break;
+    case F_FLATTEN: { // r = relu(x) + eps, y = |r| r^p / |r^p|
+        real a = 0.0f, b = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            const real r = (x[i] > 0.0f ? x[i] : 0.0f) + FL_EPS;
+            y[i] = r * r * r;
+            a += r * r;
+            b += y[i] * y[i];
+        }
+        const real f = real_sqrt(a) / real_sqrt(b);
+        for (int i = 0; i < hs; i++)
+            y[i] *= f;
+        break;
+    }
     case F_LNORM: {
         real m = 0.0f, var = 0.0f;
         for (int i = 0; i < hs; i++)
@@ -173,6 +215,24 @@ static void feat_backward(real* dx, real* dW, const real* dy, const real* y, con
         for (int i = 0; i < hs; i++)
             dx[i] += dy[i];
         break;
+    case F_FLATTEN: { // y = a w, a = |r|, w = u / |u|, u = r^p:
+        // dr_i = (dy . w) r_i / a + p r_i^(p-1) a (dy_i - w_i (w . dy)) / |u|
+        real a = 0.0f, b = 0.0f, dw = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            const real r = (x[i] > 0.0f ? x[i] : 0.0f) + FL_EPS;
+            a += r * r;
+            b += r * r * r * r * r * r;
+        }
+        a = real_sqrt(a), b = real_sqrt(b);
+        for (int i = 0; i < hs; i++)
+            dw += dy[i] * y[i] / a; // y / a = w
+        for (int i = 0; i < hs; i++) {
+            if (!(x[i] > 0.0f)) continue;
+            const real r = x[i] + FL_EPS, w = y[i] / a;
+            dx[i] += dw * r / a + (real)FL_P * r * r * a * (dy[i] - w * dw) / b;
+        }
+        break;
+    }
     case F_LNORM: { // y = (x - m) r: dx = r (dy - mean(dy) - y mean(dy y))
         real m = 0.0f, var = 0.0f, my = 0.0f, mdy = 0.0f;
         for (int i = 0; i < hs; i++)
@@ -293,6 +353,19 @@ static void linear_forward(AttnLayer* L) {
             }
             real_gemm(0, 0, T, hs, T, 1.0f, A, T, V, ldv, 0.0f,
                       L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            if (kind == F_FLATTEN) { // o_t,c += b_c + sum_i w_c,i v_(t-i),c
+                const real* cw = L->tp[0] + (size_t)h * hs * FL_K;
+                const real* cb = L->tp[1] + (size_t)h * hs;
+                for (int t = 0; t < T; t++) {
+                    real* o = L->out + (bt + t) * (size_t)d->C + (size_t)h * hs;
+                    for (int ch = 0; ch < hs; ch++) {
+                        real s = cb[ch];
+                        for (int i = 0; i < FL_K && i <= t; i++)
+                            s += cw[ch * FL_K + i] * V[(size_t)(t - i) * ldv + ch];
+                        o[ch] += s;
+                    }
+                }
+            }
         }
     }
 }
@@ -308,6 +381,8 @@ static void linear_backward(AttnLayer* L) {
     const real* Zs = L->cache;
     real* dWslots = L->cache + (size_t)B * NH * T;
     if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * hs * hs);
+    const size_t nfl = (size_t)hs * (FL_K + 1); // flatten slot: dw (hs, K), db (hs)
+    if (kind == F_FLATTEN) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * nfl);
     const int gal = kind == F_GALERKIN;
     attn_workspace_reserve(L->ws, (size_t)T * T + 6 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
@@ -343,6 +418,21 @@ static void linear_backward(AttnLayer* L) {
             } else { // dA = dO V^T, dV += A^T dO
                 real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
                 real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f, dv, (int)c.ldv);
+            }
+            if (kind == F_FLATTEN) { // the depthwise conv: dv, dw, db
+                const real* cw = L->tp[0] + (size_t)h * hs * FL_K;
+                real* sw = dWslots + ((size_t)b * NH + h) * nfl;
+                real* sb = sw + (size_t)hs * FL_K;
+                for (int t = 0; t < T; t++) {
+                    const real* g = dO + (size_t)t * d->C;
+                    for (int ch = 0; ch < hs; ch++) {
+                        sb[ch] += g[ch];
+                        for (int i = 0; i < FL_K && i <= t; i++) {
+                            dv[(size_t)(t - i) * c.ldv + ch] += cw[ch * FL_K + i] * g[ch];
+                            sw[ch * FL_K + i] += g[ch] * v[(size_t)(t - i) * c.ldv + ch];
+                        }
+                    }
+                }
             }
             const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             for (int t = 0; t < T; t++) {
@@ -383,6 +473,17 @@ static void linear_backward(AttnLayer* L) {
                 for (size_t i = 0; i < n; i++)
                     L->dtp[0][(size_t)h * n + i] += dWslots[((size_t)b * NH + h) * n + i];
     }
+    if (kind == F_FLATTEN && L->dtp[0]) {
+        const size_t nw = (size_t)hs * FL_K;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                const real* sw = dWslots + ((size_t)b * NH + h) * nfl;
+                for (size_t i = 0; i < nw; i++)
+                    L->dtp[0][(size_t)h * nw + i] += sw[i];
+                for (int i = 0; i < hs; i++)
+                    L->dtp[1][(size_t)h * hs + i] += sw[nw + i];
+            }
+    }
 }
 
 const AttnVariant attn_linear = {
@@ -390,7 +491,7 @@ const AttnVariant attn_linear = {
     .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
     .source =
         "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Cao 2021 Galerkin; "
-        "Han 2024 InLine (B6)",
+        "Han 2023 FLatten; Han 2024 InLine (B6)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_hparams,

@@ -352,7 +352,9 @@ def v_linear(L):
     norm = subtract: InLine (Han et al. 2024, arXiv 2412.06590), A_tj = K_tj - mean_{j<=t} K_tj + 1/n_t
     with K_tj = phi(q_t).phi(k_j) w_tj, instead of K_tj / sum_j K_tj.
     feature = galerkin (Cao 2021, arXiv 2105.14995): K_tj = q_t . LN(k_j) w_tj, A = K / n_t, values
-    LN(v_j); LN over the head's channels, eps 1e-5, no affine."""
+    LN(v_j); LN over the head's channels, eps 1e-5, no affine.
+    feature = flatten (Han et al. 2023, arXiv 2308.00442): phi = |r| r^3 / |r^3|, r = ReLU(x) + 1e-6,
+    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output."""
     check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
     q, k, v = L.qkv_heads(L.qkv)
     if L.pos == "rope":
@@ -369,6 +371,12 @@ def v_linear(L):
             m = z.mean(-1, keepdims=True)
             return (z - m) / np.sqrt(((z - m) ** 2).mean(-1, keepdims=True) + 1e-5)
         v = ln(v)
+    elif f == "flatten":  # Han 2023 FLatten: |r| r^p / |r^p|, r = ReLU(x) (+ 1e-6), p = 3
+        def phi(z):
+            r = np.maximum(z, 0.0) + 1e-6
+            rp = r ** 3
+            return np.linalg.norm(r, axis=-1, keepdims=True) * rp / np.linalg.norm(
+                rp, axis=-1, keepdims=True)
     elif f == "hedgehog":
         I = np.eye(L.hs)
 
@@ -401,7 +409,15 @@ def v_linear(L):
         A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
     else:
         raise RefError(f"linear: unknown norm '{norm}'")
-    return L.merge(A @ v), A
+    O = A @ v
+    if f == "flatten":  # causal depthwise conv on v, kernel 5: O_t,c += b_c + sum_i w_c,i v_(t-i),c
+        w, bias = L.t["dwc_w"], L.t["dwc_b"]  # (NH, hs, 5), (NH, hs)
+        for i in range(w.shape[-1]):
+            shifted = np.zeros_like(v)
+            shifted[:, :, i:] = v[:, :, :L.T - i]
+            O = O + shifted * w[None, :, None, :, i]
+        O = O + bias[None, :, None, :]
+    return L.merge(O), A
 
 
 def l2n(z):
