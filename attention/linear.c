@@ -1,6 +1,7 @@
 // attention/linear.c: causal linear attention in its quadratic (masked) form, with a choice of
-// feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, and a learnable
-// Hedgehog-style map.
+// feature maps: elu+1, ReLU, cosFormer-style ReLU with cos reweighting, a learnable
+// Hedgehog-style map, Galerkin's LayerNorm on keys and values and FLatten's focused map with its
+// depthwise convolution on V; two row normalisations.
 //
 // Sources (VARIANTS.md B6): Katharopoulos et al. 2020 "Transformers are RNNs" (elu+1);
 // Qin et al. 2022 "cosFormer: Rethinking Softmax in Attention" (ReLU features, reweighting
@@ -24,13 +25,38 @@
 //   hedgehog   u = (I + W_h) x, phi(x) = [softmax(u); softmax(-u)]              (dim 2 hs)
 //              tensor "phi_w" (NH, hs, hs) per layer, weight decay, init 0 (so the map starts
 //              at W = I, the identity-initialised Hedgehog map); decay pulls it back to I.
-// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog; attn.eps = 1e-6 (the
-// denominator guard: with ReLU features a row can be all zero, then A = 0); attn.cos_len = 0.
-// The inner row map (attn.inner) is not used: linear attention replaces it.
+//   galerkin   Cao 2021 "Choose a Transformer: Fourier or Galerkin" (NeurIPS, arXiv 2105.14995),
+//              z = Q (LN(K)^T LN(V)) / n in its causal form: K_tj = q_t . LN(k_j) w_tj (q as is),
+//              A_tj = K_tj / n_t (n_t = t + 1, the causal prefix count, no eps), o_t =
+//              sum_j A_tj LN(v_j); LN over the hs channels of a head, eps 1e-5, without the
+//              paper's learnable affine (weights may be signed; att holds A).
+//              Backward: dA = dO LN(V)^T, dLN(V) = A^T dO, dK = dA w / n_t, and the LayerNorm
+//              VJP dx = r (dy - mean(dy) - y mean(dy y)) for k and v (r = 1/sqrt(var + eps)).
+//   flatten    Han et al. 2023 "FLatten Transformer: Vision Transformer using Focused Linear
+//              Attention" (ICCV, arXiv 2308.00442): focused map phi(x) = |r| r^p / |r^p|, r =
+//              ReLU(x) + 1e-6 (keeps the norms nonzero), p = 3 (elementwise power), plus the rank
+//              restoring depthwise convolution on V, here causal along time with kernel 5:
+//              o_t,c += b_c + sum_{i<5, i<=t} w_c,i v_(t-i),c. Tensors "dwc_w" (NH, hs, 5) decay,
+//              N(0, 1/sqrt(15)) (PyTorch's Conv default spread for fan-in 5), "dwc_b" (NH, hs) 0.
+//              Backward: with a = |r|, u = r^p, w = u/|u|: dr_i = (dy.w) r_i/a + p r_i^(p-1) a
+//              (dy_i - w_i (w.dy))/|u|, dx = dr [x > 0]; conv: dv_(t-i),c += w_c,i dO_t,c,
+//              dw_c,i += dO_t,c v_(t-i),c, db_c += dO_t,c (per (b,h) slots, reduced over b).
+// Row normalisation (attn.norm, default divide):
+//   divide     A_tj = K_tj / Z_t as above (the linear-attention prefix normaliser)
+//   subtract   A_tj = K_tj - (1/n_t) sum_{l<=t} K_tl + 1/n_t, n_t = t + 1: InLine (Han et al.
+//              2024, "Bridging the Divide: Reconsidering Softmax and Linear Attention", NeurIPS,
+//              arXiv 2412.06590), the injective form that subtracts the causal prefix mean instead
+//              of dividing by the prefix sum; rows sum to 1, weights may be negative; eps unused.
+//              The paper's local-attention residual is not part of this layer.
+// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin | flatten; attn.eps
+// = 1e-6 (the denominator guard: with ReLU features a row can be all zero, then A = 0);
+// attn.cos_len = 0; attn.norm = divide | subtract. The inner row map (attn.inner) is not used:
+// linear attention replaces it.
 //
 // Backward, given dO (per (b,h)):
 //   dA = dO V^T ;  dV += A^T dO
-//   dK_tj = (dA_tj - sum_l A_tl dA_tl) / Z_t    (quotient rule through Z_t)
+//   dK_tj = (dA_tj - sum_l A_tl dA_tl) / Z_t    (quotient rule through Z_t; divide)
+//   dK_tj = dA_tj - (1/n_t) sum_{l<=t} dA_tl      (subtract: the mean's VJP)
 //   dKraw = dK * w   (j <= t only) ;  dPhi_q = dKraw Phi_k ;  dPhi_k = dKraw^T Phi_q
 //   features: elu1 dx = dphi * (x > 0 ? 1 : phi); relu dx = dphi * [x > 0];
 //   hedgehog (f+, f- the two softmaxes): du = f+ (df+ - <f+, df+>) - f- (df- - <f-, df->),
@@ -43,17 +69,38 @@
 #include "attention/attention.h"
 #include "common/matmul.h"
 
-enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG };
+enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG, F_GALERKIN, F_FLATTEN };
+enum { F_IDENT = 100, F_LNORM }; // galerkin's maps of q (identity) and of k, v (LayerNorm)
+#define GAL_LN_EPS 1e-5f
+#define FL_P       3     // FLatten focusing factor p
+#define FL_K       5     // FLatten causal depthwise kernel length
+#define FL_EPS     1e-6f // FLatten: r = relu(x) + eps keeps the norms nonzero
 
 static const AttnHParamSpec linear_hparams[] = {
-    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog",
-     "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map"},
+    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog|galerkin|flatten",
+     "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map, "
+     "Galerkin (q . LN(k_j) / n_t, values LN(v_j)), FLatten focused map p = 3 + causal depthwise "
+     "conv on v"},
     {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
     {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
+    {"norm", 0, 0, 0, "divide|subtract",
+     "row normaliser: divide by the causal prefix sum, or InLine: subtract the prefix mean, + 1/n"},
 };
+
+enum { N_DIVIDE, N_SUBTRACT };
+
+static int lin_norm(const AttnHParams* hp) {
+    return (int)hp->v[3];
+}
 
 static int lin_kind(const AttnHParams* hp) {
     return (int)hp->v[0];
+}
+
+// the map applied to queries (role 0) and keys (role 1)
+static int lin_role_kind(int kind, int role) {
+    if (kind != F_GALERKIN) return kind;
+    return role ? F_LNORM : F_IDENT;
 }
 
 static int lin_fdim(const AttnHParams* hp, int hs) {
@@ -61,6 +108,20 @@ static int lin_fdim(const AttnHParams* hp, int hs) {
 }
 
 static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    if (lin_kind(hp) == F_FLATTEN) {
+        out[0] = (AttnTensorSpec){.name = "dwc_w",
+                                  .ndim = 3,
+                                  .shape = {d->NH, d->hs, FL_K},
+                                  .decay = 1,
+                                  .init = ATTN_INIT_NORMAL,
+                                  .init_value = 1.0f / sqrtf(3.0f * FL_K)};
+        out[1] = (AttnTensorSpec){.name = "dwc_b",
+                                  .ndim = 2,
+                                  .shape = {d->NH, d->hs},
+                                  .decay = 0,
+                                  .init = ATTN_INIT_ZERO};
+        return 2;
+    }
     if (lin_kind(hp) != F_HEDGEHOG) return 0;
     out[0] = (AttnTensorSpec){.name = "phi_w",
                               .ndim = 3,
@@ -71,8 +132,9 @@ static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPar
 }
 
 static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
-    size_t n = (size_t)d->B * d->NH * d->T;                                    // Z
-    if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs; // dW slots
+    size_t n = (size_t)d->B * d->NH * d->T;                                        // Z
+    if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs;     // dW slots
+    if (lin_kind(hp) == F_FLATTEN) n += (size_t)d->B * d->NH * d->hs * (FL_K + 1); // dwc slots
     return n;
 }
 
@@ -96,6 +158,34 @@ static void feat_forward(real* y, const real* x, int hs, int kind, const real* W
         for (int i = 0; i < hs; i++)
             y[i] = x[i] > 0.0f ? x[i] + 1.0f : real_exp(x[i]);
         break;
+    case F_IDENT:
+        memcpy(y, x, sizeof(real) * (size_t)hs);
+        break;
+    case F_FLATTEN: { // r = relu(x) + eps, y = |r| r^p / |r^p|
+        real a = 0.0f, b = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            const real r = (x[i] > 0.0f ? x[i] : 0.0f) + FL_EPS;
+            y[i] = r * r * r;
+            a += r * r;
+            b += y[i] * y[i];
+        }
+        const real f = real_sqrt(a) / real_sqrt(b);
+        for (int i = 0; i < hs; i++)
+            y[i] *= f;
+        break;
+    }
+    case F_LNORM: {
+        real m = 0.0f, var = 0.0f;
+        for (int i = 0; i < hs; i++)
+            m += x[i];
+        m /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            var += (x[i] - m) * (x[i] - m);
+        const real r = 1.0f / real_sqrt(var / (real)hs + GAL_LN_EPS);
+        for (int i = 0; i < hs; i++)
+            y[i] = (x[i] - m) * r;
+        break;
+    }
     case F_HEDGEHOG:
         for (int i = 0; i < hs; i++) {
             real s = x[i];
@@ -121,6 +211,46 @@ static void feat_backward(real* dx, real* dW, const real* dy, const real* y, con
         for (int i = 0; i < hs; i++)
             dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : y[i]);
         break;
+    case F_IDENT:
+        for (int i = 0; i < hs; i++)
+            dx[i] += dy[i];
+        break;
+    case F_FLATTEN: { // y = a w, a = |r|, w = u / |u|, u = r^p:
+        // dr_i = (dy . w) r_i / a + p r_i^(p-1) a (dy_i - w_i (w . dy)) / |u|
+        real a = 0.0f, b = 0.0f, dw = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            const real r = (x[i] > 0.0f ? x[i] : 0.0f) + FL_EPS;
+            a += r * r;
+            b += r * r * r * r * r * r;
+        }
+        a = real_sqrt(a), b = real_sqrt(b);
+        for (int i = 0; i < hs; i++)
+            dw += dy[i] * y[i] / a; // y / a = w
+        for (int i = 0; i < hs; i++) {
+            if (!(x[i] > 0.0f)) continue;
+            const real r = x[i] + FL_EPS, w = y[i] / a;
+            dx[i] += dw * r / a + (real)FL_P * r * r * a * (dy[i] - w * dw) / b;
+        }
+        break;
+    }
+    case F_LNORM: { // y = (x - m) r: dx = r (dy - mean(dy) - y mean(dy y))
+        real m = 0.0f, var = 0.0f, my = 0.0f, mdy = 0.0f;
+        for (int i = 0; i < hs; i++)
+            m += x[i];
+        m /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            var += (x[i] - m) * (x[i] - m);
+        const real r = 1.0f / real_sqrt(var / (real)hs + GAL_LN_EPS);
+        for (int i = 0; i < hs; i++) {
+            mdy += dy[i];
+            my += dy[i] * y[i];
+        }
+        mdy /= (real)hs;
+        my /= (real)hs;
+        for (int i = 0; i < hs; i++)
+            dx[i] += r * (dy[i] - mdy - y[i] * my);
+        break;
+    }
     case F_HEDGEHOG: {
         const real* fp = y;
         const real* fm = y + hs;
@@ -176,36 +306,66 @@ static void linear_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     real* Zs = L->cache;
-    attn_workspace_reserve(L->ws, 2 * (size_t)T * F + (size_t)hs);
+    const int gal = kind == F_GALERKIN;
+    attn_workspace_reserve(L->ws, 3 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             real* Pq = attn_thread_scratch(L->ws);
             real* Pk = Pq + (size_t)T * F;
-            real* u = Pk + (size_t)T * F;
+            real* Vn = Pk + (size_t)T * F;
+            real* u = Vn + (size_t)T * F;
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
-            feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F, kind, W, u);
-            feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F, kind, W, u);
+            feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F,
+                      lin_role_kind(kind, 0), W, u);
+            feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F,
+                      lin_role_kind(kind, 1), W, u);
+            const real* V = c.v + bt * c.ldv + (size_t)h * hs;
+            int ldv = (int)c.ldv;
+            if (gal) { // galerkin: values LN(v_j)
+                feat_rows(Vn, V, c.ldv, T, hs, hs, F_LNORM, NULL, u);
+                V = Vn, ldv = hs;
+            }
             real* A = L->att + ((size_t)b * NH + h) * T * T;
             real_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, A, T);
             const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             real* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
                 real* row = A + (size_t)t * T;
-                real z = eps;
+                real z = lin_norm(hp) == N_SUBTRACT || gal ? 0.0f : eps;
                 for (int j = 0; j <= t; j++) {
                     row[j] *= lin_weight(t, j, hp, T, slope);
                     z += row[j];
                 }
-                Z[t] = z;
-                const real inv = 1.0f / z;
-                for (int j = 0; j <= t; j++)
-                    row[j] *= inv;
+                if (lin_norm(hp) == N_SUBTRACT) {
+                    const real inv_n = 1.0f / (real)(t + 1), shift = inv_n - z * inv_n;
+                    Z[t] = z;
+                    for (int j = 0; j <= t; j++)
+                        row[j] += shift;
+                } else {
+                    Z[t] = gal ? (real)(t + 1) : z; // galerkin: 1/n_t, not the prefix sum
+                    const real inv = 1.0f / Z[t];
+                    for (int j = 0; j <= t; j++)
+                        row[j] *= inv;
+                }
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
-            real_gemm(0, 0, T, hs, T, 1.0f, A, T, c.v + bt * c.ldv + (size_t)h * hs, (int)c.ldv,
-                      0.0f, L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            real_gemm(0, 0, T, hs, T, 1.0f, A, T, V, ldv, 0.0f,
+                      L->out + bt * (size_t)d->C + (size_t)h * hs, d->C);
+            if (kind == F_FLATTEN) { // o_t,c += b_c + sum_i w_c,i v_(t-i),c
+                const real* cw = L->tp[0] + (size_t)h * hs * FL_K;
+                const real* cb = L->tp[1] + (size_t)h * hs;
+                for (int t = 0; t < T; t++) {
+                    real* o = L->out + (bt + t) * (size_t)d->C + (size_t)h * hs;
+                    for (int ch = 0; ch < hs; ch++) {
+                        real s = cb[ch];
+                        for (int i = 0; i < FL_K && i <= t; i++)
+                            s += cw[ch * FL_K + i] * V[(size_t)(t - i) * ldv + ch];
+                        o[ch] += s;
+                    }
+                }
+            }
         }
     }
 }
@@ -221,7 +381,10 @@ static void linear_backward(AttnLayer* L) {
     const real* Zs = L->cache;
     real* dWslots = L->cache + (size_t)B * NH * T;
     if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * hs * hs);
-    attn_workspace_reserve(L->ws, (size_t)T * T + 4 * (size_t)T * F + (size_t)hs);
+    const size_t nfl = (size_t)hs * (FL_K + 1); // flatten slot: dw (hs, K), db (hs)
+    if (kind == F_FLATTEN) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * nfl);
+    const int gal = kind == F_GALERKIN;
+    attn_workspace_reserve(L->ws, (size_t)T * T + 6 * (size_t)T * F + (size_t)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -230,7 +393,9 @@ static void linear_backward(AttnLayer* L) {
             real* Pk = Pq + (size_t)T * F;
             real* dPq = Pk + (size_t)T * F;
             real* dPk = dPq + (size_t)T * F;
-            real* u = dPk + (size_t)T * F;
+            real* Vn = dPk + (size_t)T * F;
+            real* dVn = Vn + (size_t)T * F;
+            real* u = dVn + (size_t)T * F;
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
             real* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
@@ -240,20 +405,50 @@ static void linear_backward(AttnLayer* L) {
             const real* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
             const real* A = L->att + ((size_t)b * NH + h) * T * T;
             const real* Z = Zs + ((size_t)b * NH + h) * T;
-            feat_rows(Pq, q, c.ldq, T, hs, F, kind, W, u);
-            feat_rows(Pk, k, c.ldk, T, hs, F, kind, W, u);
-            // dA = dO V^T, dV += A^T dO
-            real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
-            real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f,
-                      c.dv + bt * c.ldv + (size_t)h * hs, (int)c.ldv);
+            feat_rows(Pq, q, c.ldq, T, hs, F, lin_role_kind(kind, 0), W, u);
+            feat_rows(Pk, k, c.ldk, T, hs, F, lin_role_kind(kind, 1), W, u);
+            real* dv = c.dv + bt * c.ldv + (size_t)h * hs;
+            if (gal) { // dA = dO LN(V)^T, dLN(V) = A^T dO, then the LayerNorm VJP into dv
+                feat_rows(Vn, v, c.ldv, T, hs, hs, F_LNORM, NULL, u);
+                real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, Vn, hs, 0.0f, dA, T);
+                real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 0.0f, dVn, hs);
+                for (int t = 0; t < T; t++)
+                    feat_backward(dv + (size_t)t * c.ldv, NULL, dVn + (size_t)t * hs,
+                                  Vn + (size_t)t * hs, v + (size_t)t * c.ldv, hs, F_LNORM, NULL, u);
+            } else { // dA = dO V^T, dV += A^T dO
+                real_gemm(0, 1, T, T, hs, 1.0f, dO, d->C, v, (int)c.ldv, 0.0f, dA, T);
+                real_gemm(1, 0, T, hs, T, 1.0f, A, T, dO, d->C, 1.0f, dv, (int)c.ldv);
+            }
+            if (kind == F_FLATTEN) { // the depthwise conv: dv, dw, db
+                const real* cw = L->tp[0] + (size_t)h * hs * FL_K;
+                real* sw = dWslots + ((size_t)b * NH + h) * nfl;
+                real* sb = sw + (size_t)hs * FL_K;
+                for (int t = 0; t < T; t++) {
+                    const real* g = dO + (size_t)t * d->C;
+                    for (int ch = 0; ch < hs; ch++) {
+                        sb[ch] += g[ch];
+                        for (int i = 0; i < FL_K && i <= t; i++) {
+                            dv[(size_t)(t - i) * c.ldv + ch] += cw[ch * FL_K + i] * g[ch];
+                            sw[ch * FL_K + i] += g[ch] * v[(size_t)(t - i) * c.ldv + ch];
+                        }
+                    }
+                }
+            }
             const real slope = c.score_bias_slopes ? c.score_bias_slopes[h] : 0.0f;
             for (int t = 0; t < T; t++) {
                 real* row = dA + (size_t)t * T;
                 const real* a = A + (size_t)t * T;
-                real dot = 0.0f;
-                for (int j = 0; j <= t; j++)
-                    dot += a[j] * row[j];
-                const real inv = 1.0f / Z[t];
+                real dot = 0.0f, inv = 1.0f;
+                if (lin_norm(hp) == N_SUBTRACT) {
+                    for (int j = 0; j <= t; j++)
+                        dot += row[j];
+                    dot /= (real)(t + 1);
+                } else {
+                    if (!gal) // the quotient rule through Z_t (galerkin's 1/n_t is constant)
+                        for (int j = 0; j <= t; j++)
+                            dot += a[j] * row[j];
+                    inv = 1.0f / Z[t];
+                }
                 for (int j = 0; j <= t; j++)
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
@@ -264,9 +459,9 @@ static void linear_backward(AttnLayer* L) {
             real* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {
                 feat_backward(dq + (size_t)t * c.ldq, dW, dPq + (size_t)t * F, Pq + (size_t)t * F,
-                              q + (size_t)t * c.ldq, hs, kind, W, u);
+                              q + (size_t)t * c.ldq, hs, lin_role_kind(kind, 0), W, u);
                 feat_backward(dk + (size_t)t * c.ldk, dW, dPk + (size_t)t * F, Pk + (size_t)t * F,
-                              k + (size_t)t * c.ldk, hs, kind, W, u);
+                              k + (size_t)t * c.ldk, hs, lin_role_kind(kind, 1), W, u);
             }
         }
     }
@@ -278,16 +473,29 @@ static void linear_backward(AttnLayer* L) {
                 for (size_t i = 0; i < n; i++)
                     L->dtp[0][(size_t)h * n + i] += dWslots[((size_t)b * NH + h) * n + i];
     }
+    if (kind == F_FLATTEN && L->dtp[0]) {
+        const size_t nw = (size_t)hs * FL_K;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                const real* sw = dWslots + ((size_t)b * NH + h) * nfl;
+                for (size_t i = 0; i < nw; i++)
+                    L->dtp[0][(size_t)h * nw + i] += sw[i];
+                for (int i = 0; i < hs; i++)
+                    L->dtp[1][(size_t)h * hs + i] += sw[nw + i];
+            }
+    }
 }
 
 const AttnVariant attn_linear = {
     .name = "linear",
     .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
-    .source = "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog (B6)",
+    .source =
+        "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Cao 2021 Galerkin; "
+        "Han 2023 FLatten; Han 2024 InLine (B6)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_hparams,
-    .n_hparams = 3,
+    .n_hparams = 4,
     .layer_tensors = linear_tensors,
     .layer_cache_floats = linear_cache_floats,
     .layer_forward = linear_forward,

@@ -54,18 +54,27 @@ extern const AttnVariant attn_diff;
 extern const AttnVariant attn_selective;
 extern const AttnVariant attn_lucid;
 extern const AttnVariant attn_multiscreen;
+extern const AttnVariant attn_deltanet;
+extern const AttnVariant attn_gated_deltanet;
 
 static const AttnVariant* const ATTN_VARIANTS[] = {
-    &attn_softmax,    &attn_gated,      &attn_affine,    &attn_asentmax,     &attn_ssa,
-    &attn_rela,       &attn_cog,        &attn_entmax,    &attn_sparsemax,    &attn_quantized,
-    &attn_pot,        &attn_hccs,       &attn_multimax,  &attn_softplus,     &attn_swat,
-    &attn_slowgrow,   &attn_normalized, &attn_relu_ln,   &attn_linear_scale, &attn_shaped,
-    &attn_keynorm,    &attn_credal,     &attn_ssmax,     &attn_logn,         &attn_softmax1,
-    &attn_sigmoid,    &attn_softpick,   &attn_clipped,   &attn_relu,         &attn_polynomial,
-    &attn_sa_softmax, &attn_boosted,    &attn_twicing,   &attn_window,       &attn_linear,
-    &attn_topk,       &attn_softcap,    &attn_consmax,   &attn_polymax,      &attn_squareplus,
-    &attn_sigsoftmax, &attn_softermax,  &attn_stablemax, &attn_gumbel,       &attn_talking_heads,
-    &attn_diff,       &attn_selective,  &attn_lucid,     &attn_multiscreen,
+    &attn_softmax,      &attn_gated,      &attn_affine,
+    &attn_asentmax,     &attn_ssa,        &attn_rela,
+    &attn_cog,          &attn_entmax,     &attn_sparsemax,
+    &attn_quantized,    &attn_pot,        &attn_hccs,
+    &attn_multimax,     &attn_softplus,   &attn_swat,
+    &attn_slowgrow,     &attn_normalized, &attn_relu_ln,
+    &attn_linear_scale, &attn_shaped,     &attn_keynorm,
+    &attn_credal,       &attn_ssmax,      &attn_logn,
+    &attn_softmax1,     &attn_sigmoid,    &attn_softpick,
+    &attn_clipped,      &attn_relu,       &attn_polynomial,
+    &attn_sa_softmax,   &attn_boosted,    &attn_twicing,
+    &attn_window,       &attn_linear,     &attn_topk,
+    &attn_softcap,      &attn_consmax,    &attn_polymax,
+    &attn_squareplus,   &attn_sigsoftmax, &attn_softermax,
+    &attn_stablemax,    &attn_gumbel,     &attn_talking_heads,
+    &attn_diff,         &attn_selective,  &attn_lucid,
+    &attn_multiscreen,  &attn_deltanet,   &attn_gated_deltanet,
 };
 
 #define N_VARIANTS ((int)(sizeof(ATTN_VARIANTS) / sizeof(ATTN_VARIANTS[0])))

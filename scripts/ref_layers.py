@@ -367,8 +367,14 @@ def v_linear(L):
     """VARIANTS.md B6, quadratic causal form: A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} ... +
     eps), no 1/sqrt(hs); phi = elu+1 (Katharopoulos 2020), ReLU, ReLU with cosFormer's
     cos(pi (t-j) / 2M) (Qin 2022; M = cos_len or T), or Hedgehog's [softmax(u); softmax(-u)],
-    u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j))."""
-    check_keys("linear", L.hp, ("feature", "eps", "cos_len"))
+    u = (I + W_h) x (Zhang 2024). Under ALiBi w_tj also carries exp(-m_h (t - j)).
+    norm = subtract: InLine (Han et al. 2024, arXiv 2412.06590), A_tj = K_tj - mean_{j<=t} K_tj + 1/n_t
+    with K_tj = phi(q_t).phi(k_j) w_tj, instead of K_tj / sum_j K_tj.
+    feature = galerkin (Cao 2021, arXiv 2105.14995): K_tj = q_t . LN(k_j) w_tj, A = K / n_t, values
+    LN(v_j); LN over the head's channels, eps 1e-5, no affine.
+    feature = flatten (Han et al. 2023, arXiv 2308.00442): phi = |r| r^3 / |r^3|, r = ReLU(x) + 1e-6,
+    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output."""
+    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
     q, k, v = L.qkv_heads(L.qkv)
     q, k = L.rotate(q, k)
     f = L.hp.get("feature", "elu1")
@@ -378,6 +384,17 @@ def v_linear(L):
     elif f in ("relu", "cosformer"):
         def phi(z):
             return np.maximum(z, 0.0)
+    elif f == "galerkin":  # Cao 2021: Q (LN(K)^T LN(V)) / n; LN over a head's channels, no affine
+        def ln(z):
+            m = z.mean(-1, keepdims=True)
+            return (z - m) / np.sqrt(((z - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+        v = ln(v)
+    elif f == "flatten":  # Han 2023 FLatten: |r| r^p / |r^p|, r = ReLU(x) (+ 1e-6), p = 3
+        def phi(z):
+            r = np.maximum(z, 0.0) + 1e-6
+            rp = r ** 3
+            return np.linalg.norm(r, axis=-1, keepdims=True) * rp / np.linalg.norm(
+                rp, axis=-1, keepdims=True)
     elif f == "hedgehog":
         I = np.eye(L.hs)
 
@@ -389,7 +406,10 @@ def v_linear(L):
                                    sm / sm.sum(-1, keepdims=True)], -1)
     else:
         raise RefError(f"linear: unknown feature '{f}'")
-    K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
+    if f == "galerkin":
+        K = q @ ln(k).transpose(0, 1, 3, 2)
+    else:
+        K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
     w = np.ones((L.T, L.T))[None, None]
     if f == "cosformer":
         M = float(L.hp.get("cos_len", 0.0)) or float(L.T)
@@ -397,8 +417,77 @@ def v_linear(L):
     if L.pos == "alibi":
         w = w * np.exp(alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None])
     K = np.where(L.mask, K * w, 0.0)
-    A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
-    return L.merge(A @ v), A
+    norm = L.hp.get("norm", "divide")
+    if norm == "subtract":  # InLine (Han et al. 2024): K - mean_{j<=t} K + 1/n_t over the prefix
+        n = L.n()[None, None, :, None]
+        A = np.where(L.mask, K - K.sum(-1, keepdims=True) / n + 1.0 / n, 0.0)
+    elif norm == "divide" and f == "galerkin":  # 1/n_t, the causal count of keys
+        A = K / L.n()[None, None, :, None]
+    elif norm == "divide":
+        A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
+    else:
+        raise RefError(f"linear: unknown norm '{norm}'")
+    O = A @ v
+    if f == "flatten":  # causal depthwise conv on v, kernel 5: O_t,c += b_c + sum_i w_c,i v_(t-i),c
+        w, bias = L.t["dwc_w"], L.t["dwc_b"]  # (NH, hs, 5), (NH, hs)
+        for i in range(w.shape[-1]):
+            shifted = np.zeros_like(v)
+            shifted[:, :, i:] = v[:, :, :L.T - i]
+            O = O + shifted * w[None, :, None, :, i]
+        O = O + bias[None, :, None, :]
+    return L.merge(O), A
+
+
+def l2n(z):
+    return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-6)
+
+
+def delta_rule(q, k, v, beta, alpha):
+    """S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t (Schlag 2021,
+    Yang 2024), S_{-1} = 0; q, k (B,NH,T,dk), v (B,NH,T,dv), beta, alpha (B,NH,T)."""
+    B, NH, T, dk = k.shape
+    S = np.zeros((B, NH, v.shape[-1], dk))
+    eye = np.eye(dk)
+    o = np.zeros(v.shape)
+    for t in range(T):
+        kt = k[:, :, t]
+        M = eye[None, None] - beta[:, :, t, None, None] * kt[..., :, None] * kt[..., None, :]
+        S = alpha[:, :, t, None, None] * (S @ M) + \
+            beta[:, :, t, None, None] * v[:, :, t, :, None] * kt[..., None, :]
+        o[:, :, t] = np.einsum("bhij,bhj->bhi", S, q[:, :, t])
+    return o
+
+
+def v_deltanet_common(L, gated):
+    """VARIANTS.md B9. q, k L2-normalised (|x|^2 + 1e-6) after rope; beta_t = sigma(W_beta x_t + b);
+    DeltaNet alpha = 1; Gated DeltaNet (Yang, Kautz, Hatamizadeh 2024, Mamba2 gate) alpha_t =
+    exp(-exp(A_log) softplus(W_a x_t + dt_b)); alibi adds the fixed decay exp(-m_h) to alpha.
+    att: the weights of the equivalent quadratic form o = A v, found by running the same recurrence
+    on v = the T x T identity (o_t is linear in v, so row t of the result is A_t.)."""
+    check_keys("gated_deltanet" if gated else "deltanet", L.hp, ())
+    q, k, v = L.qkv_heads(L.qkv)
+    if L.pos == "rope":
+        q, k = rope(q), rope(k)
+    q, k = l2n(q), l2n(k)
+    beta = sigmoid(np.einsum("btc,hc->bht", L.x, L.t["beta_w"]) + L.t["beta_b"][None, :, None])
+    alpha = np.ones_like(beta)
+    if gated:
+        za = np.einsum("btc,hc->bht", L.x, L.t["a_w"]) + L.t["dt_b"][None, :, None]
+        alpha = np.exp(-np.exp(L.t["A_log"])[None, :, None] * softplus(za))
+    if L.pos == "alibi":
+        alpha = alpha * np.exp(-alibi_slopes(L.NH))[None, :, None]
+    o = delta_rule(q, k, v, beta, alpha)
+    eye = np.broadcast_to(np.eye(L.T), (L.B, L.NH, L.T, L.T))
+    A = delta_rule(q, k, eye, beta, alpha)
+    return L.merge(o), A
+
+
+def v_deltanet(L):
+    return v_deltanet_common(L, False)
+
+
+def v_gated_deltanet(L):
+    return v_deltanet_common(L, True)
 
 
 def v_talking_heads(L):
@@ -517,6 +606,7 @@ LAYER_VARIANTS = {
     "rela": v_rela, "boosted": v_boosted, "twicing": v_twicing, "linear": v_linear,
     "talking_heads": v_talking_heads, "diff": v_diff, "selective": v_selective,
     "lucid": v_lucid, "multiscreen": v_multiscreen,
+    "deltanet": v_deltanet, "gated_deltanet": v_gated_deltanet,
 }
 
 

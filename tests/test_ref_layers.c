@@ -59,6 +59,7 @@ static const char* inner_setting(const char* variant) {
     if (strcmp(variant, "asentmax") == 0) return "as_map=inner";
     if (strcmp(variant, "rela") == 0) return "rela_map=inner";
     if (strcmp(variant, "linear") == 0) return NULL;
+    if (strcmp(variant, "deltanet") == 0 || strcmp(variant, "gated_deltanet") == 0) return NULL;
     return "";
 }
 

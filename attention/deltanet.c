@@ -1,0 +1,404 @@
+// attention/deltanet.c: the delta-rule memories DeltaNet and Gated DeltaNet, two layer-level
+// variants (`deltanet`, `gated_deltanet`) in their exact recurrent form.
+//
+// Sources (VARIANTS.md B9): Schlag, Irie, Schmidhuber 2021 "Linear Transformers Are Secretly Fast
+// Weight Programmers" (the delta rule); Yang, Wang, Zhang, Shen, Kim 2024 "Parallelizing Linear
+// Transformers with the Delta Rule over Sequence Length" (DeltaNet: L2-normalised q, k, beta_t =
+// sigmoid(W_beta x_t), the chunked WY form); Yang, Kautz, Hatamizadeh 2024 "Gated Delta
+// Networks: Improving Mamba2 with Delta Rule" (arXiv 2412.06464: the gate alpha_t, parameterised
+// as in Mamba2, alpha_t = exp(-exp(A_log) softplus(W_a x_t + dt_bias))).
+//
+// Per (batch, head), positions t = 0..T-1, state S (hs x hs, S_{-1} = 0):
+//   qh_t = q_t / sqrt(|q_t|^2 + 1e-6),  kh_t likewise       (after rope/xpos when enabled)
+//   beta_t  = sigmoid(w_beta,h . x_t + b_beta,h)               (x_t: the block input, dim C)
+//   alpha_t = 1                                                 (deltanet)
+//   alpha_t = exp(-exp(A_log,h) softplus(w_a,h . x_t + dt_b,h)) (gated_deltanet, in (0, 1))
+//   S_t = alpha_t S_{t-1} (I - beta_t kh_t kh_t^T) + beta_t v_t kh_t^T ,   o_t = S_t qh_t
+// Under pos_encoding = alibi alpha_t also carries exp(-m_h) (the ALiBi slope as a fixed decay:
+// in the quadratic form below this is the bias exp(-m_h (t - j)), as linear attention uses it).
+// The papers' SiLU on q, k and short convolutions are not part of this layer (attnlab's layer
+// receives q, k, v from the shared c_attn projection); no output norm.
+//
+// Quadratic (masked) form, which att reports: S_t is linear in v, so o_t = sum_{j<=t} A_tj v_j
+//   A_tj = beta_j kh_j^T (alpha_{j+1} M_{j+1}) ... (alpha_t M_t) qh_t ,  M_i = I - beta_i kh_i
+//   kh_i^T
+// computed per row by w = qh_t; for j = t..0: A_tj = beta_j kh_j . w, w <- alpha_j M_j w
+// (O(T^2 hs) per head, as the score matrix of softmax attention). Rows do not sum to 1 and A can
+// be negative. The tests check o (recurrent) against A V (quadratic) on the same inputs.
+//
+// Backward (reverse sweep, dS_T = 0; u = S_{t-1} kh_t, y = dS kh_t with dS = dS_t):
+//   dS  += do_t qh_t^T ;  dqh_t = S_t^T do_t
+//   dv_t = beta_t y ;  dbeta_t = y . (v_t - alpha_t u)
+//   dkh_t = beta_t dS^T (v_t - alpha_t u) - alpha_t beta_t S_{t-1}^T y
+//   dalpha_t = <dS, S_{t-1}> - beta_t u . y
+//   dS_{t-1} = alpha_t (dS - beta_t y kh_t^T)
+// from S_t = alpha P + beta v k^T, P = S_{t-1} M (M symmetric): dP = alpha dS, dS_{t-1} = dP M,
+// dM = S_{t-1}^T dP, dbeta -= <dM, k k^T>, dk -= beta (dM + dM^T) k. Then the L2 norm
+// dq = (dqh - qh (qh . dqh)) / sqrt(|q|^2 + 1e-6); dz_beta = dbeta beta (1 - beta); for the gate,
+// g = -exp(A_log) softplus(z_a): dg = dalpha alpha, dA_log += dg g, dz_a = -dg exp(A_log)
+// sigmoid(z_a); dw += dz x_t, db += dz, dx_t += dz w (per head).
+// The backward recomputes the states S_{-1..T-1} of one (b, h) into per-thread scratch
+// ((T + 1) hs^2 floats); this is the exact recurrent-form backward, O(T hs^2) per head, not yet
+// the chunked WY form (which would make it matmul-bound).
+// Parameter gradients: dz per (b, h, t) in the cache, then reduced per head over (b, t) in index
+// order, and dx per row over heads in order: bit-identical for any thread count.
+//
+// Tensors (per layer): beta_w (NH, C) decay, N(0, 1/sqrt(3C)); beta_b (NH) 0 (beta starts near
+// 1/2). gated_deltanet adds a_w (NH, C) decay, N(0, 1/sqrt(3C)); dt_b (NH) = softplus^-1(0.05)
+// and A_log (NH) = 0 (alpha starts near exp(-0.05) = 0.95), no decay.
+// Cache: qh, kh (B,NH,T,hs); rq, rk, beta, alpha, z_a, dz_beta, dz_a, dg g (B,NH,T).
+#include <math.h>
+#include <string.h>
+
+#include "attention/attention.h"
+
+#define DN_EPS 1e-6f
+
+enum { T_BW, T_BB, T_AW, T_DTB, T_ALOG };
+
+static int dn_gated(const AttnLayer* L);
+
+static int dn_tensors_common(AttnTensorSpec* out, const AttnDims* d, int gated) {
+    const float std = 1.0f / sqrtf(3.0f * (float)d->C);
+    out[T_BW] = (AttnTensorSpec){.name = "beta_w",
+                                 .ndim = 2,
+                                 .shape = {d->NH, d->C},
+                                 .decay = 1,
+                                 .init = ATTN_INIT_NORMAL,
+                                 .init_value = std};
+    out[T_BB] = (AttnTensorSpec){
+        .name = "beta_b", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_CONST};
+    if (!gated) return 2;
+    out[T_AW] = (AttnTensorSpec){.name = "a_w",
+                                 .ndim = 2,
+                                 .shape = {d->NH, d->C},
+                                 .decay = 1,
+                                 .init = ATTN_INIT_NORMAL,
+                                 .init_value = std};
+    out[T_DTB] = (AttnTensorSpec){.name = "dt_b",
+                                  .ndim = 1,
+                                  .shape = {d->NH},
+                                  .decay = 0,
+                                  .init = ATTN_INIT_CONST,
+                                  .init_value = logf(expm1f(0.05f))};
+    out[T_ALOG] = (AttnTensorSpec){
+        .name = "A_log", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_CONST};
+    return 5;
+}
+
+static int deltanet_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    return dn_tensors_common(out, d, 0);
+}
+
+static int gated_deltanet_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    return dn_tensors_common(out, d, 1);
+}
+
+static size_t dn_cache_floats(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    const size_t BHT = (size_t)d->B * d->NH * d->T;
+    return 2 * BHT * d->hs + 8 * BHT;
+}
+
+typedef struct {
+    real *qh, *kh, *rq, *rk, *beta, *alpha, *za, *dzb, *dza, *dgg;
+} DnCache;
+
+static DnCache dn_cache(const AttnLayer* L) {
+    const size_t BHT = (size_t)L->d.B * L->d.NH * L->d.T;
+    DnCache k;
+    k.qh = L->cache;
+    k.kh = k.qh + BHT * L->d.hs;
+    k.rq = k.kh + BHT * L->d.hs;
+    k.rk = k.rq + BHT;
+    k.beta = k.rk + BHT;
+    k.alpha = k.beta + BHT;
+    k.za = k.alpha + BHT;
+    k.dzb = k.za + BHT;
+    k.dza = k.dzb + BHT;
+    k.dgg = k.dza + BHT;
+    return k;
+}
+
+static real dn_softplus(real z) {
+    return z > 0.0f ? z + real_log1p(real_exp(-z)) : real_log1p(real_exp(z));
+}
+
+static real dn_sigmoid(real z) {
+    return 1.0f / (1.0f + real_exp(-z));
+}
+
+// y (n) = x / sqrt(|x|^2 + eps); returns the factor 1 / sqrt(|x|^2 + eps)
+static real dn_l2(real* y, const real* x, int n) {
+    real s = DN_EPS;
+    for (int i = 0; i < n; i++)
+        s += x[i] * x[i];
+    const real r = 1.0f / real_sqrt(s);
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] * r;
+    return r;
+}
+
+static real dn_dot(const real* a, const real* b, int n) {
+    real s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+// S (hs x hs, row i = value channel) <- alpha S (I - beta k k^T) + beta v k^T; u: hs scratch
+static void dn_step(real* S, const real* k, const real* v, real alpha, real beta, real* u, int hs) {
+    for (int i = 0; i < hs; i++)
+        u[i] = dn_dot(S + (size_t)i * hs, k, hs);
+    for (int i = 0; i < hs; i++) {
+        real* Si = S + (size_t)i * hs;
+        const real c = beta * v[i] - alpha * beta * u[i];
+        for (int j = 0; j < hs; j++)
+            Si[j] = alpha * Si[j] + c * k[j];
+    }
+}
+
+static void dn_forward(AttnLayer* L) {
+    const AttnDims* d = &L->d;
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, C = d->C;
+    const int gated = dn_gated(L);
+    AttnCore c = attn_layer_core(L);
+    attn_pos_forward(&c, L, L->qk_pos);
+    DnCache k = dn_cache(L);
+    attn_workspace_reserve(L->ws, (size_t)hs * hs + 2 * (size_t)hs);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real* S = attn_thread_scratch(L->ws);
+            real* u = S + (size_t)hs * hs;
+            real* w = u + hs;
+            const size_t bh = (size_t)b * NH + h, bt = (size_t)b * T;
+            real* qh = k.qh + bh * T * hs;
+            real* kh = k.kh + bh * T * hs;
+            real* beta = k.beta + bh * T;
+            real* alpha = k.alpha + bh * T;
+            const real decay = c.score_bias_slopes ? real_exp(-(real)c.score_bias_slopes[h]) : 1.0f;
+            for (int t = 0; t < T; t++) {
+                const real* x = L->x + (bt + t) * (size_t)C;
+                k.rq[bh * T + t] =
+                    dn_l2(qh + (size_t)t * hs, c.q + (bt + t) * c.ldq + (size_t)h * hs, hs);
+                k.rk[bh * T + t] =
+                    dn_l2(kh + (size_t)t * hs, c.k + (bt + t) * c.ldk + (size_t)h * hs, hs);
+                beta[t] = dn_sigmoid(L->tp[T_BB][h] + dn_dot(L->tp[T_BW] + (size_t)h * C, x, C));
+                alpha[t] = decay;
+                if (gated) {
+                    const real za = L->tp[T_DTB][h] + dn_dot(L->tp[T_AW] + (size_t)h * C, x, C);
+                    k.za[bh * T + t] = za;
+                    alpha[t] *= real_exp(-real_exp(L->tp[T_ALOG][h]) * dn_softplus(za));
+                }
+            }
+            // recurrent form: o_t = S_t qh_t
+            memset(S, 0, sizeof(real) * (size_t)hs * hs);
+            for (int t = 0; t < T; t++) {
+                dn_step(S, kh + (size_t)t * hs, c.v + (bt + t) * c.ldv + (size_t)h * hs, alpha[t],
+                        beta[t], u, hs);
+                real* o = L->out + (bt + t) * (size_t)C + (size_t)h * hs;
+                for (int i = 0; i < hs; i++)
+                    o[i] = dn_dot(S + (size_t)i * hs, qh + (size_t)t * hs, hs);
+            }
+            // quadratic form for att: A_tj = beta_j kh_j . (alpha_{j+1} M_{j+1} ... alpha_t M_t
+            // qh_t)
+            real* A = L->att + bh * T * T;
+            for (int t = 0; t < T; t++) {
+                real* row = A + (size_t)t * T;
+                memcpy(w, qh + (size_t)t * hs, sizeof(real) * (size_t)hs);
+                for (int j = t; j >= 0; j--) {
+                    const real* kj = kh + (size_t)j * hs;
+                    const real kw = dn_dot(kj, w, hs);
+                    row[j] = beta[j] * kw;
+                    for (int i = 0; i < hs; i++)
+                        w[i] = alpha[j] * (w[i] - beta[j] * kw * kj[i]);
+                }
+                memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
+            }
+        }
+    }
+}
+
+// dx (n) += r (dy - y (y . dy)): the VJP of y = x / sqrt(|x|^2 + eps), r = 1 / sqrt(...)
+static void dn_l2_back(real* dx, const real* dy, const real* y, real r, int n) {
+    const real p = dn_dot(y, dy, n);
+    for (int i = 0; i < n; i++)
+        dx[i] += r * (dy[i] - y[i] * p);
+}
+
+static void dn_backward(AttnLayer* L) {
+    const AttnDims* d = &L->d;
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, C = d->C;
+    const int gated = dn_gated(L);
+    AttnCore c = attn_layer_core(L);
+    AttnPosSave save;
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
+    DnCache k = dn_cache(L);
+    const size_t hs2 = (size_t)hs * hs;
+    attn_workspace_reserve(L->ws, ((size_t)T + 2) * hs2 + 6 * (size_t)hs);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            real* Sall = attn_thread_scratch(L->ws); // Sall + (t+1) hs^2 = S_t, Sall = S_{-1}
+            real* dS = Sall + ((size_t)T + 1) * hs2;
+            real* u = dS + hs2;
+            real* y = u + hs;
+            real* r = y + hs;
+            real* dqh = r + hs;
+            real* dkh = dqh + hs;
+            real* tmp = dkh + hs;
+            const size_t bh = (size_t)b * NH + h, bt = (size_t)b * T;
+            const real* qh = k.qh + bh * T * hs;
+            const real* kh = k.kh + bh * T * hs;
+            const real* beta = k.beta + bh * T;
+            const real* alpha = k.alpha + bh * T;
+            memset(Sall, 0, sizeof(real) * hs2);
+            for (int t = 0; t < T; t++) {
+                memcpy(Sall + (size_t)(t + 1) * hs2, Sall + (size_t)t * hs2, sizeof(real) * hs2);
+                dn_step(Sall + (size_t)(t + 1) * hs2, kh + (size_t)t * hs,
+                        c.v + (bt + t) * c.ldv + (size_t)h * hs, alpha[t], beta[t], tmp, hs);
+            }
+            memset(dS, 0, sizeof(real) * hs2);
+            const real eA = gated ? real_exp(L->tp[T_ALOG][h]) : 0.0f;
+            for (int t = T - 1; t >= 0; t--) {
+                const real* St = Sall + (size_t)(t + 1) * hs2;
+                const real* Sp = Sall + (size_t)t * hs2;
+                const real* q = qh + (size_t)t * hs;
+                const real* kk = kh + (size_t)t * hs;
+                const real* v = c.v + (bt + t) * c.ldv + (size_t)h * hs;
+                const real* dO = L->dout + (bt + t) * (size_t)C + (size_t)h * hs;
+                const real a = alpha[t], be = beta[t];
+                // dS += do q^T ; dqh = S_t^T do
+                for (int j = 0; j < hs; j++)
+                    dqh[j] = 0.0f;
+                for (int i = 0; i < hs; i++) {
+                    real* dSi = dS + (size_t)i * hs;
+                    const real* Si = St + (size_t)i * hs;
+                    for (int j = 0; j < hs; j++) {
+                        dSi[j] += dO[i] * q[j];
+                        dqh[j] += Si[j] * dO[i];
+                    }
+                }
+                // u = S_{t-1} k, y = dS k, r = v - alpha u
+                real dalpha = 0.0f;
+                for (int i = 0; i < hs; i++) {
+                    u[i] = dn_dot(Sp + (size_t)i * hs, kk, hs);
+                    y[i] = dn_dot(dS + (size_t)i * hs, kk, hs);
+                    r[i] = v[i] - a * u[i];
+                    dalpha += dn_dot(dS + (size_t)i * hs, Sp + (size_t)i * hs, hs);
+                }
+                dalpha -= be * dn_dot(u, y, hs);
+                const real dbeta = dn_dot(y, r, hs);
+                real* dv = c.dv + (bt + t) * c.ldv + (size_t)h * hs;
+                for (int i = 0; i < hs; i++)
+                    dv[i] += be * y[i];
+                // dkh = beta dS^T r - alpha beta S_{t-1}^T y
+                for (int j = 0; j < hs; j++)
+                    dkh[j] = 0.0f;
+                for (int i = 0; i < hs; i++) {
+                    const real* dSi = dS + (size_t)i * hs;
+                    const real* Spi = Sp + (size_t)i * hs;
+                    const real ci = be * r[i], di = a * be * y[i];
+                    for (int j = 0; j < hs; j++)
+                        dkh[j] += ci * dSi[j] - di * Spi[j];
+                }
+                // dS_{t-1} = alpha (dS - beta y k^T)
+                for (int i = 0; i < hs; i++) {
+                    real* dSi = dS + (size_t)i * hs;
+                    const real ci = be * y[i];
+                    for (int j = 0; j < hs; j++)
+                        dSi[j] = a * (dSi[j] - ci * kk[j]);
+                }
+                dn_l2_back(c.dq + (bt + t) * c.ldq + (size_t)h * hs, dqh, q, k.rq[bh * T + t], hs);
+                dn_l2_back(c.dk + (bt + t) * c.ldk + (size_t)h * hs, dkh, kk, k.rk[bh * T + t], hs);
+                k.dzb[bh * T + t] = dbeta * be * (1.0f - be);
+                if (gated) {
+                    // alpha = decay exp(g), g = -eA softplus(z_a): dz_a = -dalpha alpha eA
+                    // sigma(z_a)
+                    const real za = k.za[bh * T + t];
+                    k.dza[bh * T + t] = -dalpha * a * eA * dn_sigmoid(za);
+                    k.dgg[bh * T + t] = dalpha * a * (-eA * dn_softplus(za)); // dA_log: dg g
+                }
+            }
+        }
+    }
+    attn_pos_backward_end(&c, &save, L);
+    // dx per row over heads in order
+    const long BT = (long)B * T;
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (long rr = 0; rr < BT; rr++) {
+        const long b = rr / T, t = rr % T;
+        real* dx = L->dx + (size_t)rr * C;
+        for (int h = 0; h < NH; h++) {
+            const size_t i = ((size_t)b * NH + h) * T + (size_t)t;
+            const real* bw = L->tp[T_BW] + (size_t)h * C;
+            for (int q = 0; q < C; q++)
+                dx[q] += k.dzb[i] * bw[q];
+            if (gated) {
+                const real* aw = L->tp[T_AW] + (size_t)h * C;
+                for (int q = 0; q < C; q++)
+                    dx[q] += k.dza[i] * aw[q];
+            }
+        }
+    }
+    // parameter gradients per head over (b, t) in order
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int h = 0; h < NH; h++) {
+        real db = 0.0f, ddt = 0.0f, dA = 0.0f;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const size_t i = ((size_t)b * NH + h) * T + (size_t)t;
+                const real* x = L->x + ((size_t)b * T + t) * C;
+                real* dbw = L->dtp[T_BW] + (size_t)h * C;
+                for (int q = 0; q < C; q++)
+                    dbw[q] += k.dzb[i] * x[q];
+                db += k.dzb[i];
+                if (gated) {
+                    real* daw = L->dtp[T_AW] + (size_t)h * C;
+                    for (int q = 0; q < C; q++)
+                        daw[q] += k.dza[i] * x[q];
+                    ddt += k.dza[i];
+                    dA += k.dgg[i];
+                }
+            }
+        L->dtp[T_BB][h] += db;
+        if (gated) {
+            L->dtp[T_DTB][h] += ddt;
+            L->dtp[T_ALOG][h] += dA;
+        }
+    }
+}
+
+static const char DN_FORMULA[] = "S_t = alpha_t S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T, "
+                                 "o_t = S_t q_t (q, k L2-normalised)";
+
+const AttnVariant attn_deltanet = {
+    .name = "deltanet",
+    .formula = DN_FORMULA,
+    .source = "Schlag 2021 delta rule; Yang 2024 DeltaNet (alpha = 1) (B9)",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .layer_tensors = deltanet_tensors,
+    .layer_cache_floats = dn_cache_floats,
+    .layer_forward = dn_forward,
+    .layer_backward = dn_backward,
+};
+
+const AttnVariant attn_gated_deltanet = {
+    .name = "gated_deltanet",
+    .formula = DN_FORMULA,
+    .source = "Yang, Kautz, Hatamizadeh 2024 Gated DeltaNet, alpha_t = exp(-e^A softplus(.)) (B9)",
+    .rows_sum_to_one = 0,
+    .shift_invariant = 0,
+    .layer_tensors = gated_deltanet_tensors,
+    .layer_cache_floats = dn_cache_floats,
+    .layer_forward = dn_forward,
+    .layer_backward = dn_backward,
+};
+
+static int dn_gated(const AttnLayer* L) {
+    return L->v == &attn_gated_deltanet;
+}

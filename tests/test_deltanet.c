@@ -1,0 +1,139 @@
+// tests/test_deltanet.c: the delta-rule memories deltanet and gated_deltanet (attention/deltanet.c)
+// beyond the generic suites (gradients, causality, threads) and the float64 reference:
+//   - the recurrent output o_t = S_t q_t equals the quadratic (masked) form A V, with A the
+//     weights the layer reports in att, on the same inputs, under every position encoding;
+//   - the delta rule overwrites: with beta = 1 (alpha = 1) and the query equal to the key just
+//     written, the memory returns exactly that value, o_t = v_t, whatever was stored before
+//     (a plain linear-attention sum of v_j k_j^T would return a mix of earlier values);
+//   - the gate forgets: with alpha -> 0 (A_log large) only the current write survives,
+//     o_t = beta_t (kh_t . qh_t) v_t.
+// One attention layer through the harness (tests/attn_harness.h), float build, B = 2, NH = 2,
+// hs = 8, T = 40; x, q, k, v N(0, 1).
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attention/attention.h"
+#include "tests/attn_harness.h"
+#include "tests/testutil.h"
+
+enum { B_ = 2, T_ = 40, C_ = 16, NH_ = 2, HS_ = C_ / NH_ };
+
+static const char* const VARIANTS[] = {"deltanet", "gated_deltanet"};
+
+// value of v (or q, k: which = 0, 1, 2) at (b, t, h, i) in the harness qkv
+static float* qkv_at(AttnHarness* h, int which, int b, int t, int hh, int i) {
+    return h->qkv + ((size_t)b * T_ + t) * 3 * C_ + (size_t)which * C_ + (size_t)hh * HS_ + i;
+}
+
+static int tensor_index(const AttnHarness* h, const char* name) {
+    for (int k = 0; k < h->ntens; k++)
+        if (strcmp(h->specs[k].name, name) == 0) return k;
+    ck_abort_msg("%s: no tensor %s", h->v->name, name);
+    return -1;
+}
+
+static void fill_tensor(AttnHarness* h, const char* name, float value) {
+    const int k = tensor_index(h, name);
+    for (size_t i = 0; i < h->tsize[k]; i++)
+        h->tp[k][i] = value;
+}
+
+START_TEST(test_recurrent_matches_quadratic) {
+    const AttnVariant* v = attn_lookup(VARIANTS[_i / 4]);
+    const int pos = _i % 4;
+    ck_assert(v != NULL);
+    AttnHarness h;
+    harness_setup(&h, v, NULL, pos, B_, T_, C_, NH_, 1, 0.3f, 91 + (uint64_t)_i);
+    harness_loss(&h);
+    double worst = 0, mag = 0;
+    for (int b = 0; b < B_; b++)
+        for (int hh = 0; hh < NH_; hh++)
+            for (int t = 0; t < T_; t++) {
+                const float* A = h.att + (((size_t)b * NH_ + hh) * T_ + t) * T_;
+                for (int j = t + 1; j < T_; j++)
+                    ck_assert_msg(A[j] == 0.0f, "%s: att above the diagonal", v->name);
+                for (int i = 0; i < HS_; i++) {
+                    double s = 0;
+                    for (int j = 0; j <= t; j++)
+                        s += (double)A[j] * *qkv_at(&h, 2, b, j, hh, i);
+                    const double o = h.out[((size_t)b * T_ + t) * C_ + (size_t)hh * HS_ + i];
+                    if (fabs(o - s) > worst) worst = fabs(o - s);
+                    if (fabs(s) > mag) mag = fabs(s);
+                }
+            }
+    ck_assert_msg(mag > 0.1, "%s: degenerate output (max |A V| = %g)", v->name, mag);
+    ck_assert_msg(worst <= 1e-5 * (mag > 1 ? mag : 1), "%s pos %d: |o - A V| = %g", v->name, pos,
+                  worst);
+    harness_free(&h);
+}
+END_TEST
+
+START_TEST(test_delta_rule_overwrites) {
+    AttnHarness h;
+    harness_setup(&h, attn_lookup("deltanet"), NULL, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1, 0.3f, 7);
+    fill_tensor(&h, "beta_w", 0.0f);
+    fill_tensor(&h, "beta_b", 40.0f); // beta = sigmoid(40) = 1 in float
+    for (int b = 0; b < B_; b++)
+        for (int t = 0; t < T_; t++)
+            for (int hh = 0; hh < NH_; hh++)
+                for (int i = 0; i < HS_; i++)
+                    *qkv_at(&h, 0, b, t, hh, i) = *qkv_at(&h, 1, b, t, hh, i);
+    harness_loss(&h);
+    double worst = 0;
+    for (int b = 0; b < B_; b++)
+        for (int t = 0; t < T_; t++)
+            for (int hh = 0; hh < NH_; hh++)
+                for (int i = 0; i < HS_; i++) {
+                    const double o = h.out[((size_t)b * T_ + t) * C_ + (size_t)hh * HS_ + i];
+                    const double d = fabs(o - *qkv_at(&h, 2, b, t, hh, i));
+                    if (d > worst) worst = d;
+                }
+    ck_assert_msg(worst <= 1e-4, "beta = 1, q = k: |o_t - v_t| = %g", worst);
+    harness_free(&h);
+}
+END_TEST
+
+START_TEST(test_gate_forgets) {
+    AttnHarness h;
+    harness_setup(&h, attn_lookup("gated_deltanet"), NULL, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1,
+                  0.3f, 8);
+    fill_tensor(&h, "beta_w", 0.0f);
+    fill_tensor(&h, "beta_b", 0.0f); // beta = 1/2
+    fill_tensor(&h, "a_w", 0.0f);
+    fill_tensor(&h, "dt_b", 2.0f);
+    fill_tensor(&h, "A_log", 6.0f); // alpha = exp(-e^6 softplus(2)) ~ exp(-860) = 0
+    harness_loss(&h);
+    double worst = 0;
+    for (int b = 0; b < B_; b++)
+        for (int t = 0; t < T_; t++)
+            for (int hh = 0; hh < NH_; hh++) {
+                double qq = 1e-6, kk = 1e-6, qk = 0;
+                for (int i = 0; i < HS_; i++) {
+                    const double q = *qkv_at(&h, 0, b, t, hh, i), k = *qkv_at(&h, 1, b, t, hh, i);
+                    qq += q * q, kk += k * k, qk += q * k;
+                }
+                const double c = 0.5 * qk / sqrt(qq * kk);
+                for (int i = 0; i < HS_; i++) {
+                    const double o = h.out[((size_t)b * T_ + t) * C_ + (size_t)hh * HS_ + i];
+                    const double d = fabs(o - c * *qkv_at(&h, 2, b, t, hh, i));
+                    if (d > worst) worst = d;
+                }
+            }
+    ck_assert_msg(worst <= 1e-5, "alpha = 0: |o_t - beta (kh.qh) v_t| = %g", worst);
+    harness_free(&h);
+}
+END_TEST
+
+static Suite* deltanet_suite(void) {
+    Suite* s = suite_create("deltanet");
+    TCase* tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_recurrent_matches_quadratic, 0, 8);
+    tcase_add_test(tc, test_delta_rule_overwrites);
+    tcase_add_test(tc, test_gate_forgets);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(deltanet_suite)
