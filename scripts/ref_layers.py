@@ -466,8 +466,7 @@ def v_deltanet_common(L, gated):
     on v = the T x T identity (o_t is linear in v, so row t of the result is A_t.)."""
     check_keys("gated_deltanet" if gated else "deltanet", L.hp, ())
     q, k, v = L.qkv_heads(L.qkv)
-    if L.pos == "rope":
-        q, k = rope(q), rope(k)
+    q, k = L.rotate(q, k)  # rope or xpos
     q, k = l2n(q), l2n(k)
     beta = sigmoid(np.einsum("btc,hc->bht", L.x, L.t["beta_w"]) + L.t["beta_b"][None, :, None])
     alpha = np.ones_like(beta)
