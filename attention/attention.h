@@ -162,6 +162,8 @@ struct AttnVariant {
     size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
     void (*layer_forward)(AttnLayer* L);
     void (*layer_backward)(AttnLayer* L);
+    // 1: a layer-level variant that computes its weights itself and never calls attn.inner
+    int ignores_inner;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -385,6 +385,7 @@ const AttnVariant attn_deltanet = {
     .layer_cache_floats = dn_cache_floats,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
+    .ignores_inner = 1,
 };
 
 const AttnVariant attn_gated_deltanet = {
@@ -397,6 +398,7 @@ const AttnVariant attn_gated_deltanet = {
     .layer_cache_floats = dn_cache_floats,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
+    .ignores_inner = 1,
 };
 
 static int dn_gated(const AttnLayer* L) {

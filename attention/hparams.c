@@ -154,7 +154,9 @@ void attn_print_list(void* file) {
         fprintf(f, "%-12s %s\n", v->name, v->formula);
         fprintf(f, "%-12s rows sum to 1: %s; shift-invariant: %s%s\n", "",
                 v->rows_sum_to_one ? "yes" : "no", v->shift_invariant ? "yes" : "no",
-                v->layer_forward ? "; layer-level (wraps attn.inner)" : "");
+                v->layer_forward
+                    ? (v->ignores_inner ? "; layer-level" : "; layer-level (wraps attn.inner)")
+                    : "");
         if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
         if (v->layer_tensors) { // shapes shown for GPT-2 small's sizes
             AttnDims d = {.B = 1, .T = 1024, .C = 768, .NH = 12, .hs = 64};

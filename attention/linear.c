@@ -500,4 +500,5 @@ const AttnVariant attn_linear = {
     .layer_cache_floats = linear_cache_floats,
     .layer_forward = linear_forward,
     .layer_backward = linear_backward,
+    .ignores_inner = 1,
 };

@@ -328,4 +328,5 @@ const AttnVariant attn_multiscreen = {
     .layer_cache_floats = ms_cache_floats,
     .layer_forward = ms_forward,
     .layer_backward = ms_backward,
+    .ignores_inner = 1,
 };

@@ -45,7 +45,6 @@ static const Unused UNUSED[] = {
     {"sigmoid", NULL, "attn.bias_mode=learn", 0, "the bias is learned only with bias_mode=learn"},
     {"asentmax", INNER_P, NULL, -1, "as_map=entmax (default) does not use the inner map"},
     {"rela", INNER_P, NULL, -1, "rela_map=relu (default) does not use the inner map"},
-    {"linear", INNER_P, NULL, -1, "linear attention replaces the inner row map"},
 };
 
 #define N_UNUSED ((int)(sizeof(UNUSED) / sizeof(UNUSED[0])))
@@ -68,6 +67,9 @@ static int unused_for(MgcUnused* out, const char* variant, const char* kvs) {
         if (u->unless && kvs && strcmp(u->unless, kvs) == 0) continue;
         out[n++] = (MgcUnused){"attnp", u->param, -1, u->why};
     }
+    const AttnVariant* v = attn_lookup(variant);
+    if (v && v->ignores_inner && kvs && strcmp(kvs, INNER_P) == 0) // declared by the variant
+        out[n++] = (MgcUnused){"attnp", -1, -1, "the variant declares that it ignores attn.inner"};
     return n;
 }
 
