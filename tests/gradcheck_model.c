@@ -171,7 +171,8 @@ static int all_zero(const float* g, size_t n) {
 // Directional check of one slice (x, g: len floats) plus `sample` entries (all if sample < 0;
 // sample 0: all if len <= 64, else MGC_SAMPLE).
 // `name` labels messages; returns 1 if the slice carried signal, 0 if it is a candidate unused
-// slice (exact zero gradient, no numeric signal).
+// slice (exact zero gradient, no numeric signal), 2 if its nonzero gradient agrees with the
+// numeric one but is below the signal bar (the tensor must then carry signal in another layer).
 static int check_slice(Net* n, const char* label, const char* name, int l, float* x, const float* g,
                        size_t len, int sample, Rng* r, MgcReport* rep) {
     float* u = allocFloats(len);
@@ -207,6 +208,12 @@ static int check_slice(Net* n, const char* label, const char* name, int l, float
     }
     rc = check_dir(n, x, u, len, ana, &num, &h, MGC_HDIR);
     int signal = fabs(num) >= MGC_SIGNAL * MGC_NOISE / h;
+    // a weak but nonzero gradient: larger steps lower the noise floor MGC_NOISE / h (the
+    // stencil's truncation error is still inside the check's relative tolerance)
+    for (double hh = 4 * MGC_HDIR; !signal && ng > 0 && rc >= 0 && hh <= 16 * MGC_HDIR; hh *= 4) {
+        rc = check_dir(n, x, u, len, ana, &num, &h, hh);
+        signal = fabs(num) >= MGC_SIGNAL * MGC_NOISE / h;
+    }
     if (!signal && ng == 0) {
         free(u);
         free(xi);
@@ -214,10 +221,12 @@ static int check_slice(Net* n, const char* label, const char* name, int l, float
     }
     ck_assert_msg(rc >= 0, "%s: %s layer %d: gradient direction: analytic %.6g vs numeric %.6g",
                   label, name, l, ana, num);
-    ck_assert_msg(signal,
-                  "%s: %s layer %d: directional derivative %.3g is below the signal bar %.3g "
-                  "(the slice would go unchecked)",
-                  label, name, l, num, MGC_SIGNAL * MGC_NOISE / h);
+    if (!signal) { // agrees, but too weak to be a check here: another layer must carry signal
+        rep->weak++;
+        free(u);
+        free(xi);
+        return 2;
+    }
     rep->slices_checked++;
     rep->retries += rc;
     // single entries: all of a small slice of a variant, else a random sample
@@ -301,6 +310,7 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
     for (int si = 0; si < m.nspecs; si++) {
         const ParamSpec* s = &m.specs[si];
         int nl = s->stacked ? L : 1;
+        int tsig = 0, tweak = 0; // layers of this tensor with signal, and too weak to check
         size_t per = s->size / (size_t)nl;
         for (int l = 0; l < nl; l++) {
             float* x = gpt2_tensor(&m, m.params, si, l);
@@ -442,6 +452,9 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
             int sig = check_slice(&n, label, name, l, x, g, per, s->variant_owned ? 0 : MGC_SAMPLE,
                                   &r, &rep);
             const MgcUnused* why = find_unused(unused, nunused, s->name, -1, l);
+            tsig += sig == 1;
+            tweak += sig == 2;
+            if (sig == 2) continue;
             if (sig)
                 ck_assert_msg(!why, "%s: %s layer %d is listed unused (%s) but has signal", label,
                               name, l, why ? why->why : "");
@@ -453,6 +466,10 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
                 rep.unused++;
             }
         }
+        ck_assert_msg(tsig > 0 || tweak == 0,
+                      "%s: %s: a nonzero gradient below the signal bar in every layer: the tensor "
+                      "would go unchecked",
+                      label, s->name);
     }
     for (int k = 0; k < m.maxP; k++)
         ck_assert_msg(psig[k] > 0 || pweak[k] == 0,
