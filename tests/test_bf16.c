@@ -22,6 +22,7 @@
 #include "common/dnnl_mm.h"
 #include "common/matmul.h"
 #include "common/util.h"
+#include "data/shard.h"
 #include "tests/testutil.h"
 
 static const double U = 1.0 / 256; // bf16 unit roundoff (8-bit significand)
@@ -375,15 +376,16 @@ END_TEST
 
 // ./train with oneDNN capped below bf16 (runs on every machine): bf16 is refused with exit 2,
 // naming what is missing and suggesting fp32; auto falls back to fp32 and says so.
-static int run_capped(const char* precision, const char* out, char* log, size_t cap) {
+static int run_capped(const char* precision, const char* shard, const char* out, char* log,
+                      size_t cap) {
     char cmd[4096];
     snprintf(cmd, sizeof(cmd),
              "cd %s && DNNL_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=1 %s/train configs/small.conf "
              "n_layer=1 n_head=2 n_embd=32 block_size=16 seq_len=16 batch_size=1 threads=1 "
              "max_steps=1 warmup_steps=0 eval_every=0 metrics_every=0 sample_every=0 "
-             "val_data= train_data=%s/data_cache/mobydick/mobydick_train_*.bin precision=%s "
+             "vocab_size=257 tokenizer=byte val_data= train_data=%s precision=%s "
              "out_dir=%s > %s.log 2>&1",
-             test_repo_root(), test_build_dir(), test_repo_root(), precision, out, out);
+             test_repo_root(), test_build_dir(), shard, precision, out, out);
     int st = system(cmd);
     char p[1100], e[256];
     snprintf(p, sizeof(p), "%s.log", out);
@@ -395,23 +397,21 @@ static int run_capped(const char* precision, const char* out, char* log, size_t 
 }
 
 START_TEST(test_dispatch_capped_isa) {
-    char shard[1100];
-    snprintf(shard, sizeof(shard), "%s/data_cache/mobydick/mobydick_train_000000.bin",
-             test_repo_root());
-    FILE* f = fopen(shard, "rb");
-    if (!f) { // the demo corpus is fetched by `make test`'s setup; the check needs one shard
-        fprintf(stderr, "test_bf16: %s missing (bash scripts/setup corpus mobydick)\n", shard);
-        ck_abort_msg("demo corpus missing");
-    }
-    fclose(f);
+    // a small byte-level shard of its own: the check needs no downloaded corpus
     const char* dir = test_tmpdir();
+    char shard[1100], err[1024];
+    snprintf(shard, sizeof(shard), "%s/train_000.bin", dir);
+    uint16_t toks[4096];
+    for (int i = 0; i < 4096; i++)
+        toks[i] = (uint16_t)((i * 37 + i / 7) % 256);
+    ck_assert_msg(shard_write(shard, toks, 4096, err, sizeof(err)) == 0, "%s", err);
     char out[1100], log[8192];
     snprintf(out, sizeof(out), "%s/bf16", dir);
-    int rc = run_capped("bf16", out, log, sizeof(log));
+    int rc = run_capped("bf16", shard, out, log, sizeof(log));
     ck_assert_msg(rc == 2, "rc %d: %s", rc, log);
     ck_assert_msg(strstr(log, "AVX512-BF16") && strstr(log, "precision = fp32"), "%s", log);
     snprintf(out, sizeof(out), "%s/auto", dir);
-    rc = run_capped("auto", out, log, sizeof(log));
+    rc = run_capped("auto", shard, out, log, sizeof(log));
     ck_assert_msg(rc == 0, "rc %d: %s", rc, log);
     ck_assert_msg(strstr(log, "precision: fp32 (auto: no native bf16"), "%s", log);
 }
