@@ -43,13 +43,6 @@ static size_t gumbel_scratch(int T) {
     return (size_t)T;
 }
 
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // z_j = (s_j + g_j) / tau (g = 0 at evaluation)
 static void gumbel_logits(real* z, const real* s, int n, const AttnRowCtx* ctx) {
     const real inv_tau = 1.0f / ctx->hp->v[HP_TAU];
@@ -59,11 +52,11 @@ static void gumbel_logits(real* z, const real* s, int n, const AttnRowCtx* ctx) 
         return;
     }
     const uint64_t base =
-        mix64(ctx->seed ^ mix64(((uint64_t)ctx->step << 20) ^ ((uint64_t)ctx->layer << 12) ^
-                                (uint64_t)ctx->h)) ^
-        mix64((uint64_t)ctx->t * 0x100000001b3ull);
+        rowops_mix64(ctx->seed ^ rowops_mix64(((uint64_t)ctx->step << 20) ^
+                                              ((uint64_t)ctx->layer << 12) ^ (uint64_t)ctx->h)) ^
+        rowops_mix64((uint64_t)ctx->t * 0x100000001b3ull);
     for (int j = 0; j < n; j++) {
-        const real u = ((real)(mix64(base + (uint64_t)j) >> 40) + 0.5f) * 0x1.0p-24f;
+        const real u = ((real)(rowops_mix64(base + (uint64_t)j) >> 40) + 0.5f) * 0x1.0p-24f;
         z[j] = (s[j] - real_log(-real_log(u))) * inv_tau;
     }
 }

@@ -55,13 +55,6 @@ static size_t quant_scratch(int T) {
     return (size_t)T;
 }
 
-static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // x[j] <- Q(x[j] * pre_scale) for x in [0, 1]
 static void quant_round(real* x, int n, real pre_scale, const AttnRowCtx* ctx) {
     const AttnHParams* hp = ctx->hp;
@@ -69,10 +62,11 @@ static void quant_round(real* x, int n, real pre_scale, const AttnRowCtx* ctx) {
     real L = hp->v[HP_GRID] >= 0.5f ? K : K - 1.0f;
     real invL = 1.0f / L, sc = pre_scale * L;
     if (hp->v[HP_ROUNDING] >= 0.5f && ctx->step >= 0) {
-        uint64_t base = mix64(ctx->seed ^ mix64((uint64_t)ctx->step * 0x100000001b3ull +
-                                                ((uint64_t)ctx->h << 40) + (uint64_t)ctx->t));
+        uint64_t base =
+            rowops_mix64(ctx->seed ^ rowops_mix64((uint64_t)ctx->step * 0x100000001b3ull +
+                                                  ((uint64_t)ctx->h << 40) + (uint64_t)ctx->t));
         for (int j = 0; j < n; j++) {
-            real u = (real)(mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
+            real u = (real)(rowops_mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
             x[j] = min_f(real_floor(x[j] * sc + u), L) * invL;
         }
     } else {

@@ -51,6 +51,16 @@ static inline float rowops_exp_neg(float x) {
 }
 #endif
 
+// splitmix64's finaliser: a 64-bit hash, the source of every stochastic variant's draws (each
+// draw a pure function of (seed, step, layer, head, position), so draws do not depend on
+// threads and repeat on resume)
+static inline uint64_t rowops_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 // <x, y> = sum_j x_j y_j over j < n, summed in index order
 static inline real rowops_dot(const real* x, const real* y, int n) {
     real dot = 0.0f;

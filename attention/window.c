@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { WM_FIXED, WM_STOCHASTIC };
 
@@ -38,13 +39,6 @@ static const AttnHParamSpec window_hparams[] = {
     {"window_max", 128.0f, 1.0f, 1e9f, NULL, "stochastic mode: largest window"},
 };
 
-static uint64_t window_mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 // the window of this row's (step, layer)
 static long window_size(const AttnRowCtx* ctx) {
     const float* v = ctx->hp->v;
@@ -55,8 +49,8 @@ static long window_size(const AttnRowCtx* ctx) {
         lo = hi;
         hi = tmp;
     }
-    uint64_t h = window_mix(
-        ctx->seed ^ window_mix((uint64_t)ctx->step ^ window_mix((uint64_t)(ctx->layer + 1))));
+    uint64_t h = rowops_mix64(
+        ctx->seed ^ rowops_mix64((uint64_t)ctx->step ^ rowops_mix64((uint64_t)(ctx->layer + 1))));
     return lo + (long)(h % (uint64_t)(hi - lo + 1));
 }
 
