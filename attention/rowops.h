@@ -201,6 +201,46 @@ static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
     attn_pos_backward_end(c, &save, L);
 }
 
+// For layer-level variants whose heads are coupled and which therefore compute every head's
+// scores themselves (talking_heads, selective): with c the layer's core after the position
+// encoding, S (T,T) = c->scale q_h k_h^T (+ ALiBi slope_h (j - t)) of item b, head h; the key norms
+// |k_j|^2 of that head; and the row context of head h (its row parameters, step, seed, layer).
+static inline void rowops_head_scores(real* S, const AttnCore* c, const AttnDims* d, int b, int h) {
+    const int T = d->T, hs = d->hs;
+    const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
+    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
+    real_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, S, T);
+    const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
+    if (slope != 0.0f)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++)
+                S[(size_t)t * T + j] -= slope * (real)(t - j);
+}
+
+static inline void rowops_head_key_sq(real* ks, const AttnCore* c, const AttnDims* d, int b,
+                                      int h) {
+    const real* k = c->k + (size_t)b * d->T * c->ldk + (size_t)h * d->hs;
+    for (int j = 0; j < d->T; j++) {
+        real a = 0.0f;
+        for (int i = 0; i < d->hs; i++)
+            a += k[(size_t)j * c->ldk + i] * k[(size_t)j * c->ldk + i];
+        ks[j] = a;
+    }
+}
+
+static inline AttnRowCtx rowops_head_ctx(const AttnCore* c, const AttnLayer* L, int h,
+                                         real* scratch) {
+    const int P = c->row->params_per_head, stride = c->rowp_stride > 0 ? c->rowp_stride : P;
+    return (AttnRowCtx){.hp = c->hp,
+                        .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
+                        .scratch = scratch,
+                        .T = L->d.T,
+                        .h = h,
+                        .step = L->step,
+                        .seed = L->seed,
+                        .layer = L->layer};
+}
+
 // Row statistic of sparse maps: the fraction of keys with nonzero weight (signature of
 // AttnVariant.row_stat).
 static inline real rowops_support(const real* a, const real* s, int n, const AttnRowCtx* ctx) {

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 static size_t sel_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     const int P = hp->inner ? hp->inner->params_per_head : 0;
@@ -57,26 +58,12 @@ static SelSetup sel_setup(const AttnLayer* L) {
     return s;
 }
 
-// S_h = scale q_h k_h^T (+ ALiBi) of item b, head h
-static void sel_scores(real* Sh, const SelSetup* s, const AttnLayer* L, int b, int h) {
-    const int T = L->d.T, hs = L->d.hs;
-    const AttnCore* c = &s->c;
-    const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
-    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
-    real_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, Sh, T);
-    const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
-    if (slope != 0.0f)
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j <= t; j++)
-                Sh[(size_t)t * T + j] -= slope * (real)(t - j);
-}
-
 // S_h for every head of item b, then F from head 0, then L_h = S_h - F in place (causal entries)
 static void sel_logits(real* S, real* F, const SelSetup* s, const AttnLayer* L, int b) {
     const int T = L->d.T, NH = L->d.NH;
     const size_t TT = (size_t)T * T;
     for (int h = 0; h < NH; h++)
-        sel_scores(S + h * TT, s, L, b, h);
+        rowops_head_scores(S + h * TT, &s->c, &L->d, b, h);
     // F[i, j] = F[i-1, j] + R[i-1, j], F[0, .] = 0
     memset(F, 0, sizeof(real) * (size_t)T);
     for (int i = 1; i < T; i++) {
@@ -94,28 +81,6 @@ static void sel_logits(real* S, real* F, const SelSetup* s, const AttnLayer* L, 
                 S[h * TT + (size_t)t * T + j] -= F[(size_t)t * T + j];
 }
 
-static AttnRowCtx sel_ctx(const SelSetup* s, const AttnLayer* L, int h, real* scratch) {
-    return (AttnRowCtx){.hp = s->c.hp,
-                        .p = s->P > 0 ? s->c.rowp + (size_t)h * s->stride : NULL,
-                        .scratch = scratch,
-                        .T = L->d.T,
-                        .h = h,
-                        .step = L->step,
-                        .seed = L->seed,
-                        .layer = L->layer};
-}
-
-static void sel_key_sq(real* ks, const SelSetup* s, const AttnLayer* L, int b, int h) {
-    const int T = L->d.T, hs = L->d.hs;
-    const real* k = s->c.k + (size_t)b * T * s->c.ldk + (size_t)h * hs;
-    for (int j = 0; j < T; j++) {
-        real a = 0.0f;
-        for (int i = 0; i < hs; i++)
-            a += k[(size_t)j * s->c.ldk + i] * k[(size_t)j * s->c.ldk + i];
-        ks[j] = a;
-    }
-}
-
 static void sel_forward(AttnLayer* L) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs;
     const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
@@ -127,9 +92,9 @@ static void sel_forward(AttnLayer* L) {
         real *S = tb, *F = tb + 2 * NH * TT, *ks = F + TT, *rs = ks + 2 * T;
         sel_logits(S, F, &s, L, b);
         for (int h = 0; h < NH; h++) {
-            AttnRowCtx ctx = sel_ctx(&s, L, h, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&s.c, L, h, rs);
             if (s.c.row->needs_key_sq) {
-                sel_key_sq(ks, &s, L, b, h);
+                rowops_head_key_sq(ks, &s.c, &L->d, b, h);
                 ctx.key_sq = ks;
             }
             real* A = L->att + ((size_t)b * NH + h) * TT;
@@ -170,10 +135,10 @@ static void sel_backward(AttnLayer* L) {
         sel_logits(S, F, &s, L, b); // S = L_h; F kept for the selection mask of head 0
         // S_h <- dL_h = VJP_rowmap(dA_h) (a row's logits are read before its gradient is written)
         for (int h = 0; h < NH; h++) {
-            AttnRowCtx ctx = sel_ctx(&s, L, h, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&s.c, L, h, rs);
             ctx.dp = s.P > 0 ? slots + ((size_t)b * NH + h) * s.P : NULL;
             if (s.c.row->needs_key_sq) {
-                sel_key_sq(ks, &s, L, b, h);
+                rowops_head_key_sq(ks, &s.c, &L->d, b, h);
                 memset(dks, 0, sizeof(real) * (size_t)T);
                 ctx.key_sq = ks;
                 ctx.dkey_sq = dks;
@@ -201,7 +166,7 @@ static void sel_backward(AttnLayer* L) {
         // holds the running sum over i > k of sum_h dL_h[i, .].
         real* dS0 = X;
         real* acc = F;
-        sel_scores(dS0, &s, L, b, 0);
+        rowops_head_scores(dS0, &s.c, &L->d, b, 0);
         memset(acc, 0, sizeof(real) * (size_t)T);
         for (int k = T - 1; k >= 0; k--) {
             if (k + 1 < T)

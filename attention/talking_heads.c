@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 
 enum { T_PRE, T_POST, N_T };
 
@@ -76,20 +77,10 @@ static ThSetup th_setup(const AttnLayer* L) {
 
 // S_h (all heads) and L_g = S_g + sum_h P1[g,h] S_h for item b, causal entries only
 static void th_scores(real* S, real* Lg, const ThSetup* s, const AttnLayer* L, int b) {
-    const int T = L->d.T, NH = L->d.NH, hs = L->d.hs;
-    const AttnCore* c = &s->c;
+    const int T = L->d.T, NH = L->d.NH;
     const size_t TT = (size_t)T * T;
-    for (int h = 0; h < NH; h++) {
-        const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
-        const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
-        real* Sh = S + h * TT;
-        real_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, Sh, T);
-        const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
-        if (slope != 0.0f)
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j <= t; j++)
-                    Sh[(size_t)t * T + j] -= slope * (real)(t - j);
-    }
+    for (int h = 0; h < NH; h++)
+        rowops_head_scores(S + h * TT, &s->c, &L->d, b, h);
     const real* P1 = L->tp[T_PRE];
     for (int g = 0; g < NH; g++) {
         real* Lrow = Lg + g * TT;
@@ -101,29 +92,6 @@ static void th_scores(real* S, real* Lg, const ThSetup* s, const AttnLayer* L, i
                     z += P1[g * NH + h] * S[h * TT + e];
                 Lrow[e] = z;
             }
-    }
-}
-
-static AttnRowCtx th_ctx(const ThSetup* s, const AttnLayer* L, int g, real* scratch) {
-    return (AttnRowCtx){.hp = s->c.hp,
-                        .p = s->P > 0 ? s->c.rowp + (size_t)g * s->stride : NULL,
-                        .scratch = scratch,
-                        .T = L->d.T,
-                        .h = g,
-                        .step = L->step,
-                        .seed = L->seed,
-                        .layer = L->layer};
-}
-
-// key norms |k_j|^2 of head g for inner maps that need them
-static void th_key_sq(real* ks, const ThSetup* s, const AttnLayer* L, int b, int g) {
-    const int T = L->d.T, hs = L->d.hs;
-    const real* k = s->c.k + (size_t)b * T * s->c.ldk + (size_t)g * hs;
-    for (int j = 0; j < T; j++) {
-        real a = 0.0f;
-        for (int i = 0; i < hs; i++)
-            a += k[(size_t)j * s->c.ldk + i] * k[(size_t)j * s->c.ldk + i];
-        ks[j] = a;
     }
 }
 
@@ -141,9 +109,9 @@ static void th_forward(AttnLayer* L) {
         th_scores(S, Lg, &s, L, b);
         real* A = Acache + (size_t)b * NH * TT;
         for (int g = 0; g < NH; g++) {
-            AttnRowCtx ctx = th_ctx(&s, L, g, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&s.c, L, g, rs);
             if (s.c.row->needs_key_sq) {
-                th_key_sq(ks, &s, L, b, g);
+                rowops_head_key_sq(ks, &s.c, &L->d, b, g);
                 ctx.key_sq = ks;
             }
             for (int t = 0; t < T; t++) {
@@ -225,10 +193,10 @@ static void th_backward(AttnLayer* L) {
         // X = dL_g = VJP_rowmap(dA_g), on the recomputed logits L_g
         th_scores(S, Lg, &s, L, b);
         for (int g = 0; g < NH; g++) {
-            AttnRowCtx ctx = th_ctx(&s, L, g, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&s.c, L, g, rs);
             ctx.dp = s.P > 0 ? drp + (size_t)g * s.P : NULL;
             if (s.c.row->needs_key_sq) {
-                th_key_sq(ks, &s, L, b, g);
+                rowops_head_key_sq(ks, &s.c, &L->d, b, g);
                 memset(dks, 0, sizeof(real) * (size_t)T);
                 ctx.key_sq = ks;
                 ctx.dkey_sq = dks;
