@@ -4,8 +4,11 @@
 //     binomial 5-sigma band); the draws differ between steps and between heads, repeat for the
 //     same (step, head), and evaluation (step -1) adds no noise;
 //   - topk: ties at the k-th value keep the lower indices, and rows of n <= k are softmax;
-//   - softermax: equal to softmax(s ln 2) computed in double (the integer running max cancels).
+//   - softermax: equal to softmax(s ln 2) computed in double (the integer running max cancels);
+//   - every row map's backward_row accumulates: ds += J^T da and dp += dL/dp, whatever ds and dp
+//     held before (the driver always passes zeros, so nothing else sees a '=' for '+=').
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attention/attention.h"
@@ -118,6 +121,59 @@ START_TEST(test_softermax_is_base2_softmax) {
 }
 END_TEST
 
+START_TEST(test_backward_row_accumulates) {
+    const AttnVariant* v = attn_get(_i);
+    if (!v->forward_row || !test_variant_selected(v->name)) return;
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, 64, 2, 8, 16, 2);
+    enum { N = 9 };
+    float s[N], da[N], a[N], ks[N], p[ATTN_MAX_PPH] = {0}, dks0[N] = {0}, dks1[N];
+    float ds0[N] = {0}, ds1[N], dp0[ATTN_MAX_PPH] = {0}, dp1[ATTN_MAX_PPH];
+    float* scratch = allocFloats(attn_row_scratch(v, 64) + 64);
+    Rng r;
+    rng_seed(&r, 17 + (uint64_t)_i);
+    fill_normal(s, N, 1.5f, &r);
+    fill_normal(da, N, 1.0f, &r);
+    fill_uniform(ks, N, 0.2f, 3.0f, &r);
+    if (v->init_params) v->init_params(p, &hp);
+    for (int j = 0; j < N; j++) {
+        ds1[j] = 0.25f + 0.125f * (float)j;
+        dks1[j] = -0.5f;
+    }
+    for (int k = 0; k < ATTN_MAX_PPH; k++)
+        dp1[k] = 0.75f;
+    AttnRowCtx ctx = {.hp = &hp,
+                      .p = v->params_per_head ? p : NULL,
+                      .scratch = scratch,
+                      .key_sq = v->needs_key_sq ? ks : NULL,
+                      .t = N - 1,
+                      .T = 64,
+                      .h = 1,
+                      .step = 3};
+    v->forward_row(a, s, N, &ctx);
+    ctx.dp = v->params_per_head ? dp0 : NULL;
+    ctx.dkey_sq = v->needs_key_sq ? dks0 : NULL;
+    v->backward_row(ds0, da, s, a, N, &ctx);
+    ctx.dp = v->params_per_head ? dp1 : NULL;
+    ctx.dkey_sq = v->needs_key_sq ? dks1 : NULL;
+    v->backward_row(ds1, da, s, a, N, &ctx);
+    for (int j = 0; j < N; j++) {
+        float want = 0.25f + 0.125f * (float)j + ds0[j];
+        ck_assert_msg(fabsf(ds1[j] - want) <= 1e-6f * (1.0f + fabsf(want)),
+                      "%s: ds[%d] %g after a start of %g, %g from zero", v->name, j, (double)ds1[j],
+                      0.25 + 0.125 * j, (double)ds0[j]);
+        if (v->needs_key_sq)
+            ck_assert_msg(fabsf(dks1[j] - (-0.5f + dks0[j])) <= 1e-6f * (1.0f + fabsf(dks0[j])),
+                          "%s: dkey_sq[%d] does not accumulate", v->name, j);
+    }
+    for (int k = 0; k < v->params_per_head; k++)
+        ck_assert_msg(fabsf(dp1[k] - (0.75f + dp0[k])) <= 1e-6f * (1.0f + fabsf(dp0[k])),
+                      "%s: dp[%d] %g after a start of 0.75, %g from zero", v->name, k,
+                      (double)dp1[k], (double)dp0[k]);
+    free(scratch);
+}
+END_TEST
+
 static Suite* rowmap_laws_suite(void) {
     Suite* s = suite_create("rowmap_laws");
     TCase* tc = tcase_create("laws");
@@ -125,6 +181,7 @@ static Suite* rowmap_laws_suite(void) {
     tcase_add_test(tc, test_gumbel_max_trick);
     tcase_add_test(tc, test_topk_ties_and_short_rows);
     tcase_add_test(tc, test_softermax_is_base2_softmax);
+    tcase_add_loop_test(tc, test_backward_row_accumulates, 0, attn_count());
     suite_add_tcase(s, tc);
     return s;
 }
