@@ -20,6 +20,7 @@
 #include "data/shard.h"
 #include "model/gpt2.h"
 #include "model/run.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 static int native(void) {
@@ -40,41 +41,14 @@ static int precisions(MMPrecision* p) {
     return n;
 }
 
-static void tiny_config(Config* c, int V, int L, int NH, int C, int T) {
-    config_defaults(c);
-    c->n_layer = L;
-    c->n_head = NH;
-    c->n_embd = C;
-    c->block_size = T;
-    c->vocab_size = V;
-    c->seq_len = T;
-    c->batch_size = 2;
-}
-
-static void build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, seed);
-    gpt2_alloc_acts(m, B, T, omp_get_max_threads());
-}
-
-static void random_tokens(int* x, int n, int V, Rng* r) {
-    for (int i = 0; i < n; i++)
-        x[i] = (int)rng_below(r, (uint64_t)V);
-}
-
 // forward + backward of one batch in precision p; copies logits and gradients out
 static float step_once(MMPrecision p, int nthreads, const int* in, const int* tg, float** logits,
                        float** grads, size_t* nlog, size_t* npar, GPT2* keep) {
     Config c;
-    tiny_config(&c, 300, 2, 4, 64, 32);
+    test_tiny_config(&c, 300, 2, 4, 64, 32);
     omp_set_num_threads(nthreads);
     GPT2 m;
-    build_model(&m, &c, 2, 32, 9);
+    test_build_model(&m, &c, 2, 32, 9);
     gpt2_set_precision(&m, p);
     gpt2_forward(&m, in, tg, 2, 32);
     *nlog = (size_t)2 * 32 * m.cfg.padded_vocab;
@@ -99,8 +73,8 @@ START_TEST(test_model_bf16_vs_fp32) {
     Rng r;
     rng_seed(&r, 5);
     int in[64], tg[64];
-    random_tokens(in, 64, 300, &r);
-    random_tokens(tg, 64, 300, &r);
+    test_random_tokens(in, 64, 300, &r);
+    test_random_tokens(tg, 64, 300, &r);
     float *l0, *g0;
     size_t nl, np;
     GPT2 m0;
@@ -138,15 +112,15 @@ END_TEST
 
 START_TEST(test_weight_copy_once_per_step) {
     Config c;
-    tiny_config(&c, 300, 1, 2, 32, 16);
+    test_tiny_config(&c, 300, 1, 2, 32, 16);
     GPT2 m;
-    build_model(&m, &c, 2, 16, 3);
+    test_build_model(&m, &c, 2, 16, 3);
     gpt2_set_precision(&m, MM_BF16_REF);
     int in[32], tg[32];
     Rng r;
     rng_seed(&r, 1);
-    random_tokens(in, 32, 300, &r);
-    random_tokens(tg, 32, 300, &r);
+    test_random_tokens(in, 32, 300, &r);
+    test_random_tokens(tg, 32, 300, &r);
     gpt2_zero_grad(&m);
     for (int k = 0; k < 3; k++) { // gradient accumulation: three forwards, one copy
         gpt2_forward(&m, in, tg, 2, 16);
@@ -173,8 +147,8 @@ START_TEST(test_model_bf16_threads_identical) {
     Rng r;
     rng_seed(&r, 6);
     int in[64], tg[64];
-    random_tokens(in, 64, 300, &r);
-    random_tokens(tg, 64, 300, &r);
+    test_random_tokens(in, 64, 300, &r);
+    test_random_tokens(tg, 64, 300, &r);
     MMPrecision ps[2];
     int n = precisions(ps);
     for (int q = 0; q < n; q++) {
@@ -197,26 +171,8 @@ END_TEST
 // ---------------------------------------------------------------------------------------------
 // runs: synthetic shards, in-process trainer
 
-static void write_shards(const char* dir, int V, int period, size_t ntrain, size_t nval) {
-    Rng r;
-    rng_seed(&r, 123);
-    uint16_t* base = mallocCheck(sizeof(uint16_t) * (size_t)period);
-    for (int i = 0; i < period; i++)
-        base[i] = (uint16_t)rng_below(&r, (uint64_t)V);
-    uint16_t* t = mallocCheck(sizeof(uint16_t) * (ntrain + nval));
-    for (size_t i = 0; i < ntrain + nval; i++)
-        t[i] = base[i % (size_t)period];
-    char p[600], err[1024];
-    snprintf(p, sizeof(p), "%s/train_000.bin", dir);
-    ck_assert_msg(shard_write(p, t, ntrain, err, sizeof(err)) == 0, "%s", err);
-    snprintf(p, sizeof(p), "%s/val_000.bin", dir);
-    ck_assert_msg(shard_write(p, t + ntrain, nval, err, sizeof(err)) == 0, "%s", err);
-    free(base);
-    free(t);
-}
-
 static void run_config(Config* c, const char* dir, const char* out, MMPrecision p) {
-    tiny_config(c, 300, 2, 2, 32, 32);
+    test_tiny_config(c, 300, 2, 2, 32, 32);
     c->batch_size = 4;
     snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
     snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
@@ -270,7 +226,7 @@ static int read_losses(const char* out_dir, double* losses, int cap, double* las
 
 START_TEST(test_bf16_tracks_fp32_200_steps) {
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 40000, 3000);
+    test_write_shards(dir, 300, 61, 40000, 3000);
     Config a;
     run_config(&a, dir, "track", MM_FP32);
     a.max_steps = 200;
@@ -306,7 +262,7 @@ END_TEST
 
 START_TEST(test_bf16_resume_exact) {
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
+    test_write_shards(dir, 300, 61, 20000, 3000);
     MMPrecision ps[2];
     int n = precisions(ps);
     for (int q = 0; q < n; q++) {
@@ -340,7 +296,7 @@ END_TEST
 START_TEST(test_every_variant_trains_bf16) {
     const AttnVariant* v = attn_get(_i);
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
+    test_write_shards(dir, 300, 61, 20000, 3000);
     Config c;
     run_config(&c, dir, "v", native() ? MM_BF16 : MM_BF16_REF);
     util_strlcpy(c.attention, v->name, sizeof(c.attention));

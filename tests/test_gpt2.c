@@ -16,54 +16,28 @@
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
 #include "model/run.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-static void tiny_config(Config* c, int V, int L, int NH, int C, int T) {
-    config_defaults(c);
-    c->n_layer = L;
-    c->n_head = NH;
-    c->n_embd = C;
-    c->block_size = T;
-    c->vocab_size = V;
-    c->seq_len = T;
-    c->batch_size = 2;
-}
-
-static void build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, seed);
-    gpt2_alloc_acts(m, B, T, omp_get_max_threads());
-}
-
-static void random_tokens(int* x, int n, int V, Rng* r) {
-    for (int i = 0; i < n; i++)
-        x[i] = (int)rng_below(r, (uint64_t)V);
-}
-
 // ---------------------------------------------------------------------------------------------
 
 START_TEST(test_model_threads_identical) {
     Config c;
-    tiny_config(&c, 300, 2, 4, 128, 32);
+    test_tiny_config(&c, 300, 2, 4, 128, 32);
     Rng r;
     rng_seed(&r, 5);
     int in[64], tg[64];
-    random_tokens(in, 64, 300, &r);
-    random_tokens(tg, 64, 300, &r);
+    test_random_tokens(in, 64, 300, &r);
+    test_random_tokens(tg, 64, 300, &r);
     float* g[2];
     float loss[2];
     for (int k = 0; k < 2; k++) {
         omp_set_num_threads(k + 1);
         GPT2 m;
-        build_model(&m, &c, 2, 32, 9);
+        test_build_model(&m, &c, 2, 32, 9);
         gpt2_forward(&m, in, tg, 2, 32);
         gpt2_zero_grad(&m);
         gpt2_backward(&m, 1.0f);
@@ -82,14 +56,14 @@ START_TEST(test_model_threads_identical) {
 END_TEST
 START_TEST(test_save_load_logits) {
     Config c;
-    tiny_config(&c, 200, 2, 2, 32, 16);
+    test_tiny_config(&c, 200, 2, 2, 32, 16);
     GPT2 a, b;
-    build_model(&a, &c, 1, 16, 11);
-    build_model(&b, &c, 1, 16, 12); // different init
+    test_build_model(&a, &c, 1, 16, 11);
+    test_build_model(&b, &c, 1, 16, 12); // different init
     Rng r;
     rng_seed(&r, 1);
     int in[16];
-    random_tokens(in, 16, 200, &r);
+    test_random_tokens(in, 16, 200, &r);
     const char* dir = test_tmpdir();
     char path[600], err[1024];
     snprintf(path, sizeof(path), "%s/model.bin", dir);
@@ -104,7 +78,7 @@ START_TEST(test_save_load_logits) {
     // llm.c model file both ways
     snprintf(path, sizeof(path), "%s/model_llmc.bin", dir);
     GPT2 d;
-    build_model(&d, &c, 1, 16, 13);
+    test_build_model(&d, &c, 1, 16, 13);
     ck_assert_msg(llmc_save(&a, path, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(llmc_load(&d, path, err, sizeof(err)) == 0, "%s", err);
     gpt2_forward(&d, in, NULL, 1, 16);
@@ -113,7 +87,7 @@ START_TEST(test_save_load_logits) {
     Config c2 = c;
     c2.n_layer = 3;
     GPT2 e;
-    build_model(&e, &c2, 1, 16, 1);
+    test_build_model(&e, &c2, 1, 16, 1);
     ck_assert_int_eq(llmc_load(&e, path, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) != NULL, "%s", err);
     snprintf(path, sizeof(path), "%s/model.bin", dir);
@@ -125,7 +99,7 @@ END_TEST
 
 START_TEST(test_bad_attention_config) {
     Config c;
-    tiny_config(&c, 64, 2, 2, 8, 8);
+    test_tiny_config(&c, 64, 2, 2, 8, 8);
     GPT2 m;
     char err[1024];
     strcpy(c.attention, "sofmax");
@@ -143,12 +117,12 @@ END_TEST
 START_TEST(test_attn_keys_reach_model) {
     // attn.* keys set in the config change the model: per-head parameter init and the forward
     Config c;
-    tiny_config(&c, 64, 2, 2, 8, 8);
+    test_tiny_config(&c, 64, 2, 2, 8, 8);
     char err[1024];
     strcpy(c.attention, "ssmax");
     ck_assert_int_eq(config_apply_arg(&c, "attn.theta0=0.9", err, sizeof(err)), 0);
     GPT2 m;
-    build_model(&m, &c, 1, 8, 1);
+    test_build_model(&m, &c, 1, 8, 1);
     int si = gpt2_find_spec(&m, "attnp");
     ck_assert_int_ge(si, 0);
     for (int l = 0; l < 2; l++)
@@ -159,10 +133,10 @@ START_TEST(test_attn_keys_reach_model) {
     int in[8] = {1, 5, 9, 2, 7, 3, 3, 8};
     float* logits[2];
     for (int k = 0; k < 2; k++) {
-        tiny_config(&c, 64, 2, 2, 8, 8);
+        test_tiny_config(&c, 64, 2, 2, 8, 8);
         strcpy(c.attention, "window");
         if (k) ck_assert_int_eq(config_apply_arg(&c, "attn.window=1", err, sizeof(err)), 0);
-        build_model(&m, &c, 1, 8, 1);
+        test_build_model(&m, &c, 1, 8, 1);
         gpt2_forward(&m, in, NULL, 1, 8);
         logits[k] = allocFloats((size_t)8 * m.cfg.padded_vocab);
         memcpy(logits[k], m.logits, sizeof(float) * 8 * m.cfg.padded_vocab);

@@ -16,57 +16,17 @@
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
 #include "model/run.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-static void tiny_config(Config* c, int V, int L, int NH, int C, int T) {
-    config_defaults(c);
-    c->n_layer = L;
-    c->n_head = NH;
-    c->n_embd = C;
-    c->block_size = T;
-    c->vocab_size = V;
-    c->seq_len = T;
-    c->batch_size = 2;
-}
-
-static void build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, seed);
-    gpt2_alloc_acts(m, B, T, omp_get_max_threads());
-}
-
 // ---------------------------------------------------------------------------------------------
 // runs: synthetic shards, in-process trainer
 
-// A learnable stream: a random sequence of `period` tokens repeated.
-static void write_shards(const char* dir, int V, int period, size_t ntrain, size_t nval) {
-    Rng r;
-    rng_seed(&r, 123);
-    uint16_t* base = mallocCheck(sizeof(uint16_t) * (size_t)period);
-    for (int i = 0; i < period; i++)
-        base[i] = (uint16_t)rng_below(&r, (uint64_t)V);
-    uint16_t* t = mallocCheck(sizeof(uint16_t) * (ntrain + nval));
-    for (size_t i = 0; i < ntrain + nval; i++)
-        t[i] = base[i % (size_t)period];
-    char p[600], err[1024];
-    snprintf(p, sizeof(p), "%s/train_000.bin", dir);
-    ck_assert_msg(shard_write(p, t, ntrain, err, sizeof(err)) == 0, "%s", err);
-    snprintf(p, sizeof(p), "%s/val_000.bin", dir);
-    ck_assert_msg(shard_write(p, t + ntrain, nval, err, sizeof(err)) == 0, "%s", err);
-    free(base);
-    free(t);
-}
-
 static void run_config(Config* c, const char* dir, const char* out, int V) {
-    tiny_config(c, V, 2, 2, 32, 32);
+    test_tiny_config(c, V, 2, 2, 32, 32);
     c->batch_size = 4;
     snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
     snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
@@ -115,7 +75,7 @@ static int read_losses(const char* out_dir, double* losses, int cap, double* las
 
 START_TEST(test_resume_exact) {
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
+    test_write_shards(dir, 300, 61, 20000, 3000);
     Config a;
     run_config(&a, dir, "straight", 300);
     a.max_steps = 20;
@@ -180,7 +140,7 @@ END_TEST
 START_TEST(test_tiny_gpt2_vocab_learns) {
     // 2 layers, 64 wide, full GPT-2 vocabulary: loss falls by more than 2 nats in 60 steps
     const char* dir = test_tmpdir();
-    write_shards(dir, 50257, 97, 30000, 5000);
+    test_write_shards(dir, 50257, 97, 30000, 5000);
     Config c;
     run_config(&c, dir, "learn", 50257);
     c.n_embd = 64;
@@ -203,7 +163,7 @@ START_TEST(test_every_variant_trains) {
     const AttnVariant* v = attn_get(_i);
     if (!test_variant_selected(v->name)) return; // ATTNLAB_TEST_VARIANTS (scripts/mutate)
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
+    test_write_shards(dir, 300, 61, 20000, 3000);
     Config c;
     run_config(&c, dir, "v", 300);
     util_strlcpy(c.attention, v->name, sizeof(c.attention));
@@ -224,7 +184,7 @@ END_TEST
 START_TEST(test_mixed_layers_train_and_checkpoint) {
     // per-layer variants: a row map with per-head params, a layer-level wrapper and softmax
     const char* dir = test_tmpdir();
-    write_shards(dir, 300, 61, 20000, 3000);
+    test_write_shards(dir, 300, 61, 20000, 3000);
     Config c;
     run_config(&c, dir, "mixed", 300);
     c.n_layer = 3;
@@ -240,8 +200,8 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
     ck_assert_msg(l[29] < l[0] - 0.3, "mixed model did not learn (%.3f -> %.3f)", l[0], l[29]);
     // the checkpoint loads into a model built from the same config, with identical logits
     GPT2 a, b;
-    build_model(&a, &c, 1, 32, 1);
-    build_model(&b, &c, 1, 32, 2);
+    test_build_model(&a, &c, 1, 32, 1);
+    test_build_model(&b, &c, 1, 32, 2);
     char path[700];
     snprintf(path, sizeof(path), "%s/model_%08d.bin", c.out_dir, 30);
     long step;
@@ -254,7 +214,7 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
         if (strncmp(a.specs[i].name, "gated.", 6) == 0) gs = i;
     ck_assert_int_ge(gs, 0);
     GPT2 fresh;
-    build_model(&fresh, &c, 1, 32, (uint64_t)c.seed);
+    test_build_model(&fresh, &c, 1, 32, (uint64_t)c.seed);
     ck_assert(memcmp(fresh.params + fresh.specs[gs].offset, a.params + a.specs[gs].offset,
                      sizeof(float) * a.specs[gs].size) != 0);
     gpt2_free(&fresh);
@@ -269,7 +229,7 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
     strcpy(c2.attention, "softmax");
     c2.n_attn = 0;
     GPT2 d;
-    build_model(&d, &c2, 1, 32, 1);
+    test_build_model(&d, &c2, 1, 32, 1);
     ck_assert_int_eq(ckpt_load_model(&d, path, 1, &step, NULL, 0, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, "attention"), "%s", err);
     gpt2_free(&a), gpt2_free(&b), gpt2_free(&d);

@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "model/gpt2.h"
 #include "model/sample.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 #define V  64
@@ -19,23 +20,10 @@
 
 static void build(GPT2* m) {
     Config c;
-    config_defaults(&c);
-    c.n_layer = 2;
-    c.n_head = 2;
-    c.n_embd = 16;
-    c.block_size = TT;
-    c.seq_len = TT;
-    c.vocab_size = V;
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, &c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, &c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, 9);
+    test_tiny_config(&c, V, 2, 2, 16, TT);
+    test_build_model(m, &c, 1, TT, 9);
     for (size_t i = 0; i < m->num_params; i++) // larger weights: peaked, distinct logits
         m->params[i] *= 4.0f;
-    gpt2_alloc_acts(m, 1, TT, omp_get_max_threads());
 }
 
 // logits of the last position of ids[0..n) (n <= TT), from a fresh forward

@@ -1,0 +1,23 @@
+// tests/model_util.h: small models and synthetic data shared by the model-level suites.
+#ifndef ATTNLAB_MODEL_UTIL_H
+#define ATTNLAB_MODEL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/rng.h"
+#include "model/gpt2.h"
+
+// Defaults with the given sizes: vocabulary V, L layers, NH heads, width C, block and sequence T,
+// batch 2.
+void test_tiny_config(Config* c, int V, int L, int NH, int C, int T);
+// Attention setup, build, init from `seed` and activations for (B, T); fails the test on error.
+void test_build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed);
+// n token ids uniform in [0, V).
+void test_random_tokens(int* x, int n, int V, Rng* r);
+// DIR/train_000.bin and DIR/val_000.bin: a learnable stream, a random sequence of `period` tokens
+// below V repeated, ntrain and nval tokens.
+void test_write_shards(const char* dir, int V, int period, size_t ntrain, size_t nval);
+
+#endif
