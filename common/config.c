@@ -320,6 +320,32 @@ int config_load(Config* c, const char* path, char* err, size_t errcap) {
     return rc;
 }
 
+int config_load_text(Config* c, const char* text, const char* name, char* err, size_t errcap) {
+    IncludeStack* stk = mallocCheck(sizeof(IncludeStack));
+    stk->depth = 0;
+    int lineno = 0, rc = 0;
+    char* line = NULL;
+    size_t cap = 0;
+    for (const char* p = text; *p && rc == 0;) {
+        const char* nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n + 1 > cap) line = reallocCheck(line, cap = n + 1);
+        memcpy(line, p, n);
+        line[n] = '\0';
+        p += n + (nl ? 1 : 0);
+        lineno++;
+        char where[1100];
+        snprintf(where, sizeof(where), "%s:%d", name, lineno);
+        char *key = NULL, *value = NULL;
+        int s = split_line(line, &key, &value, where, err, errcap);
+        if (s < 0) rc = -1;
+        if (s > 0 && apply_kv(c, key, value, where, NULL, stk, err, errcap) != 0) rc = -1;
+    }
+    free(line);
+    free(stk);
+    return rc;
+}
+
 int config_apply_arg(Config* c, const char* arg, char* err, size_t errcap) {
     const char* a = arg;
     if (strncmp(a, "--", 2) == 0) a += 2;

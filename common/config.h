@@ -76,6 +76,12 @@ void config_defaults(Config* c);
 // Returns 0, or -1 with `err` = "FILE:LINE: unknown key 'lrr' (did you mean 'lr'?)" etc.
 int config_load(Config* c, const char* path, char* err, size_t errcap);
 
+// Parse config text held in memory (the `key = value` format, as config_load reads from a
+// file), e.g. the resolved config saved in a checkpoint. Settings are applied to c as they come;
+// origins and errors read "NAME:LINE" (NAME: the text's source, e.g. "CKPT (saved config)");
+// `include` is relative to the working directory. Returns 0, or -1 with err.
+int config_load_text(Config* c, const char* text, const char* name, char* err, size_t errcap);
+
 // Apply one override "key=value" or "--key=value". Returns 0 or -1 with err naming the key.
 int config_apply_arg(Config* c, const char* arg, char* err, size_t errcap);
 

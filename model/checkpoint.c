@@ -150,21 +150,27 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     return finish(&af, err, errcap);
 }
 
-// Read and check the fixed part; leaves f positioned after the config text.
-static FILE* open_model(const char* path, int32_t* h, char* att, char** text, char* err,
-                        size_t errcap) {
-    if (verify_trailer(path, 1024, err, errcap)) return NULL;
+int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
+    memset(cf, 0, sizeof(*cf));
+    util_strlcpy(cf->path, path, sizeof(cf->path));
+    FILE* probe = fopen(path, "rb"); // an llm.c file has no trailer: say so before checking it
+    int32_t magic = 0;
+    if (probe && fread(&magic, 4, 1, probe) == 1 && magic == LLMC_MAGIC) {
+        fclose(probe);
+        snprintf(err, errcap, "%s: this is an llm.c model file; load it with init_from=llmc:%s",
+                 path, path);
+        return -1;
+    }
+    if (probe) fclose(probe);
+    if (verify_trailer(path, 1024, err, errcap)) return -1;
     FILE* f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
+    cf->f = f;
+    int32_t h[256];
     if (read_exact(f, h, 1024, path, "the header", err, errcap)) goto fail;
-    if (h[0] == LLMC_MAGIC) {
-        snprintf(err, errcap, "%s: this is an llm.c model file; load it with init_from=llmc:%s",
-                 path, path);
-        goto fail;
-    }
     if (h[0] != CKPT_MAGIC) {
         snprintf(err, errcap, "%s: not an attnlab model file (magic %d, expected %d)", path, h[0],
                  CKPT_MAGIC);
@@ -178,122 +184,127 @@ static FILE* open_model(const char* path, int32_t* h, char* att, char** text, ch
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
-    if (read_exact(f, att, 256, path, "the attention spec", err, errcap)) goto fail;
-    att[255] = '\0';
-    if (fseek(f, (long)h[10] * SPEC_REC, SEEK_CUR) != 0) goto fail;
-    char* t = mallocCheck((size_t)h[16] + 1);
-    if (read_exact(f, t, (size_t)h[16], path, "the config text", err, errcap)) {
-        free(t);
-        goto fail;
+    config_from_header(&cf->cfg, h);
+    cf->cfg.pos_encoding = h[8];
+    cf->cfg.qk_norm = h[9];
+    cf->step = (long)get64(h, 14);
+    if (read_exact(f, cf->attention, 256, path, "the attention spec", err, errcap)) goto fail;
+    cf->attention[255] = '\0';
+    const int ns = cf->ntensors = h[10];
+    cf->names = mallocCheck(sizeof(char[64]) * (size_t)(ns + 1));
+    cf->sizes = mallocCheck(sizeof(int64_t) * (size_t)(ns + 1));
+    for (int i = 0; i < ns; i++) {
+        char rec[SPEC_REC];
+        if (read_exact(f, rec, SPEC_REC, path, "the tensor table", err, errcap)) goto fail;
+        memcpy(cf->names[i], rec, 64);
+        cf->names[i][63] = '\0';
+        memcpy(&cf->sizes[i], rec + 64, 8);
+        if (cf->sizes[i] < 0 || cf->sizes[i] > ((int64_t)1 << 36)) {
+            snprintf(err, errcap, "%s: corrupted tensor table", path);
+            goto fail;
+        }
     }
-    t[h[16]] = '\0';
-    if (text)
-        *text = t;
-    else
-        free(t);
-    return f;
+    cf->config_text = mallocCheck((size_t)h[16] + 1);
+    if (read_exact(f, cf->config_text, (size_t)h[16], path, "the config text", err, errcap))
+        goto fail;
+    cf->config_text[h[16]] = '\0';
+    return 0;
 fail:
-    fclose(f);
-    return NULL;
+    ckpt_close(cf);
+    return -1;
+}
+
+void ckpt_close(CkptFile* cf) {
+    if (cf->f) fclose(cf->f);
+    free(cf->names);
+    free(cf->sizes);
+    free(cf->config_text);
+    memset(cf, 0, sizeof(*cf));
+}
+
+int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notecap, char* err,
+                     size_t errcap) {
+    const char* path = cf->path;
+    const GPT2Config* c = &m->cfg;
+    const GPT2Config* h = &cf->cfg;
+    if (note && notecap) note[0] = '\0';
+    if (h->block_size != c->block_size || h->vocab_size != c->vocab_size ||
+        h->n_layer != c->n_layer || h->n_head != c->n_head || h->n_embd != c->n_embd) {
+        snprintf(err, errcap,
+                 "%s: model sizes differ from the config (file: block_size=%d "
+                 "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)",
+                 path, h->block_size, h->vocab_size, h->n_layer, h->n_head, h->n_embd);
+        return -1;
+    }
+    if (strict && strcmp(cf->attention, m->attention) != 0) {
+        snprintf(err, errcap, "%s: saved with attention '%s', the config says '%s'", path,
+                 cf->attention, m->attention);
+        return -1;
+    }
+    const int ns = cf->ntensors;
+    if (strict) {
+        if (ns != m->nspecs) {
+            snprintf(err, errcap, "%s: has %d tensors, the model has %d", path, ns, m->nspecs);
+            return -1;
+        }
+        for (int i = 0; i < ns; i++) {
+            if (strcmp(cf->names[i], m->specs[i].name) != 0 ||
+                (size_t)cf->sizes[i] != m->specs[i].size) {
+                snprintf(err, errcap, "%s: tensor %d is %s[%lld], the model expects %s[%zu]", path,
+                         i, cf->names[i], (long long)cf->sizes[i], m->specs[i].name,
+                         m->specs[i].size);
+                return -1;
+            }
+        }
+        return read_exact(cf->f, m->params, sizeof(float) * m->num_params, path, "the parameters",
+                          err, errcap);
+    }
+    int found[GPT2_MAX_SPECS] = {0};
+    for (int i = 0; i < ns; i++) {
+        int j = gpt2_find_spec(m, cf->names[i]);
+        size_t bytes = sizeof(float) * (size_t)cf->sizes[i];
+        if (j >= 0 && (size_t)cf->sizes[i] == m->specs[j].size) {
+            if (read_exact(cf->f, m->params + m->specs[j].offset, bytes, path, cf->names[i], err,
+                           errcap))
+                return -1;
+            found[j] = 1;
+        } else if (fseek(cf->f, (long)bytes, SEEK_CUR) != 0) {
+            snprintf(err, errcap, "%s: truncated while reading %s", path, cf->names[i]);
+            return -1;
+        }
+    }
+    for (int j = 0; j < m->nspecs; j++) {
+        if (!found[j] && note) {
+            size_t l = strlen(note);
+            snprintf(note + l, notecap - l, "%s%s", l ? ", " : "", m->specs[j].name);
+        }
+    }
+    return 0;
 }
 
 int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t attcap,
                    char** config_text, long* step, char* err, size_t errcap) {
-    int32_t h[256];
-    char att[256];
-    FILE* f = open_model(path, h, att, config_text, err, errcap);
-    if (!f) return -1;
-    fclose(f);
-    config_from_header(cfg, h);
-    cfg->pos_encoding = h[8];
-    cfg->qk_norm = h[9];
-    if (attention) util_strlcpy(attention, att, attcap);
-    if (step) *step = (long)get64(h, 14);
+    CkptFile cf;
+    if (ckpt_open(&cf, path, err, errcap)) return -1;
+    *cfg = cf.cfg;
+    if (attention) util_strlcpy(attention, cf.attention, attcap);
+    if (step) *step = cf.step;
+    if (config_text) {
+        *config_text = cf.config_text;
+        cf.config_text = NULL;
+    }
+    ckpt_close(&cf);
     return 0;
 }
 
 int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* note, size_t notecap,
                     char* err, size_t errcap) {
-    int32_t h[256];
-    char att[256];
     if (note && notecap) note[0] = '\0';
-    FILE* f = open_model(path, h, att, NULL, err, errcap);
-    if (!f) return -1;
-    // re-read the spec table (open_model skipped it)
-    const GPT2Config* c = &m->cfg;
-    int rc = -1;
-    if (h[2] != c->block_size || h[3] != c->vocab_size || h[4] != c->n_layer || h[5] != c->n_head ||
-        h[6] != c->n_embd) {
-        snprintf(err, errcap,
-                 "%s: model sizes differ from the config (file: block_size=%d "
-                 "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)",
-                 path, h[2], h[3], h[4], h[5], h[6]);
-        goto done;
-    }
-    if (strict && strcmp(att, m->attention) != 0) {
-        snprintf(err, errcap, "%s: saved with attention '%s', the config says '%s'", path, att,
-                 m->attention);
-        goto done;
-    }
-    int ns = h[10];
-    char(*names)[64] = mallocCheck(sizeof(char[64]) * (size_t)(ns + 1));
-    int64_t* sizes = mallocCheck(sizeof(int64_t) * (size_t)(ns + 1));
-    if (fseek(f, 1024 + 256, SEEK_SET) != 0) goto done_free;
-    for (int i = 0; i < ns; i++) {
-        char rec[SPEC_REC];
-        if (read_exact(f, rec, SPEC_REC, path, "the tensor table", err, errcap)) goto done_free;
-        memcpy(names[i], rec, 64);
-        names[i][63] = '\0';
-        memcpy(&sizes[i], rec + 64, 8);
-        if (sizes[i] < 0 || sizes[i] > ((int64_t)1 << 36)) {
-            snprintf(err, errcap, "%s: corrupted tensor table", path);
-            goto done_free;
-        }
-    }
-    if (fseek(f, h[16], SEEK_CUR) != 0) goto done_free;
-    if (strict) {
-        if (ns != m->nspecs) {
-            snprintf(err, errcap, "%s: has %d tensors, the model has %d", path, ns, m->nspecs);
-            goto done_free;
-        }
-        for (int i = 0; i < ns; i++) {
-            if (strcmp(names[i], m->specs[i].name) != 0 || (size_t)sizes[i] != m->specs[i].size) {
-                snprintf(err, errcap, "%s: tensor %d is %s[%lld], the model expects %s[%zu]", path,
-                         i, names[i], (long long)sizes[i], m->specs[i].name, m->specs[i].size);
-                goto done_free;
-            }
-        }
-        if (read_exact(f, m->params, sizeof(float) * m->num_params, path, "the parameters", err,
-                       errcap))
-            goto done_free;
-    } else {
-        int found[GPT2_MAX_SPECS] = {0};
-        for (int i = 0; i < ns; i++) {
-            int j = gpt2_find_spec(m, names[i]);
-            size_t bytes = sizeof(float) * (size_t)sizes[i];
-            if (j >= 0 && (size_t)sizes[i] == m->specs[j].size) {
-                if (read_exact(f, m->params + m->specs[j].offset, bytes, path, names[i], err,
-                               errcap))
-                    goto done_free;
-                found[j] = 1;
-            } else if (fseek(f, (long)bytes, SEEK_CUR) != 0) {
-                goto done_free;
-            }
-        }
-        for (int j = 0; j < m->nspecs; j++) {
-            if (!found[j] && note) {
-                size_t l = strlen(note);
-                snprintf(note + l, notecap - l, "%s%s", l ? ", " : "", m->specs[j].name);
-            }
-        }
-    }
-    if (step) *step = (long)get64(h, 14);
-    rc = 0;
-done_free:
-    free(names);
-    free(sizes);
-done:
-    fclose(f);
+    CkptFile cf;
+    if (ckpt_open(&cf, path, err, errcap)) return -1;
+    int rc = ckpt_read_params(&cf, m, strict, note, notecap, err, errcap);
+    if (rc == 0 && step) *step = cf.step;
+    ckpt_close(&cf);
     return rc;
 }
 
@@ -439,6 +450,12 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
 int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
     GPT2Config fc;
     if (llmc_read_config(path, &fc, err, errcap)) return -1;
+    return llmc_load_params(m, path, &fc, err, errcap);
+}
+
+int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err,
+                     size_t errcap) {
+    const GPT2Config fc = *header;
     const GPT2Config* c = &m->cfg;
     if (fc.block_size != c->block_size || fc.vocab_size != c->vocab_size ||
         fc.n_layer != c->n_layer || fc.n_head != c->n_head || fc.n_embd != c->n_embd ||

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/rng.h"
 #include "data/dataloader.h"
@@ -43,6 +44,26 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
 int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t attcap,
                    char** config_text, long* step, char* err, size_t errcap);
 
+// An attnlab model file open for reading: trailer verified, header, attention spec, tensor table
+// and saved config text read (once), positioned at the parameters. ckpt_read_params then loads
+// them into a model built to match (strict and non-strict as ckpt_load_model).
+typedef struct {
+    FILE* f;
+    char path[1100];
+    GPT2Config cfg;      // sizes, pos_encoding and qk_norm from the header
+    char attention[256]; // the attention spec saved
+    char* config_text;   // the run's resolved config (NUL-terminated)
+    long step;
+    int ntensors;
+    char (*names)[64]; // the tensor table
+    int64_t* sizes;
+} CkptFile;
+
+int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap);
+int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notecap, char* err,
+                     size_t errcap);
+void ckpt_close(CkptFile* cf);
+
 typedef struct {
     long step;                  // completed optimizer steps
     Rng rng;                    // trainer RNG (sampling)
@@ -62,6 +83,8 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);
 int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap);
 // Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init).
 int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
+// The same with the header already read by llmc_read_config (the file is not re-read for it).
+int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err, size_t errcap);
 
 // Newest step in dir with both model_%08d.bin and state_%08d.bin verifying; -1 if none.
 // Damaged newer checkpoints are reported on stderr and skipped.

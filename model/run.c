@@ -12,8 +12,8 @@
 
 #include "common/json.h"
 #include "common/util.h"
-#include "model/hf.h"
 #include "model/memory.h"
+#include "model/open.h"
 #include "model/metrics.h"
 #include "model/sample.h"
 #include "optim/clip.h"
@@ -61,40 +61,6 @@ double run_measure_sgemm_peak(int nthreads, int trials) {
     return best;
 }
 
-static int init_weights(Run* r, char* err, size_t errcap) {
-    GPT2* m = &r->model;
-    const char* src = r->cfg.init_from;
-    gpt2_init(m, (uint64_t)r->cfg.seed);
-    if (strcmp(src, "scratch") == 0 || src[0] == '\0') return 0;
-    if (strncmp(src, "llmc:", 5) == 0) return llmc_load(m, src + 5, err, errcap);
-    if (strncmp(src, "hf:", 3) == 0) return hf_load(m, src + 3, err, errcap);
-    char note[1024];
-    long step;
-    if (ckpt_load_model(m, src, 0, &step, note, sizeof(note), err, errcap)) return -1;
-    if (note[0])
-        fprintf(stderr,
-                "attnlab: init_from %s: tensors not in the file keep their initial "
-                "values: %s\n",
-                src, note);
-    return 0;
-}
-
-// init_from a model file: its sizes (fc) must equal the config's (gc). On a difference, err
-// reads "WHERE: WHAT n_layer=.. n_head=.. n_embd=.. vocab_size=.. block_size=..NOTE; set these
-// keys to match" and 1 is returned.
-static int sizes_differ(const GPT2Config* fc, const GPT2Config* gc, const char* where,
-                        const char* what, const char* note, char* err, size_t errcap) {
-    if (fc->n_layer == gc->n_layer && fc->n_head == gc->n_head && fc->n_embd == gc->n_embd &&
-        fc->vocab_size == gc->vocab_size && fc->block_size == gc->block_size)
-        return 0;
-    snprintf(err, errcap,
-             "%s: %s n_layer=%d n_head=%d n_embd=%d vocab_size=%d block_size=%d%s; set these "
-             "keys to match",
-             where, what, fc->n_layer, fc->n_head, fc->n_embd, fc->vocab_size, fc->block_size,
-             note);
-    return 1;
-}
-
 static char* resolved_config_text(const Run* r) {
     char* buf = NULL;
     size_t len = 0;
@@ -136,27 +102,8 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
     r->nthreads = nthreads;
     const Config* c = &r->cfg;
     GPT2* m = &r->model;
-    if (gpt2_setup_attention(m, c, err, errcap)) return -1;
     GPT2Config gc;
     if (gpt2_config_from(&gc, c, err, errcap)) return -1;
-    if (strncmp(c->init_from, "llmc:", 5) == 0) { // the file's sizes must match the config
-        GPT2Config fc;
-        if (llmc_read_config(c->init_from + 5, &fc, err, errcap)) return -1;
-        if (sizes_differ(&fc, &gc, c->init_from + 5, "llm.c model has", "", err, errcap)) return -1;
-    }
-    if (strncmp(c->init_from, "hf:", 3) == 0) { // config.json's sizes must match the config
-        GPT2Config fc;
-        char fatt[CONFIG_STR];
-        if (hf_read_config(c->init_from + 3, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
-        char where[1100];
-        snprintf(where, sizeof(where), "%s/config.json", c->init_from + 3);
-        if (sizes_differ(&fc, &gc, where, "model has", " (n_positions)", err, errcap)) return -1;
-        if (strcmp(fatt, c->attention) != 0)
-            fprintf(stderr,
-                    "attnlab: init_from %s: weights trained with attention '%s', this run "
-                    "uses '%s'\n",
-                    c->init_from, fatt, c->attention);
-    }
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
@@ -193,9 +140,13 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
         snprintf(err, errcap, "max_steps = 0 evaluates only, but 'val_data' is empty");
         return -1;
     }
-    gpt2_build(m, &gc);
-    if (init_weights(r, err, errcap)) return -1;
-    m->seed = (uint64_t)c->seed;
+    ModelOpen mo = {.run = c}; // built from this config, initialised, init_from's weights loaded
+    if (model_open(m, c->init_from, &mo, err, errcap)) return -1;
+    if (mo.note[0])
+        fprintf(stderr,
+                "attnlab: init_from %s: tensors not in the file keep their initial "
+                "values: %s\n",
+                c->init_from, mo.note);
     int Tmax = T > r->eval_T ? T : r->eval_T;
     gpt2_alloc_acts(m, B, Tmax, nthreads);
     optim_init(&r->opt, od, m->num_params);

@@ -11,8 +11,8 @@
 // run or two runs on the same tokens, from checkpoints (dumped through the same path as above
 // into a temporary directory) or from existing PREFIX.npy/.json dumps.
 //
-// defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); ckpt_read_info,
-// ckpt_load_model (model/checkpoint.h); metrics_write_attention (model/metrics.h)
+// defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); model_open
+// (model/open.h); metrics_write_attention (model/metrics.h)
 #include <ctype.h>
 #include <errno.h>
 #include <omp.h>
@@ -26,8 +26,8 @@
 #include "common/util.h"
 #include "data/tokenizer.h"
 #include "common/npy.h"
-#include "model/checkpoint.h"
 #include "model/explorer.h"
+#include "model/open.h"
 #include "model/gpt2.h"
 #include "model/metrics.h"
 
@@ -140,33 +140,14 @@ typedef struct {
 // (malloc'd, *T of them). Bad input exits with EXIT_USAGE, I/O errors with 1.
 static int* dump_maps(const DumpArgs* d, int* T_out, int* nl_out, int* nh_out) {
     const char* ckpt = d->ckpt;
-    // ---- model from the checkpoint: sizes and attention from its header, keys from its config
-    char err[2048], attention[CONFIG_STR];
-    GPT2Config gc;
-    char* cfg_text = NULL;
-    long step = 0;
-    if (ckpt_read_info(ckpt, &gc, attention, sizeof(attention), &cfg_text, &step, err, sizeof(err)))
-        usage_error("--checkpoint: %s", err);
-    char cfg_path[] = "/tmp/attnmap-config-XXXXXX";
-    int fd = mkstemp(cfg_path);
-    if (fd < 0) die(1, "cannot create a temporary file in /tmp");
-    size_t cl = cfg_text ? strlen(cfg_text) : 0;
-    if (write(fd, cfg_text ? cfg_text : "", cl) != (ssize_t)cl)
-        die(1, "%s: write failed", cfg_path);
-    close(fd);
-    Config c;
-    config_defaults(&c);
-    int lrc = config_load(&c, cfg_path, err, sizeof(err));
-    unlink(cfg_path);
-    free(cfg_text);
-    if (lrc) usage_error("%s: the saved config does not load", ckpt);
-    util_strlcpy(c.attention, attention, sizeof(c.attention));
+    // ---- model from the checkpoint: its saved config gives variant, keys and sizes
+    char err[2048];
     GPT2 m;
-    memset(&m, 0, sizeof(m));
-    if (gpt2_setup_attention(&m, &c, err, sizeof(err))) usage_error("%s", err);
-    gpt2_build(&m, &gc);
-    if (ckpt_load_model(&m, ckpt, 1, &step, NULL, 0, err, sizeof(err)))
-        usage_error("--checkpoint: %s", err);
+    ModelOpen mo = {.run = NULL};
+    if (model_open(&m, ckpt, &mo, err, sizeof(err))) usage_error("--checkpoint: %s", err);
+    const Config c = mo.cfg;
+    const GPT2Config gc = m.cfg;
+    const long step = mo.step;
 
     // ---- tokens
     Tokenizer* tok =

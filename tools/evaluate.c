@@ -45,8 +45,8 @@
 #include "data/dataloader.h"
 #include "data/passkey.h"
 #include "data/tokenizer.h"
-#include "model/checkpoint.h"
 #include "model/gpt2.h"
+#include "model/open.h"
 
 static void usage(FILE* f) {
     fprintf(f,
@@ -63,29 +63,10 @@ static void usage(FILE* f) {
 
 // Build the model saved in `path` (its config, attention and parameters).
 static void load_model(GPT2* m, Config* cfg, const char* path) {
-    GPT2Config gc;
-    char attention[CONFIG_STR], err[2048];
-    char* text = NULL;
-    long step;
-    if (ckpt_read_info(path, &gc, attention, sizeof(attention), &text, &step, err, sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
-    char tmpl[] = "/tmp/attnlab_eval_XXXXXX";
-    int fd = mkstemp(tmpl);
-    if (fd < 0) die(1, "cannot create a temporary file for the saved config");
-    FILE* f = fdopen(fd, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) die(1, "cannot write %s", tmpl);
-    free(text);
-    config_defaults(cfg);
-    int rc = config_load(cfg, tmpl, err, sizeof(err));
-    unlink(tmpl);
-    if (rc) die(EXIT_USAGE, "%s: saved config: %s", path, err);
-    if (gpt2_setup_attention(m, cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    if (gpt2_config_from(&gc, cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    gpt2_build(m, &gc);
-    char note[256];
-    if (ckpt_load_model(m, path, 1, &step, note, sizeof(note), err, sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
-    m->seed = (uint64_t)cfg->seed;
+    char err[2048];
+    ModelOpen mo = {.run = NULL};
+    if (model_open(m, path, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    *cfg = mo.cfg;
     m->step = -1;
 }
 

@@ -2,8 +2,8 @@
 // (model.safetensors + config.json + vocab.json + merges.txt) or to an llm.c model file.
 // Usage: ./export --checkpoint PATH --format hf|llmc --out DIR_or_FILE [options]; ./export --help
 //
-// defines: Config (common/config.h); GPT2 (model/gpt2.h); checkpoints (model/checkpoint.h);
-// the Hugging Face writer (model/hf.h)
+// defines: Config (common/config.h); GPT2 (model/gpt2.h); model_open (model/open.h); checkpoints
+// (model/checkpoint.h); the Hugging Face writer (model/hf.h)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "model/checkpoint.h"
 #include "model/hf.h"
+#include "model/open.h"
 
 static void usage(FILE* f) {
     fprintf(
@@ -37,60 +38,16 @@ static void usage(FILE* f) {
            "Exit codes: 0 done, 1 write failure, 2 bad usage or input.\n");
 }
 
-// Build `m` from an attnlab model file (its saved config gives the variant and sizes).
-static void load_attnlab(GPT2* m, const char* path) {
-    char err[2048], att[256];
-    char* text = NULL;
-    GPT2Config info;
-    long step;
-    if (ckpt_read_info(path, &info, att, sizeof(att), &text, &step, err, sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
-    char tmp[] = "/tmp/attnlab_export_XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) die(1, "cannot create a temporary file");
-    FILE* f = fdopen(fd, "w");
-    fputs(text, f);
-    fclose(f);
-    free(text);
-    Config cfg;
-    config_defaults(&cfg);
-    int bad = config_load(&cfg, tmp, err, sizeof(err));
-    unlink(tmp);
-    if (bad) die(EXIT_USAGE, "%s: the config saved in the checkpoint does not load: %s", path, err);
-    memset(m, 0, sizeof(*m));
-    if (gpt2_setup_attention(m, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    GPT2Config gc;
-    if (gpt2_config_from(&gc, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    gpt2_build(m, &gc);
-    if (ckpt_load_model(m, path, 1, &step, NULL, 0, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
-    fprintf(stderr, "export: %s: step %ld, attention %s, %zu parameters\n", path, step,
-            m->attention, m->num_params);
-}
-
-static void load_llmc(GPT2* m, const char* path) {
+// Open `source` (an attnlab model file, or llmc:PATH) into m and report what it is.
+static void load(GPT2* m, const char* source) {
     char err[2048];
-    GPT2Config gc;
-    if (llmc_read_config(path, &gc, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
-    Config cfg;
-    config_defaults(&cfg);
-    cfg.n_layer = gc.n_layer;
-    cfg.n_head = gc.n_head;
-    cfg.n_embd = gc.n_embd;
-    cfg.block_size = gc.block_size;
-    cfg.vocab_size = gc.vocab_size;
-    util_strlcpy(cfg.attention, "softmax", sizeof(cfg.attention));
-    util_strlcpy(cfg.pos_encoding, "learned", sizeof(cfg.pos_encoding));
-    cfg.qk_norm = 0;
-    memset(m, 0, sizeof(*m));
-    if (gpt2_setup_attention(m, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    GPT2Config built;
-    if (gpt2_config_from(&built, &cfg, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", path, err);
-    if (built.padded_vocab != gc.padded_vocab)
-        die(EXIT_USAGE, "%s: padded vocabulary %d, attnlab pads %d to %d", path, gc.padded_vocab,
-            gc.vocab_size, built.padded_vocab);
-    gpt2_build(m, &built);
-    if (llmc_load(m, path, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
-    fprintf(stderr, "export: %s: llm.c model, %zu parameters\n", path, m->num_params);
+    ModelOpen mo = {.run = NULL};
+    if (model_open(m, source, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (mo.kind == MODEL_SRC_LLMC)
+        fprintf(stderr, "export: %s: llm.c model, %zu parameters\n", source + 5, m->num_params);
+    else
+        fprintf(stderr, "export: %s: step %ld, attention %s, %zu parameters\n", source, mo.step,
+                m->attention, m->num_params);
 }
 
 int main(int argc, char** argv) {
@@ -149,10 +106,9 @@ int main(int argc, char** argv) {
     }
     fclose(f);
     GPT2 m;
-    if (magic == LLMC_MAGIC)
-        load_llmc(&m, path);
-    else
-        load_attnlab(&m, path);
+    char source[1200];
+    snprintf(source, sizeof(source), "%s%s", magic == LLMC_MAGIC ? "llmc:" : "", path);
+    load(&m, source);
 
     char err[2048];
     int rc = 0;

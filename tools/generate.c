@@ -1,7 +1,7 @@
 // tools/generate.c: sample text from an attnlab checkpoint.
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
 //                   [--top-k K] [--seed S]
-// defines: gpt2_load_checkpoint (model/load.h), gpt2_generate (model/sample.h), tokenizer
+// defines: model_open (model/open.h), gpt2_generate (model/sample.h), tokenizer
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,7 @@
 #include "common/util.h"
 #include "common/matmul.h"
 #include "data/tokenizer.h"
-#include "model/checkpoint.h"
-#include "model/load.h"
+#include "model/open.h"
 #include "model/sample.h"
 
 static void usage(FILE* f) {
@@ -69,17 +68,13 @@ int main(int argc, char** argv) {
     }
     mm_init_threads();
     char err[2048];
-    Config cfg;
     GPT2 m;
-    long step;
+    ModelOpen mo = {.run = NULL};
+    if (model_open(&m, ckpt, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    const Config cfg = mo.cfg;
+    const long step = mo.step;
     // allocate for the model's own block size: generation slides a window of that length
-    GPT2Config info;
-    char att[CONFIG_STR];
-    if (ckpt_read_info(ckpt, &info, att, sizeof(att), NULL, &step, err, sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
-    if (gpt2_load_checkpoint(&m, &cfg, &step, ckpt, 1, info.block_size, omp_get_max_threads(), err,
-                             sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
+    gpt2_alloc_acts(&m, 1, m.cfg.block_size, omp_get_max_threads());
     Tokenizer* tok = tokenizer_load(cfg.tokenizer, cfg.tokenizer_dir, err, sizeof(err));
     if (!tok) die(EXIT_USAGE, "%s", err);
     int* pids = NULL;

@@ -18,8 +18,7 @@
 #include "common/matmul.h"
 #include "data/probes.h"
 #include "data/shard.h"
-#include "model/checkpoint.h"
-#include "model/load.h"
+#include "model/open.h"
 
 static void usage(FILE* f) {
     fprintf(f,
@@ -190,22 +189,17 @@ static int cmd_eval(int task, int argc, char** argv) {
     if (batches > 0 && (size_t)(batches * B) < ndocs) ndocs = (size_t)(batches * B);
 
     GPT2 m;
-    Config cfg;
-    long step;
     char err[2048];
-    GPT2Config info;
-    char att[CONFIG_STR];
-    if (ckpt_read_info(ckpt, &info, att, sizeof(att), NULL, &step, err, sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
-    if (T > info.block_size)
+    ModelOpen mo = {.run = NULL};
+    if (model_open(&m, ckpt, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    const long step = mo.step;
+    if (T > m.cfg.block_size)
         die(EXIT_USAGE, "%s: documents are %ld tokens, longer than the model's block_size = %d",
-            first, T, info.block_size);
-    if (info.vocab_size < PROBE_VOCAB)
+            first, T, m.cfg.block_size);
+    if (m.cfg.vocab_size < PROBE_VOCAB)
         die(EXIT_USAGE, "%s: vocab_size = %d, the probe tasks need %d (tokenizer = byte)", ckpt,
-            info.vocab_size, PROBE_VOCAB);
-    if (gpt2_load_checkpoint(&m, &cfg, &step, ckpt, (int)B, (int)T, omp_get_max_threads(), err,
-                             sizeof(err)))
-        die(EXIT_USAGE, "%s", err);
+            m.cfg.vocab_size, PROBE_VOCAB);
+    gpt2_alloc_acts(&m, (int)B, (int)T, omp_get_max_threads());
 
     ProbeScore sc;
     memset(&sc, 0, sizeof(sc));

@@ -1,0 +1,155 @@
+// model/open.c: models from an attnlab model file, an llm.c model file or a Hugging Face
+// directory, in one call (see open.h).
+#include "model/open.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "model/checkpoint.h"
+#include "model/hf.h"
+
+static const char* pos_name(int pe) {
+    static const char* names[] = {"learned", "rope", "alibi", "none", "xpos"};
+    return pe >= 0 && pe < 5 ? names[pe] : "learned";
+}
+
+// The config a bare model file implies: defaults with its sizes and attention.
+static void config_of_sizes(Config* c, const GPT2Config* g, const char* attention) {
+    config_defaults(c);
+    c->n_layer = g->n_layer;
+    c->n_head = g->n_head;
+    c->n_embd = g->n_embd;
+    c->block_size = g->block_size;
+    c->vocab_size = g->vocab_size;
+    c->qk_norm = g->qk_norm;
+    util_strlcpy(c->pos_encoding, pos_name(g->pos_encoding), sizeof(c->pos_encoding));
+    util_strlcpy(c->attention, attention, sizeof(c->attention));
+}
+
+// init_from: the file's sizes (fc) must equal the config's (gc). On a difference, err reads
+// "WHERE: WHAT n_layer=.. n_head=.. n_embd=.. vocab_size=.. block_size=..NOTE; set these keys
+// to match" and 1 is returned.
+static int sizes_differ(const GPT2Config* fc, const GPT2Config* gc, const char* where,
+                        const char* what, const char* note, char* err, size_t errcap) {
+    if (fc->n_layer == gc->n_layer && fc->n_head == gc->n_head && fc->n_embd == gc->n_embd &&
+        fc->vocab_size == gc->vocab_size && fc->block_size == gc->block_size)
+        return 0;
+    snprintf(err, errcap,
+             "%s: %s n_layer=%d n_head=%d n_embd=%d vocab_size=%d block_size=%d%s; set these "
+             "keys to match",
+             where, what, fc->n_layer, fc->n_head, fc->n_embd, fc->vocab_size, fc->block_size,
+             note);
+    return 1;
+}
+
+// Attention, build and (for init_from) initial values, from o->cfg.
+static int build(GPT2* m, ModelOpen* o, const char* what, char* err, size_t errcap) {
+    char e2[1800];
+    if (gpt2_setup_attention(m, &o->cfg, e2, sizeof(e2))) {
+        if (o->run)
+            snprintf(err, errcap, "%s", e2);
+        else
+            snprintf(err, errcap, "%s: %s", what, e2);
+        return -1;
+    }
+    GPT2Config gc;
+    if (gpt2_config_from(&gc, &o->cfg, e2, sizeof(e2))) {
+        snprintf(err, errcap, "%s: %s", what, e2);
+        return -1;
+    }
+    gpt2_build(m, &gc);
+    if (o->run) gpt2_init(m, (uint64_t)o->cfg.seed);
+    m->seed = (uint64_t)o->cfg.seed;
+    return 0;
+}
+
+static int open_attnlab(GPT2* m, const char* path, ModelOpen* o, char* err, size_t errcap) {
+    CkptFile cf;
+    if (ckpt_open(&cf, path, err, errcap)) return -1;
+    int rc = -1;
+    o->step = cf.step;
+    if (!o->run) {
+        char name[1200], e2[1800];
+        snprintf(name, sizeof(name), "%s (saved config)", path);
+        config_defaults(&o->cfg);
+        if (config_load_text(&o->cfg, cf.config_text, name, e2, sizeof(e2))) {
+            snprintf(err, errcap, "%s: its saved config does not parse: %s", path, e2);
+            goto done;
+        }
+    }
+    if (build(m, o, path, err, errcap)) goto done;
+    rc = ckpt_read_params(&cf, m, o->run ? 0 : 1, o->note, sizeof(o->note), err, errcap);
+done:
+    ckpt_close(&cf);
+    return rc;
+}
+
+static int open_llmc(GPT2* m, const char* path, ModelOpen* o, char* err, size_t errcap) {
+    GPT2Config fc;
+    if (llmc_read_config(path, &fc, err, errcap)) return -1;
+    if (o->run) {
+        GPT2Config gc;
+        if (gpt2_config_from(&gc, &o->cfg, err, errcap)) return -1;
+        if (sizes_differ(&fc, &gc, path, "llm.c model has", "", err, errcap)) return -1;
+    } else {
+        config_of_sizes(&o->cfg, &fc, "softmax");
+    }
+    if (build(m, o, path, err, errcap)) return -1;
+    if (!o->run && m->cfg.padded_vocab != fc.padded_vocab) {
+        snprintf(err, errcap, "%s: padded vocabulary %d, attnlab pads %d to %d", path,
+                 fc.padded_vocab, fc.vocab_size, m->cfg.padded_vocab);
+        return -1;
+    }
+    return llmc_load_params(m, path, &fc, err, errcap);
+}
+
+static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t errcap) {
+    GPT2Config fc;
+    char fatt[CONFIG_STR];
+    if (hf_read_config(dir, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
+    if (o->run) {
+        GPT2Config gc;
+        if (gpt2_config_from(&gc, &o->cfg, err, errcap)) return -1;
+        char where[1100];
+        snprintf(where, sizeof(where), "%s/config.json", dir);
+        if (sizes_differ(&fc, &gc, where, "model has", " (n_positions)", err, errcap)) return -1;
+        if (strcmp(fatt, o->cfg.attention) != 0)
+            fprintf(stderr,
+                    "attnlab: init_from hf:%s: weights trained with attention '%s', this run "
+                    "uses '%s'\n",
+                    dir, fatt, o->cfg.attention);
+    } else {
+        config_of_sizes(&o->cfg, &fc, fatt);
+    }
+    if (build(m, o, dir, err, errcap)) return -1;
+    return hf_load(m, dir, err, errcap);
+}
+
+int model_open(GPT2* m, const char* source, ModelOpen* o, char* err, size_t errcap) {
+    memset(m, 0, sizeof(*m));
+    o->step = 0;
+    o->note[0] = '\0';
+    if (o->run) o->cfg = *o->run;
+    int rc;
+    if (strncmp(source, "llmc:", 5) == 0) {
+        o->kind = MODEL_SRC_LLMC;
+        rc = open_llmc(m, source + 5, o, err, errcap);
+    } else if (strncmp(source, "hf:", 3) == 0) {
+        o->kind = MODEL_SRC_HF;
+        rc = open_hf(m, source + 3, o, err, errcap);
+    } else if (source[0] == '\0' || strcmp(source, "scratch") == 0) {
+        o->kind = MODEL_SRC_SCRATCH;
+        if (!o->run) {
+            snprintf(err, errcap, "'%s': give a model file, llmc:PATH or hf:DIR", source);
+            return -1;
+        }
+        rc = build(m, o, "scratch", err, errcap);
+    } else {
+        o->kind = MODEL_SRC_ATTNLAB;
+        rc = open_attnlab(m, source, o, err, errcap);
+    }
+    if (rc) gpt2_free(m);
+    return rc ? -1 : 0;
+}
