@@ -1,9 +1,20 @@
-// train.c: the attnlab trainer. config -> model -> loop (train, evaluate, sample, checkpoint,
-// log) -> free. Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help;
-// ./train --list-attention; ./train CONFIG [overrides] --print-config.
+// train.c: the attnlab trainer, to be read top to bottom as the script of a run:
+//   setup     config -> model (model_open: from scratch or init_from) -> data loaders ->
+//             optimizer, schedule, precision; everything that can fail on bad input fails here,
+//             before anything is written (exit 2);
+//   the loop  resume from the newest complete checkpoint, open the logs, then per step:
+//             evaluation and sampling at their intervals; micro-batches (forward + backward,
+//             gradients accumulate); gradients ready (global norm, non-finite guard); clipping;
+//             the optimizer step; logs, diagnostics and checkpoint rotation;
+//   teardown  the final checkpoint (also after SIGINT/SIGTERM), free.
+// Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention;
+// ./train CONFIG [overrides] --print-config.
 //
-// defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); checkpoints
-// (model/checkpoint.h); sampling (model/sample.h); the run loop helpers (model/run.h)
+// Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
+// model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
+// (model/sample.h); DataLoader (data/dataloader.h); Optimizer, schedules, clipping (optim/).
+// The run-state file is composed here from the optimizer's and the loader's own serialisations
+// (save_run_state / load_run_state; the byte layout is in docs/design.md).
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -12,27 +23,585 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/json.h"
 #include "common/matmul.h"
+#include "common/spike.h"
 #include "common/util.h"
-#include "model/run.h"
+#include "data/dataloader.h"
+#include "data/tokenizer.h"
+#include "model/checkpoint.h"
+#include "model/gpt2.h"
+#include "model/memory.h"
+#include "model/metrics.h"
+#include "model/open.h"
+#include "model/sample.h"
+#include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
+#include "optim/optim.h"
+#include "optim/schedule.h"
 
-static volatile sig_atomic_t g_stop = 0;
+// What a checkpoint saves besides the model and the optimizer: the loop's own state.
+typedef struct {
+    long step;      // completed optimizer steps
+    Rng rng;        // the sampling RNG
+    float best_val; // best validation loss so far (or -1)
+    int skips;      // consecutive skipped (non-finite) updates
+} LoopState;
+
+typedef struct {
+    Config cfg;
+    GPT2 model;
+    DataLoader train, val;
+    int have_train, have_val;
+    Optimizer opt;
+    OptimHParams oh;
+    OptimRange ranges[GPT2_MAX_SPECS]; // one per tensor, with its weight-decay flag
+    int nranges;
+    LrSchedule sched;
+    Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
+    LoopState ls;
+    DataLoaderState data_pos; // the training loader's position as last saved or loaded
+    int resumed;
+    int *inputs, *targets; // (B, max(T, eval_T))
+    int eval_T;
+    FILE *jsonl, *log;
+    JsonBuf j;
+    Metrics mt;
+    char* config_text; // the resolved config: OUT/config.conf and every model file
+    int nthreads;
+    double peak_flops; // measured matmul FLOP/s in this run's precision (for MFU)
+    int peak_raised;   // a step's rate beat the measured peak, which was raised to it
+    char precision_info[384];
+} Trainer;
+
+static volatile sig_atomic_t g_stop = 0; // SIGINT/SIGTERM: checkpoint after this step and stop
 static void on_signal(int sig) {
     (void)sig;
     g_stop = 1;
 }
 
-// Peak resident memory of this process (VmHWM), printed at exit for the benchmark.
-static void print_peak_rss(void) {
-    FILE* f = fopen("/proc/self/status", "r");
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof(line), f)) {
-        long kb;
-        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) printf("peak RSS: %.1f MiB\n", kb / 1024.0);
+// =============================================================================================
+// setup
+
+// Everything that can fail on bad input: returns -1 with err (main exits 2).
+static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
+    memset(t, 0, sizeof(*t));
+    t->cfg = *cfg;
+    t->nthreads = nthreads;
+    const Config* c = &t->cfg;
+    const int B = c->batch_size, T = c->seq_len;
+    t->eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
+    const int Tmax = T > t->eval_T ? T : t->eval_T;
+    GPT2Config gc;
+    if (gpt2_config_from(&gc, c, err, errcap)) return -1;
+    const OptimizerDef* od = optim_lookup(c->optimizer);
+    if (!od) {
+        snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
+        return -1;
     }
-    fclose(f);
+    MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
+    memory_estimate(&me, &gc, B, Tmax, od->state_per_param, nthreads);
+    if (memory_check(&me, memory_available(), err, errcap)) return -1;
+    if (lr_schedule_init(&t->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
+                         c->max_steps)) {
+        snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
+        return -1;
+    }
+    // the model: built from the config, initialised from the seed, init_from's weights loaded
+    ModelOpen mo = {.run = c};
+    if (model_open(&t->model, c->init_from, &mo, err, errcap)) return -1;
+    if (mo.note[0])
+        fprintf(stderr,
+                "attnlab: init_from %s: tensors not in the file keep their initial "
+                "values: %s\n",
+                c->init_from, mo.note);
+    // the data
+    if (c->max_steps > 0) {
+        if (!c->train_data[0]) {
+            snprintf(err, errcap,
+                     "key 'train_data' is empty: give a glob of llm.c shards "
+                     "(scripts/setup corpus mobydick makes some)");
+            return -1;
+        }
+        if (dataloader_init(&t->train, c->train_data, B, T, c->shuffle, (uint64_t)c->seed, err,
+                            errcap))
+            return -1;
+        t->have_train = 1;
+    }
+    if (c->val_data[0]) {
+        if (dataloader_init(&t->val, c->val_data, B, t->eval_T, 0, 0, err, errcap)) return -1;
+        t->have_val = 1;
+    } else if (c->max_steps == 0) {
+        snprintf(err, errcap, "max_steps = 0 evaluates only, but 'val_data' is empty");
+        return -1;
+    }
+    GPT2* m = &t->model;
+    gpt2_alloc_acts(m, B, Tmax, nthreads);
+    t->inputs = mallocCheck(sizeof(int) * (size_t)B * Tmax);
+    t->targets = mallocCheck(sizeof(int) * (size_t)B * Tmax);
+    // the optimizer over the parameter table's tensors
+    optim_init(&t->opt, od, m->num_params);
+    t->oh = (OptimHParams){
+        .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay};
+    t->nranges = m->nspecs;
+    for (int i = 0; i < m->nspecs; i++)
+        t->ranges[i] = (OptimRange){m->specs[i].offset, m->specs[i].size, m->specs[i].decay};
+    char terr[512];
+    t->tok = tokenizer_load(c->tokenizer, c->tokenizer_dir, terr, sizeof(terr));
+    if (!t->tok && c->sample_every > 0)
+        fprintf(stderr, "attnlab: samples will print token ids: %s\n", terr);
+    rng_seed(&t->ls.rng, (uint64_t)c->seed ^ 0x5eedULL);
+    t->ls.best_val = -1.0f;
+    MMPrecision prec;
+    if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
+                             errcap))
+        return -1;
+    gpt2_set_precision(m, prec);
+    t->config_text = gpt2_config_text(m, c, t->precision_info);
+    t->peak_flops = mm_measure_peak(nthreads, 8);
+    return 0;
 }
+
+static void teardown(Trainer* t) {
+    gpt2_free(&t->model);
+    if (t->have_train) dataloader_free(&t->train);
+    if (t->have_val) dataloader_free(&t->val);
+    optim_free(&t->opt);
+    if (t->tok) tokenizer_free(t->tok);
+    free(t->inputs);
+    free(t->targets);
+    free(t->config_text);
+    json_free(&t->j);
+    if (t->jsonl) fclose(t->jsonl);
+    if (t->log) fclose(t->log);
+}
+
+// =============================================================================================
+// checkpoints: the model file (model/checkpoint.h) and the run-state file composed here.
+//
+// state_NNNNNNNN.bin (version 1): int32[256] header {STATE_MAGIC, version, optimizer n (int64,
+// words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word 6), step (int64, words
+// 8-9)}, the optimizer's name[32], the loop record {int64 step, sampling RNG (4 x uint64), the
+// training loader's position (DATALOADER_STATE_BYTES), float best_val, int32 skips}, the
+// optimizer's state arrays, the checkpoint trailer. Integers little-endian.
+
+#define LOOP_RECORD_BYTES (8 + 32 + DATALOADER_STATE_BYTES + 4 + 4)
+
+static void put64(int32_t* h, int64_t v) {
+    h[0] = (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
+    h[1] = (int32_t)(uint32_t)((uint64_t)v >> 32);
+}
+static int64_t get64(const int32_t* h) {
+    return (int64_t)(((uint64_t)(uint32_t)h[1] << 32) | (uint32_t)h[0]);
+}
+
+static int save_run_state(const Trainer* t, const char* path, char* err, size_t errcap) {
+    OptimStateHeader oh;
+    optim_state_header(&t->opt, &oh);
+    int32_t h[256] = {0};
+    h[0] = STATE_MAGIC;
+    h[1] = CKPT_VERSION;
+    put64(h + 2, oh.n);
+    put64(h + 4, oh.t);
+    h[6] = oh.state_per_param;
+    put64(h + 8, t->ls.step);
+    unsigned char rec[LOOP_RECORD_BYTES] = {0}; // little-endian fields (x86-64 and arm64)
+    int64_t step = t->ls.step;
+    int32_t skips = t->ls.skips;
+    DataLoaderState pos = t->data_pos;
+    if (t->have_train) dataloader_get_state(&t->train, &pos);
+    memcpy(rec, &step, 8);
+    memcpy(rec + 8, t->ls.rng.s, 32);
+    dataloader_state_write(&pos, rec + 40);
+    memcpy(rec + 40 + DATALOADER_STATE_BYTES, &t->ls.best_val, 4);
+    memcpy(rec + 44 + DATALOADER_STATE_BYTES, &skips, 4);
+    AtomicFile af;
+    if (atomic_open(&af, path)) {
+        snprintf(err, errcap, "%s", af.err);
+        return -1;
+    }
+    atomic_write(&af, h, sizeof(h));
+    atomic_write(&af, oh.name, OPTIM_NAME_BYTES);
+    atomic_write(&af, rec, sizeof(rec));
+    optim_state_write(&t->opt, &af);
+    return ckpt_finish_file(&af, err, errcap);
+}
+
+static int load_run_state(Trainer* t, const char* path, char* err, size_t errcap) {
+    if (ckpt_verify_file(path, 1024 + OPTIM_NAME_BYTES + LOOP_RECORD_BYTES, err, errcap)) return -1;
+    FILE* f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "%s: cannot open", path);
+        return -1;
+    }
+    int32_t h[256];
+    OptimStateHeader oh;
+    unsigned char rec[LOOP_RECORD_BYTES];
+    int rc = -1;
+    if (fread(h, 4, 256, f) != 256 || fread(oh.name, 1, OPTIM_NAME_BYTES, f) != OPTIM_NAME_BYTES ||
+        fread(rec, 1, sizeof(rec), f) != sizeof(rec)) {
+        snprintf(err, errcap, "%s: read error", path);
+        goto done;
+    }
+    if (h[0] != STATE_MAGIC || h[1] != CKPT_VERSION) {
+        snprintf(err, errcap, "%s: not an attnlab run-state file (magic %d version %d)", path, h[0],
+                 h[1]);
+        goto done;
+    }
+    oh.n = get64(h + 2);
+    oh.t = get64(h + 4);
+    oh.state_per_param = h[6];
+    if (optim_state_accept(&t->opt, &oh, path, err, errcap) ||
+        optim_state_read(&t->opt, f, path, err, errcap))
+        goto done;
+    int64_t step;
+    int32_t skips;
+    memcpy(&step, rec, 8);
+    memcpy(t->ls.rng.s, rec + 8, 32);
+    dataloader_state_read(&t->data_pos, rec + 40);
+    memcpy(&t->ls.best_val, rec + 40 + DATALOADER_STATE_BYTES, 4);
+    memcpy(&skips, rec + 44 + DATALOADER_STATE_BYTES, 4);
+    t->ls.step = (long)step;
+    t->ls.skips = skips;
+    rc = t->have_train ? dataloader_set_state(&t->train, &t->data_pos, err, errcap) : 0;
+done:
+    fclose(f);
+    return rc;
+}
+
+static void checkpoint_paths(const Trainer* t, long step, char* mp, char* sp, size_t cap) {
+    snprintf(mp, cap, "%s/model_%08ld.bin", t->cfg.out_dir, step);
+    snprintf(sp, cap, "%s/state_%08ld.bin", t->cfg.out_dir, step);
+}
+
+// Model first, state second: a checkpoint counts only when both exist and verify. Then the
+// rotation keeps the newest keep_last pairs.
+static int save_checkpoint(Trainer* t, long step) {
+    char mp[1100], sp[1100], err[2048];
+    checkpoint_paths(t, step, mp, sp, sizeof(mp));
+    t->ls.step = step;
+    if (ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
+        save_run_state(t, sp, err, sizeof(err))) {
+        fprintf(stderr,
+                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
+                "intact)\n",
+                step, err);
+        return -1;
+    }
+    ckpt_prune(t->cfg.out_dir, t->cfg.keep_last);
+    return 0;
+}
+
+// resume = 1: load the newest step whose model and state both verify. Returns the start step.
+static long resume(Trainer* t) {
+    const char* dir = t->cfg.out_dir;
+    long latest = t->cfg.resume ? ckpt_find_latest(dir) : -1;
+    if (latest < 0) {
+        if (t->cfg.resume)
+            printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n", dir);
+        return 0;
+    }
+    char mp[1100], sp[1100], err[2048];
+    checkpoint_paths(t, latest, mp, sp, sizeof(mp));
+    long s;
+    if (ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
+        load_run_state(t, sp, err, sizeof(err)))
+        die(EXIT_USAGE, "cannot resume: %s", err);
+    printf("resuming from step %ld (%s)\n", t->ls.step, mp);
+    t->resumed = 1;
+    return t->ls.step;
+}
+
+// =============================================================================================
+// pieces of the loop
+
+static void check_tokens(const Trainer* t, const int* ids, size_t n, const char* which) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= t->cfg.vocab_size)
+            die(EXIT_USAGE, "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)",
+                which, ids[i], t->cfg.vocab_size);
+}
+
+// Mean validation loss over the first eval_steps batches (sequential, from the start), in
+// evaluation mode (step -1: stochastic variants are deterministic).
+static float evaluate(Trainer* t) {
+    const int B = t->cfg.batch_size, T = t->eval_T;
+    GPT2* m = &t->model;
+    const long saved = m->step;
+    m->step = -1;
+    dataloader_reset(&t->val);
+    double sum = 0;
+    for (int i = 0; i < t->cfg.eval_steps; i++) {
+        dataloader_next(&t->val, t->inputs, t->targets);
+        check_tokens(t, t->inputs, (size_t)B * T, "val_data");
+        check_tokens(t, t->targets, (size_t)B * T, "val_data");
+        gpt2_forward(m, t->inputs, t->targets, B, T);
+        sum += m->mean_loss;
+    }
+    m->step = saved;
+    return (float)(sum / t->cfg.eval_steps);
+}
+
+static void write_sample(Trainer* t, long step) {
+    const int n = t->cfg.sample_tokens, V = t->cfg.vocab_size;
+    int* ids = mallocCheck(sizeof(int) * (size_t)(n + 1));
+    int eot = t->tok ? tokenizer_eot(t->tok) : (V == 257 ? 256 : 50256);
+    ids[0] = eot < V ? eot : 0;
+    int len = gpt2_generate(&t->model, ids, 1, n, 1.0f, 40, -1, &t->ls.rng);
+    printf("---- sample at step %ld ----\n", step);
+    if (t->tok) {
+        size_t bl;
+        char* text = tokenizer_decode(t->tok, ids + 1, (size_t)(len - 1), &bl);
+        fwrite(text, 1, bl, stdout);
+        free(text);
+    } else {
+        for (int i = 1; i < len; i++)
+            printf("%d ", ids[i]);
+    }
+    printf("\n--------------------------------\n");
+    fflush(stdout);
+    free(ids);
+}
+
+static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
+    return tok ? tokenizer_token_bytes(tok, id, len) : NULL;
+}
+
+// The diagnostics (model/metrics.h) on probe_sequences windows of the validation split (the
+// training split without one), spread evenly over its shards; a no-op when both intervals are 0.
+static void diagnostics_init(Trainer* t) {
+    const Config* c = &t->cfg;
+    const DataLoader* dl = t->have_val ? &t->val : &t->train;
+    const int on = c->metrics_every > 0 || c->dump_attention_every > 0;
+    const int T = t->have_val ? t->eval_T : c->seq_len, n = c->probe_sequences;
+    const char* src = t->have_val ? c->val_data : c->train_data;
+    char err[2048];
+    int* probe = on ? dataloader_spread_tokens(dl, n, T, err, sizeof(err)) : NULL;
+    if (on && !probe) die(EXIT_USAGE, "%s", err);
+    MetricsSetup ms = {.every = c->metrics_every,
+                       .dump_every = c->dump_attention_every,
+                       .sink_eps = c->sink_eps,
+                       .tokens = probe,
+                       .nseq = n,
+                       .T = T,
+                       .nthreads = t->nthreads};
+    if (metrics_init(&t->mt, &t->model, &ms, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", src, err);
+    free(probe);
+}
+
+// OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed) and OUT/main.log, and the
+// run's header: what precision ran and what MFU is measured against.
+static void open_logs(Trainer* t, long start) {
+    const Config* c = &t->cfg;
+    const GPT2* m = &t->model;
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
+    AtomicFile af;
+    if (atomic_open(&af, path) || atomic_write(&af, t->config_text, strlen(t->config_text)) ||
+        atomic_commit(&af))
+        die(1, "%s", af.err);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
+    if (t->resumed) jsonl_keep_steps(path, start);
+    t->jsonl = fopen(path, t->resumed ? "a" : "w");
+    snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
+    t->log = fopen(path, t->resumed ? "a" : "w");
+    if (!t->jsonl || !t->log) die(1, "%s: cannot open log files", c->out_dir);
+    const char* pname = mm_precision_name(m->precision);
+    printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
+           "B=%d T=%d accum=%d | %d threads | %s peak %.1f GFLOP/s\n",
+           m->attention, m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.block_size,
+           (double)m->num_params / 1e6, c->batch_size, c->seq_len, c->grad_accum, t->nthreads,
+           pname, t->peak_flops / 1e9);
+    printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
+           "start-up); model FLOPs/token %.6g\n",
+           t->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
+    fflush(stdout);
+    fprintf(t->log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
+            t->peak_flops / 1e9);
+    fflush(t->log);
+    char against[128];
+    snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
+    JsonBuf* j = &t->j;
+    json_begin(j);
+    json_int(j, "step", start);
+    json_str(j, "event", "run");
+    json_str(j, "precision", pname);
+    json_str(j, "precision_info", t->precision_info);
+    json_str(j, "mfu_against", against);
+    json_end(j);
+    json_write_line(j, t->jsonl);
+}
+
+// =============================================================================================
+// the loop
+
+static int train(Trainer* t) {
+    const Config* c = &t->cfg;
+    GPT2* m = &t->model;
+    char err[2048];
+    if (util_mkdirs(c->out_dir, err, sizeof(err))) die(1, "%s", err);
+    const long start = resume(t);
+    json_init(&t->j);
+    open_logs(t, start);
+    diagnostics_init(t);
+    const int B = c->batch_size, T = c->seq_len, accum = c->grad_accum;
+    const size_t BT = (size_t)B * T;
+    double t_sum = 0;
+    int t_n = 0, rc = 0;
+    long step = start;
+    SpikeWindow spikes = {.n = 0};
+    for (;; step++) {
+        const int last = step >= c->max_steps;
+        // ---- evaluation and samples (at step 0, every eval_every / sample_every, and the end)
+        if (t->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
+            float vl = evaluate(t);
+            if (t->ls.best_val < 0 || vl < t->ls.best_val) t->ls.best_val = vl;
+            json_begin(&t->j);
+            json_int(&t->j, "step", step);
+            json_num(&t->j, "val_loss", vl);
+            json_end(&t->j);
+            json_write_line(&t->j, t->jsonl);
+            fprintf(t->log, "s:%ld tel:%f\n", step, (double)vl);
+            fflush(t->log);
+            printf("step %ld | val loss %.4f\n", step, (double)vl);
+            fflush(stdout);
+        }
+        if (c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
+            write_sample(t, step);
+        if (last || g_stop) break;
+
+        // ---- one optimizer step: micro-batches, gradients accumulate into m->grads
+        double t0 = util_now();
+        m->step = step;
+        gpt2_zero_grad(m);
+        double loss = 0;
+        for (int k = 0; k < accum; k++) {
+            dataloader_next(&t->train, t->inputs, t->targets);
+            check_tokens(t, t->inputs, BT, "train_data");
+            check_tokens(t, t->targets, BT, "train_data");
+            gpt2_forward(m, t->inputs, t->targets, B, T);
+            gpt2_backward(m, 1.0f / (float)accum);
+            loss += m->mean_loss;
+        }
+        loss /= accum;
+
+        // ---- gradients ready: global norm, non-finite guard
+        double norm = grad_global_norm(m->grads, m->num_params);
+        float lr = lr_schedule_get(&t->sched, (int)step);
+        if (!isfinite(loss) || !isfinite(norm)) {
+            char where[256];
+            metrics_describe_nonfinite(m, where, sizeof(where));
+            if (strcmp(c->nan_policy, "skip") == 0 && ++t->ls.skips <= c->max_skips) {
+                fprintf(stderr,
+                        "attnlab: non-finite loss or gradient at step %ld (first in %s): "
+                        "update skipped (%d consecutive)\n",
+                        step, where, t->ls.skips);
+                json_begin(&t->j);
+                json_int(&t->j, "step", step + 1);
+                json_str(&t->j, "event", "skipped_nonfinite");
+                json_str(&t->j, "where", where);
+                json_end(&t->j);
+                json_write_line(&t->j, t->jsonl);
+                continue;
+            }
+            fprintf(stderr,
+                    "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; first "
+                    "non-finite value in %s. Stopping without a checkpoint of this state; the "
+                    "last checkpoint in %s is intact.\n",
+                    loss, norm, step, where, c->out_dir);
+            rc = EXIT_NONFINITE;
+            break;
+        }
+        t->ls.skips = 0;
+        // diagnostics read the gradient norms here, before clipping (read-only)
+        const int metrics_now = metrics_due(&t->mt, step + 1, step + 1 == c->max_steps);
+        const int dump_now = metrics_dump_due(&t->mt, step + 1, step + 1 == c->max_steps);
+        if (metrics_now) metrics_grads(&t->mt, m, norm);
+
+        // ---- clip, then the optimizer step
+        grad_clip(m->grads, m->num_params, norm, c->grad_clip);
+        optim_step(&t->opt, m->params, m->grads, t->ranges, t->nranges, lr, &t->oh);
+        gpt2_params_changed(m); // the bf16 weight copy is refreshed by the next forward
+
+        // ---- logs: throughput, MFU, loss spikes, the step record
+        double dt = util_now() - t0;
+        if (step > start) { // the first step warms caches up; keep it out of the ETA
+            t_sum += dt;
+            t_n++;
+        }
+        double tok_s = (double)BT * accum / dt;
+        double rate = gpt2_flops_per_token(m, T) * tok_s;
+        if (rate > t->peak_flops) { // the start-up peak came out low (busy machine): raise it
+            t->peak_flops = rate;
+            if (!t->peak_raised)
+                fprintf(t->log,
+                        "# step %ld beat the measured matmul peak: mfu is now against the "
+                        "best step rate, %.1f GFLOP/s\n",
+                        step + 1, rate / 1e9);
+            t->peak_raised = 1;
+        }
+        double mfu = rate / t->peak_flops;
+        int spike_hist = spikes.n;
+        double spike_med = spike_push(&spikes, loss);
+        if (spike_med >= 0) {
+            fprintf(stderr,
+                    "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
+                    "last %d steps\n",
+                    step + 1, loss, SPIKE_K, spike_med, spike_hist);
+            json_begin(&t->j);
+            json_int(&t->j, "step", step + 1);
+            json_str(&t->j, "event", "loss_spike");
+            json_num(&t->j, "train_loss", loss);
+            json_num(&t->j, "median", spike_med);
+            json_num(&t->j, "factor", SPIKE_K);
+            json_end(&t->j);
+            json_write_line(&t->j, t->jsonl);
+        }
+        json_begin(&t->j);
+        json_int(&t->j, "step", step + 1);
+        json_num(&t->j, "train_loss", loss);
+        json_num(&t->j, "lr", lr);
+        json_num(&t->j, "grad_norm", norm);
+        json_num(&t->j, "step_ms", dt * 1e3);
+        json_num(&t->j, "tok_per_s", tok_s);
+        json_num(&t->j, "mfu", mfu);
+        json_end(&t->j);
+        json_write_line(&t->j, t->jsonl);
+        fprintf(t->log, "s:%ld trl:%f\n", step + 1, loss);
+
+        // ---- diagnostics: probe forward on the updated model, records, attention dump
+        const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
+        if ((metrics_now || dump_now) &&
+            metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->jsonl,
+                          t->log, err, sizeof(err)))
+            fprintf(stderr, "attnlab: attention dump at step %ld failed: %s\n", step + 1, err);
+        if (c->log_every > 0 && ((step + 1) % c->log_every == 0 || step + 1 == c->max_steps)) {
+            char eta[32];
+            double avg = t_n ? t_sum / t_n : dt;
+            util_format_duration(eta, sizeof(eta), avg * (double)(c->max_steps - step - 1));
+            printf("step %5ld/%d | loss %.4f | lr %.2e | norm %6.3f | %7.1f ms | %8.0f tok/s | "
+                   "mfu %4.1f%% | ETA %s\n",
+                   step + 1, c->max_steps, loss, (double)lr, norm, dt * 1e3, tok_s, 100 * mfu, eta);
+            fflush(stdout);
+        }
+
+        // ---- checkpoint rotation
+        if (c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0 &&
+            step + 1 < c->max_steps && save_checkpoint(t, step + 1))
+            rc = 1;
+    }
+    metrics_free(&t->mt);
+    if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
+        if (save_checkpoint(t, step))
+            rc = 1;
+        else
+            printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
+        if (g_stop) printf("stopped by signal at step %ld; resume with resume=1\n", step);
+    }
+    return rc;
+}
+
+// =============================================================================================
+// main: the command line
 
 static void usage(FILE* f) {
     fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
@@ -47,6 +616,25 @@ static void usage(FILE* f) {
                "Writes OUT/metrics.jsonl, OUT/main.log, OUT/config.conf and checkpoints\n"
                "OUT/model_NNNNNNNN.bin + OUT/state_NNNNNNNN.bin. Exit codes: 0 done, 1 I/O,\n"
                "2 bad config or input (nothing written), 3 non-finite loss or gradient.\n");
+}
+
+// --sgemm-peak / --bf16-peak (used by scripts/bench)
+static int print_peak(const char* precision) {
+    mm_init_threads();
+    char info[384] = "", err[1024];
+    if (precision) {
+        MMPrecision p;
+        if (mm_resolve_precision(precision, &p, info, sizeof(info), err, sizeof(err)))
+            die(EXIT_USAGE, "%s", err);
+        mm_set_precision(p);
+    }
+    int nt = omp_get_max_threads();
+    double best = mm_measure_peak(nt, 12);
+    if (precision)
+        printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
+    else
+        printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
+    return 0;
 }
 
 int main(int argc, char** argv) {
@@ -70,25 +658,8 @@ int main(int argc, char** argv) {
                 printf("%s\n", attn_get(k)->name);
             return 0;
         }
-        if (!strcmp(argv[i], "--sgemm-peak")) { // used by scripts/bench
-            mm_init_threads();
-            int nt = omp_get_max_threads();
-            double best = run_measure_sgemm_peak(nt, 12);
-            printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--bf16-peak")) { // used by scripts/bench
-            mm_init_threads();
-            MMPrecision p;
-            char info[384], err0[1024];
-            if (mm_resolve_precision("bf16", &p, info, sizeof(info), err0, sizeof(err0)))
-                die(EXIT_USAGE, "%s", err0);
-            mm_set_precision(p);
-            int nt = omp_get_max_threads();
-            double best = run_measure_sgemm_peak(nt, 12);
-            printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
-            return 0;
-        }
+        if (!strcmp(argv[i], "--sgemm-peak")) return print_peak(NULL);
+        if (!strcmp(argv[i], "--bf16-peak")) return print_peak("bf16");
     }
     Config cfg;
     config_defaults(&cfg);
@@ -116,12 +687,12 @@ int main(int argc, char** argv) {
     int nthreads = cfg.threads > 0 ? cfg.threads : omp_get_num_procs();
     omp_set_num_threads(nthreads);
 
-    Run run;
-    if (run_setup(&run, &cfg, nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    static Trainer t; // large (the config and the parameter table): not on the stack
+    if (setup(&t, &cfg, nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    int rc = run_train(&run, &g_stop);
-    run_free(&run);
-    print_peak_rss();
+    int rc = train(&t);
+    teardown(&t);
+    util_print_peak_rss(); // for the benchmark
     return rc;
 }

@@ -304,3 +304,24 @@ int json_write_file(const JsonBuf* j, const char* path, char* err, size_t errcap
     }
     return 0;
 }
+
+void jsonl_keep_steps(const char* path, long last) {
+    char err[512];
+    size_t len;
+    char* text = util_read_file(path, &len, err, sizeof(err));
+    if (!text) return;
+    AtomicFile af;
+    if (atomic_open(&af, path) == 0) {
+        for (char* line = text; *line;) {
+            char* nl = strchr(line, '\n');
+            size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
+            const char* sp = strstr(line, "\"step\":");
+            long s = sp && (!nl || sp < nl) ? strtol(sp + 7, NULL, 10) : 0;
+            // a last line without its newline was cut by a crash mid-write: drop it
+            if (s <= last && nl) atomic_write(&af, line, ll);
+            line += ll;
+        }
+        atomic_commit(&af);
+    }
+    free(text);
+}

@@ -77,4 +77,9 @@ int json_write_line(const JsonBuf* j, FILE* f);
 // with a message naming the file in err.
 int json_write_file(const JsonBuf* j, const char* path, char* err, size_t errcap);
 
+// Rewrite the JSONL file `path` (atomically) keeping only the records whose "step" is <= last
+// and dropping a last line cut without its newline (a crash mid-write): a resumed run then
+// appends after the step it resumed from. A missing file is left alone.
+void jsonl_keep_steps(const char* path, long last);
+
 #endif

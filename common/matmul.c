@@ -300,3 +300,46 @@ void matmul_forward_ref(float* out, const float* inp, const float* weight, const
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// measured peak (matmul.h)
+
+double mm_measure_peak(int nthreads, int trials) {
+    const int n = 512;
+    const size_t nn = (size_t)n * n;
+    float* a = allocFloats((size_t)nthreads * nn);
+    float* b = allocFloats((size_t)nthreads * nn);
+    float* c = allocFloats((size_t)nthreads * nn);
+    bf16* ah = mallocCheck(sizeof(bf16) * (size_t)nthreads * nn);
+    bf16* bh = mallocCheck(sizeof(bf16) * (size_t)nthreads * nn);
+    for (size_t i = 0; i < (size_t)nthreads * nn; i++) {
+        a[i] = (float)(i % 7) * 0.1f;
+        b[i] = (float)(i % 5) * 0.1f;
+        ah[i] = bf16_from_float(a[i]);
+        bh[i] = bf16_from_float(b[i]);
+    }
+    const int half = mm_precision() != MM_FP32;
+    double best = 0;
+    for (int rep = 0; rep < trials; rep++) {
+        double t0 = util_now();
+#pragma omp parallel num_threads(nthreads)
+        {
+            size_t o = (size_t)omp_get_thread_num() * nn;
+            for (int k = 0; k < 2; k++) {
+                if (half)
+                    mm_gemm_bf16(0, 1, n, n, n, 1.0f, ah + o, n, bh + o, n, 0.0f, c + o, n);
+                else
+                    mm_gemm(0, 1, n, n, n, 1.0f, a + o, n, b + o, n, 0.0f, c + o, n);
+            }
+        }
+        double dt = util_now() - t0;
+        double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
+        if (f > best && rep > 0) best = f; // the first trial creates primitives, warms caches
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(ah);
+    free(bh);
+    return best;
+}

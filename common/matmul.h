@@ -68,4 +68,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
                         int C, int OC);
 
+// Measured matmul throughput (FLOP/s) in the current kernel precision (fp32: sgemm; bf16: oneDNN
+// on operands already in bf16) with n threads each multiplying its own 512x512 matrices, the way
+// the trainer calls the kernels: the best of `trials` short trials (a busy machine makes single
+// trials come out low; the first trial, which creates primitives and warms caches, never
+// counts). About 0.05 s per trial.
+double mm_measure_peak(int nthreads, int trials);
+
 #endif

@@ -239,3 +239,14 @@ long util_cli_long(const char* what, const char* s, long lo, long hi) {
         die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", what, s, lo, hi);
     return v;
 }
+
+void util_print_peak_rss(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof(line), f)) {
+        long kb;
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) printf("peak RSS: %.1f MiB\n", kb / 1024.0);
+    }
+    fclose(f);
+}

@@ -46,6 +46,8 @@ int util_strlcpy(char* dst, const char* src, size_t cap);
 // ----------------------------------------------------------------------------
 // Time
 double util_now(void); // monotonic seconds
+// Print "peak RSS: X MiB" (VmHWM of /proc/self/status) to stdout; nothing where unavailable.
+void util_print_peak_rss(void);
 
 // Format seconds as "1h02m", "3m05s" or "12.3s" into buf.
 void util_format_duration(char* buf, size_t cap, double seconds);

@@ -283,3 +283,94 @@ void dataloader_free(DataLoader* dl) {
     dl->nfiles = 0;
     dl->nwindows = 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// serialised state and probe windows
+
+static void put_u64(unsigned char* p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char* p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void dataloader_state_write(const DataLoaderState* st, unsigned char* buf) {
+    put_u64(buf, st->epoch);
+    put_u64(buf + 8, st->shard_pos);
+    put_u64(buf + 16, st->window_pos);
+    for (int i = 0; i < 4; i++)
+        put_u64(buf + 24 + 8 * i, st->rng.s[i]);
+}
+
+void dataloader_state_read(DataLoaderState* st, const unsigned char* buf) {
+    st->epoch = get_u64(buf);
+    st->shard_pos = get_u64(buf + 8);
+    st->window_pos = get_u64(buf + 16);
+    for (int i = 0; i < 4; i++)
+        st->rng.s[i] = get_u64(buf + 24 + 8 * i);
+}
+
+int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,
+                           size_t errcap) {
+    const char* path = dl->files[file];
+    uint16_t* buf = mallocCheck(sizeof(uint16_t) * (size_t)T);
+    FILE* f = fopen(path, "rb");
+    long off = (long)(sizeof(int32_t) * SHARD_HEADER_INTS + sizeof(uint16_t) * start);
+    int ok = f && start + (size_t)T <= dl->ntok[file] && fseek(f, off, SEEK_SET) == 0 &&
+             fread(buf, sizeof(uint16_t), (size_t)T, f) == (size_t)T;
+    if (f) fclose(f);
+    for (int t = 0; ok && t < T; t++)
+        out[t] = buf[t];
+    free(buf);
+    if (!ok) snprintf(err, errcap, "%s: cannot read the %d tokens at token %zu", path, T, start);
+    return ok ? 0 : -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// spread windows (the diagnostics' probe sequences)
+
+int dataloader_spread_windows(const size_t* ntok, int nfiles, int T, int n, int* file,
+                              size_t* start) {
+    uint64_t S = 0; // number of possible window starts over all files
+    for (int f = 0; f < nfiles; f++)
+        if (ntok[f] >= (size_t)T) S += ntok[f] - (size_t)T + 1;
+    if (S == 0 || n < 1 || T < 1) return -1;
+    for (int j = 0; j < n; j++) {
+        // evenly spaced over the starts: g = floor(j S / n) (exact for S * n < 2^64)
+        uint64_t g = (uint64_t)j * (S / (uint64_t)n) + ((uint64_t)j * (S % (uint64_t)n)) / n;
+        int f = 0;
+        for (;; f++) {
+            uint64_t s = ntok[f] >= (size_t)T ? ntok[f] - (size_t)T + 1 : 0;
+            if (g < s) break;
+            g -= s;
+        }
+        file[j] = f;
+        start[j] = (size_t)g;
+    }
+    return 0;
+}
+
+int* dataloader_spread_tokens(const DataLoader* dl, int n, int T, char* err, size_t errcap) {
+    int* file = mallocCheck(sizeof(int) * (size_t)n);
+    size_t* start = mallocCheck(sizeof(size_t) * (size_t)n);
+    int* out = NULL;
+    if (dataloader_spread_windows(dl->ntok, dl->nfiles, T, n, file, start)) {
+        snprintf(err, errcap, "%s: no shard holds a probe sequence of %d tokens", dl->files[0], T);
+    } else {
+        out = mallocCheck(sizeof(int) * (size_t)n * T);
+        for (int j = 0; j < n && out; j++)
+            if (dataloader_read_window(dl, file[j], start[j], T, out + (size_t)j * T, err,
+                                       errcap)) {
+                free(out);
+                out = NULL;
+            }
+    }
+    free(file);
+    free(start);
+    return out;
+}

@@ -50,4 +50,27 @@ void dataloader_get_state(const DataLoader* dl, DataLoaderState* st);
 int dataloader_set_state(DataLoader* dl, const DataLoaderState* st, char* err, size_t errcap);
 void dataloader_free(DataLoader* dl);
 
+// The position as bytes, for run-state files: DATALOADER_STATE_BYTES bytes, little-endian uint64
+// epoch, shard_pos, window_pos, then the 4 words of the RNG (the same bytes as the struct on a
+// little-endian machine, which is how version-1 run-state files hold it).
+#define DATALOADER_STATE_BYTES 56
+void dataloader_state_write(const DataLoaderState* st, unsigned char* buf);
+void dataloader_state_read(DataLoaderState* st, const unsigned char* buf);
+
+// Placement of n windows of T tokens over files holding ntok[0..nfiles) tokens: the
+// possible starts (ntok[f] - T + 1 per file that holds T tokens, in file order) are numbered
+// 0..S-1 and window j starts at number floor(j * S / n), so the windows are evenly spaced over
+// the whole split (they overlap only when the split holds fewer than n * T tokens). Window j is
+// tokens [start[j], start[j] + T) of file[j]. 0, or -1 when no file holds T tokens.
+int dataloader_spread_windows(const size_t* ntok, int nfiles, int T, int n, int* file,
+                              size_t* start);
+// The tokens of those n windows over the loader's shards: (n, T) token ids (malloc'd), or NULL
+// with err naming the shard. The trainer's diagnostics probe these.
+int* dataloader_spread_tokens(const DataLoader* dl, int n, int T, char* err, size_t errcap);
+
+// Tokens [start, start + T) of shard `file` of the loader into out[0..T) (e.g. the diagnostics'
+// probe windows). 0, or -1 with err naming the shard.
+int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,
+                           size_t errcap);
+
 #endif

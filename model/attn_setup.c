@@ -214,3 +214,38 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
         if (m->la[l].row == m->la[l].v) m->la[l].row_hp = m->la[l].hp;
     return 0;
 }
+
+char* gpt2_config_text(const GPT2* m, const Config* c, const char* precision_info) {
+    char* buf = NULL;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (!f) die(1, "cannot allocate the resolved config");
+    fprintf(f, "# attnlab resolved config: every key with its value for this run\n");
+    config_write(c, f);
+    fprintf(f, "# precision in effect: %s\n", precision_info);
+    const AttnVariant* seen[2 * GPT2_MAX_LAYERS];
+    int nseen = 0;
+    fprintf(f, "# attention hyperparameters in effect (defaults included):\n");
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const LayerAttn* la = &m->la[l];
+        const AttnVariant* vs[2] = {la->v, la->row};
+        const AttnHParams* hs[2] = {&la->hp, &la->row_hp};
+        for (int q = 0; q < 2; q++) {
+            int dup = 0;
+            for (int i = 0; i < nseen; i++)
+                dup |= seen[i] == vs[q];
+            if (dup || vs[q]->n_hparams == 0) continue;
+            seen[nseen++] = vs[q];
+            char* hb = NULL;
+            size_t hl = 0;
+            FILE* hf = open_memstream(&hb, &hl);
+            attn_hparams_write(hs[q], vs[q], hf);
+            fclose(hf);
+            for (char* line = strtok(hb, "\n"); line; line = strtok(NULL, "\n"))
+                fprintf(f, "#   %s   (%s)\n", line, vs[q]->name);
+            free(hb);
+        }
+    }
+    fclose(f);
+    return buf;
+}

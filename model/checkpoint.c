@@ -309,66 +309,14 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
 }
 
 // ---------------------------------------------------------------------------------------------
-// run state
+// the trailer, for the run-state file the trainer composes
 
-int ckpt_save_state(const Optimizer* o, const RunState* rs, const char* path, char* err,
-                    size_t errcap) {
-    int32_t h[256] = {0};
-    h[0] = STATE_MAGIC;
-    h[1] = CKPT_VERSION;
-    put64(h, 2, (int64_t)o->n);
-    put64(h, 4, (int64_t)o->t);
-    h[6] = o->def->state_per_param;
-    put64(h, 8, (int64_t)rs->step);
-    char name[32] = {0};
-    util_strlcpy(name, o->def->name, sizeof(name));
-    AtomicFile af;
-    if (atomic_open(&af, path)) {
-        snprintf(err, errcap, "%s", af.err);
-        return -1;
-    }
-    atomic_write(&af, h, sizeof(h));
-    atomic_write(&af, name, sizeof(name));
-    atomic_write(&af, rs, sizeof(*rs));
-    atomic_write(&af, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param);
-    return finish(&af, err, errcap);
+int ckpt_verify_file(const char* path, size_t min_size, char* err, size_t errcap) {
+    return verify_trailer(path, min_size, err, errcap);
 }
 
-int ckpt_load_state(Optimizer* o, RunState* rs, const char* path, char* err, size_t errcap) {
-    if (verify_trailer(path, 1024 + 32 + sizeof(RunState), err, errcap)) return -1;
-    FILE* f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    int32_t h[256];
-    char name[32];
-    int rc = -1;
-    if (read_exact(f, h, sizeof(h), path, "the header", err, errcap)) goto done;
-    if (h[0] != STATE_MAGIC || h[1] != CKPT_VERSION) {
-        snprintf(err, errcap, "%s: not an attnlab run-state file (magic %d version %d)", path, h[0],
-                 h[1]);
-        goto done;
-    }
-    if (read_exact(f, name, sizeof(name), path, "the optimizer name", err, errcap)) goto done;
-    name[31] = '\0';
-    if (strcmp(name, o->def->name) != 0 || (size_t)get64(h, 2) != o->n ||
-        h[6] != o->def->state_per_param) {
-        snprintf(err, errcap,
-                 "%s: optimizer state is %s over %lld parameters; the run uses %s "
-                 "over %zu",
-                 path, name, (long long)get64(h, 2), o->def->name, o->n);
-        goto done;
-    }
-    if (read_exact(f, rs, sizeof(*rs), path, "the run state", err, errcap)) goto done;
-    if (read_exact(f, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param, path,
-                   "the optimizer state", err, errcap))
-        goto done;
-    o->t = (long)get64(h, 4);
-    rc = 0;
-done:
-    fclose(f);
-    return rc;
+int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap) {
+    return finish(af, err, errcap);
 }
 
 // ---------------------------------------------------------------------------------------------

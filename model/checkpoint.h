@@ -4,7 +4,8 @@
 // step), the attention spec, the parameter table (name + size per tensor), the resolved config
 // text, all parameters (fp32), and a trailer {crc32 of everything before it, end magic}.
 // Run state (state_%08d.bin): header, optimizer name and state, step, RNG, dataloader position,
-// same trailer. Both are written atomically (temp file, fsync, rename, directory fsync); resume
+// same trailer; train.c composes it from optim/ and data/ (see docs/design.md). Both are written
+// atomically (temp file, fsync, rename, directory fsync); resume
 // takes the newest step whose model and state both verify, so a crash at any moment leaves the
 // previous complete checkpoint usable.
 //
@@ -17,10 +18,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/rng.h"
-#include "data/dataloader.h"
+#include "common/util.h"
 #include "model/gpt2.h"
-#include "optim/optim.h"
 
 #define CKPT_MAGIC     20261130
 #define CKPT_VERSION   1
@@ -64,18 +63,14 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                      size_t errcap);
 void ckpt_close(CkptFile* cf);
 
-typedef struct {
-    long step;                  // completed optimizer steps
-    Rng rng;                    // trainer RNG (sampling)
-    DataLoaderState train_data; // position of the training loader
-    float best_val;             // best validation loss so far (or -1)
-    int skips;                  // consecutive skipped (non-finite) updates
-} RunState;
-
-int ckpt_save_state(const Optimizer* o, const RunState* rs, const char* path, char* err,
-                    size_t errcap);
-// The optimizer must already be initialised with the same algorithm and size.
-int ckpt_load_state(Optimizer* o, RunState* rs, const char* path, char* err, size_t errcap);
+// The trailer every attnlab checkpoint file ends with: {crc32 of all bytes before it, end magic}.
+// The trainer composes the run-state file (state_NNNNNNNN.bin: magic STATE_MAGIC, layout in
+// docs/design.md) from the optimizer's and the data loader's own serialisations and closes it
+// with ckpt_finish_file; ckpt_verify_file checks a file of at least min_size bytes before the
+// trailer. 0, or -1 with err naming the file (truncated, missing end marker, checksum mismatch).
+int ckpt_verify_file(const char* path, size_t min_size, char* err, size_t errcap);
+// Append the trailer over everything af has written and commit it (atomic rename).
+int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap);
 
 // llm.c model files
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);

@@ -108,6 +108,10 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap);
 
 // Model sizes from the config (padded vocab = vocab_size rounded up to a multiple of 128).
 int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap);
+// The resolved config of a run as text (malloc'd): every key of c, the precision in effect and
+// every attention hyperparameter of m in effect (defaults included) as comments. Written to
+// OUT/config.conf and into every model file.
+char* gpt2_config_text(const GPT2* m, const Config* c, const char* precision_info);
 
 // Build the parameter table and allocate parameters and gradients (zeroed). Attention must be
 // set up first. gpt2_init then fills GPT-2 initial values from `seed`.

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gradnorm.h"
 #include "common/util.h"
-#include "optim/clip.h"
 
 // ---------------------------------------------------------------------------------------------
 // setup
@@ -511,7 +511,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
     }
 }
 
-static int write_dump(const Metrics* mt, const GPT2* m, long step, const Tokenizer* tok,
+static int write_dump(const Metrics* mt, const GPT2* m, long step, const TokenText* tok,
                       const char* out_dir, char* err, size_t errcap) {
     char dir[1100], prefix[1200];
     snprintf(dir, sizeof(dir), "%s/attn", out_dir);
@@ -530,7 +530,7 @@ static int write_dump(const Metrics* mt, const GPT2* m, long step, const Tokeniz
     return rc;
 }
 
-int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const Tokenizer* tok,
+int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const TokenText* tok,
                   const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap) {
     // probe forward in evaluation mode, in chunks of the activation batch; it overwrites only
     // activations the next step recomputes
@@ -549,4 +549,20 @@ int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const 
     if (want) metrics_write(mt, m, step, jsonl, log);
     mt->have_grads = 0;
     return rc;
+}
+
+void metrics_describe_nonfinite(const GPT2* m, char* out, size_t cap) {
+    for (int i = 0; i < m->nspecs; i++) {
+        const ParamSpec* s = &m->specs[i];
+        size_t k = grad_first_nonfinite(m->grads + s->offset, s->size);
+        if (k < s->size) {
+            if (s->stacked)
+                snprintf(out, cap, "gradient of tensor %s (layer %zu)", s->name,
+                         k / (s->size / s->shape[0]));
+            else
+                snprintf(out, cap, "gradient of tensor %s", s->name);
+            return;
+        }
+    }
+    snprintf(out, cap, "the loss (all gradients finite)");
 }

@@ -3,11 +3,12 @@
 //
 // Every `metrics_every` steps, after the optimizer update, a probe forward runs on a fixed set
 // of probe sequences (`probe_sequences` windows spread evenly over the validation split, built
-// by the trainer and handed in), in chunks of the model's activation batch, and the records
-// below go to out_dir/metrics.jsonl. Diagnostics are read-only: the probe forward only
-// overwrites activations that the next training step recomputes, runs at step -1 (evaluation
-// mode for stochastic variants) and the gradient norms are read before clipping without
-// changing anything, so the training numerics are identical with diagnostics on or off.
+// by the trainer with data/dataloader.h's dataloader_spread_tokens and handed in), in chunks of the
+// model's activation batch, and the records below go to out_dir/metrics.jsonl. Diagnostics are
+// read-only: the probe forward only overwrites activations that the next training step recomputes,
+// runs at step -1 (evaluation mode for stochastic variants) and the gradient norms are read before
+// clipping without changing anything, so the training numerics are identical with diagnostics on or
+// off.
 //
 // Conventions (a = raw attention weights of one causal row t, n = t + 1 keys); the full
 // definitions, with what is reported for rows that do not sum to 1, are in docs/diagnostics.md:
@@ -38,8 +39,15 @@
 #include <stdio.h>
 
 #include "common/json.h"
-#include "data/tokenizer.h"
 #include "model/gpt2.h"
+
+// The text of token ids, for the attention dumps' token strings: bytes(ctx, id, &len) returns
+// the token's bytes (not NUL-terminated) or NULL. The caller adapts its tokenizer (train.c and
+// ./attnmap wrap data/tokenizer.h's tokenizer_token_bytes); NULL everywhere = no strings.
+typedef struct {
+    const unsigned char* (*bytes)(const void* ctx, int id, size_t* len);
+    const void* ctx;
+} TokenText;
 
 #define METRICS_SINK_T 64 // positions used for the sink rate (Gu et al.)
 #define METRICS_DUMP_T 64 // positions of the attention dumps written during training
@@ -92,13 +100,6 @@ long metrics_massive_count(const float* x, size_t n, float* scratch);
 // gq, gk, gv get NH norms each.
 void metrics_head_grad_norms(float* gq, float* gk, float* gv, const float* dqkvw,
                              const float* dqkvb, int C, int NH);
-
-// Placement of n probe windows of T tokens over files holding ntok[0..nfiles) tokens: the
-// possible starts (ntok[f] - T + 1 per file that holds T tokens, in file order) are numbered
-// 0..S-1 and window j starts at number floor(j * S / n), so the windows are evenly spaced over
-// the whole split (they overlap only when the split holds fewer than n * T tokens). Window j is
-// tokens [start[j], start[j] + T) of file[j]. 0, or -1 when no file holds T tokens.
-int metrics_probe_windows(const size_t* ntok, int nfiles, int T, int n, int* file, size_t* start);
 
 // ---------------------------------------------------------------------------------------------
 // the diagnostics of a run
@@ -156,12 +157,16 @@ int metrics_dump_due(const Metrics* mt, long step, int last);
 // be clipped yet; global_norm is the pre-clip global norm the loop computed.
 void metrics_grads(Metrics* mt, const GPT2* m, double global_norm);
 
+// Where the first non-finite gradient is, for the trainer's message: "gradient of tensor NAME
+// (layer L)", or "the loss (all gradients finite)".
+void metrics_describe_nonfinite(const GPT2* m, char* out, size_t cap);
+
 // Probe forward over all probe sequences, then every record of `step`: head, model, act, param
 // (and grad if metrics_grads ran for this step) to jsonl, headline `s:STEP key:value` lines to
 // log (either may be NULL), and, if dump is set, the attention dump
 // out_dir/attn/step_XXXXXXXX.{npy,json} of the first probe sequence.
 // Returns 0, or -1 with err if writing the dump failed.
-int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const Tokenizer* tok,
+int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const TokenText* tok,
                   const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap);
 
 // The two halves of metrics_probe's records, for callers that run the forward themselves:
@@ -177,10 +182,11 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
 // From the last forward of m: PREFIX.npy, shape (nl, nh, T, T), the weights of sequence b for
 // the listed layers and heads over the first T positions (exact causal weights, zeros above the
 // diagonal; fp32 or fp16), and PREFIX.json with the token ids and strings (tokens[0..T), strings
-// null without a tokenizer), the layer and head indices, the variant spec, step and source.
+// null where tok (or tok->bytes) is NULL or gives none), the layer and head indices, the variant
+// spec, step and source.
 int metrics_write_attention(const GPT2* m, const char* prefix, int b, int T, const int* layers,
                             int nl, const int* heads, int nh, int fp16, const int* tokens,
-                            const Tokenizer* tok, long step, const char* source, char* err,
+                            const TokenText* tok, long step, const char* source, char* err,
                             size_t errcap);
 
 #endif

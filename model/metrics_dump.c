@@ -10,7 +10,7 @@
 
 int metrics_write_attention(const GPT2* m, const char* prefix, int b, int T, const int* layers,
                             int nl, const int* heads, int nh, int fp16, const int* tokens,
-                            const Tokenizer* tok, long step, const char* source, char* err,
+                            const TokenText* tok, long step, const char* source, char* err,
                             size_t errcap) {
     const int B = m->cur_B, Tc = m->cur_T, NH = m->cfg.n_head;
     ASSERT(b >= 0 && b < B && T >= 1 && T <= Tc && nl >= 1 && nh >= 1);
@@ -56,7 +56,7 @@ int metrics_write_attention(const GPT2* m, const char* prefix, int b, int T, con
     json_array_begin(&j, "token_strings");
     for (int t = 0; t < T; t++) {
         size_t len = 0;
-        const unsigned char* s = tok ? tokenizer_token_bytes(tok, seq[t], &len) : NULL;
+        const unsigned char* s = tok && tok->bytes ? tok->bytes(tok->ctx, seq[t], &len) : NULL;
         if (s)
             json_strn(&j, NULL, (const char*)s, len);
         else

@@ -222,26 +222,3 @@ void metrics_head_grad_norms(float* gq, float* gk, float* gv, const float* dqkvw
         }
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// probe windows
-
-int metrics_probe_windows(const size_t* ntok, int nfiles, int T, int n, int* file, size_t* start) {
-    uint64_t S = 0; // number of possible window starts over all files
-    for (int f = 0; f < nfiles; f++)
-        if (ntok[f] >= (size_t)T) S += ntok[f] - (size_t)T + 1;
-    if (S == 0 || n < 1 || T < 1) return -1;
-    for (int j = 0; j < n; j++) {
-        // evenly spaced over the starts: g = floor(j S / n) (exact for S * n < 2^64)
-        uint64_t g = (uint64_t)j * (S / (uint64_t)n) + ((uint64_t)j * (S % (uint64_t)n)) / n;
-        int f = 0;
-        for (;; f++) {
-            uint64_t s = ntok[f] >= (size_t)T ? ntok[f] - (size_t)T + 1 : 0;
-            if (g < s) break;
-            g -= s;
-        }
-        file[j] = f;
-        start[j] = (size_t)g;
-    }
-    return 0;
-}

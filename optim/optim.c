@@ -56,3 +56,43 @@ void optim_free(Optimizer* o) {
     o->n = 0;
     o->t = 0;
 }
+
+// ---------------------------------------------------------------------------------------------
+// state serialisation
+
+void optim_state_header(const Optimizer* o, OptimStateHeader* h) {
+    memset(h, 0, sizeof(*h));
+    util_strlcpy(h->name, o->def->name, sizeof(h->name));
+    h->n = (int64_t)o->n;
+    h->t = (int64_t)o->t;
+    h->state_per_param = o->def->state_per_param;
+}
+
+int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
+                       size_t errcap) {
+    char name[OPTIM_NAME_BYTES];
+    memcpy(name, h->name, sizeof(name));
+    name[sizeof(name) - 1] = '\0';
+    if (strcmp(name, o->def->name) != 0 || (size_t)h->n != o->n ||
+        h->state_per_param != o->def->state_per_param) {
+        snprintf(err, errcap,
+                 "%s: optimizer state is %s over %lld parameters; the run uses %s over %zu", path,
+                 name, (long long)h->n, o->def->name, o->n);
+        return -1;
+    }
+    o->t = (long)h->t;
+    return 0;
+}
+
+int optim_state_write(const Optimizer* o, AtomicFile* af) {
+    return atomic_write(af, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param);
+}
+
+int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t errcap) {
+    size_t n = o->n * (size_t)o->def->state_per_param;
+    if (n && fread(o->state, sizeof(float), n, f) != n) {
+        snprintf(err, errcap, "%s: truncated while reading the optimizer state", path);
+        return -1;
+    }
+    return 0;
+}

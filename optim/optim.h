@@ -8,6 +8,10 @@
 #define ATTNLAB_OPTIM_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/util.h"
 
 typedef struct {
     float beta1, beta2, eps, weight_decay;
@@ -53,5 +57,24 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h);
 void optim_free(Optimizer* o);
+
+// State serialisation, for run-state files. The optimizer's part is two pieces the caller places
+// in its file: a header (algorithm name, parameter count n, update count t, number of state
+// arrays) and the state arrays (state_per_param arrays of n floats, in memory order).
+#define OPTIM_NAME_BYTES 32
+typedef struct {
+    char name[OPTIM_NAME_BYTES]; // NUL-padded
+    int64_t n, t;
+    int32_t state_per_param;
+} OptimStateHeader;
+
+void optim_state_header(const Optimizer* o, OptimStateHeader* h);
+// Accept a header read from `path`: the same algorithm, size and state arrays as o (else -1 with
+// err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
+int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
+                       size_t errcap);
+// The state arrays: written through the crash-safe writer (common/util.h), read from f.
+int optim_state_write(const Optimizer* o, AtomicFile* af);
+int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t errcap);
 
 #endif

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
 
 #include "common/util.h"
 #include "data/shard.h"
@@ -54,4 +57,39 @@ void test_write_shards(const char* dir, int V, int period, size_t ntrain, size_t
     ck_assert_msg(shard_write(p, t + ntrain, nval, err, sizeof(err)) == 0, "%s", err);
     free(base);
     free(t);
+}
+
+int test_train(const Config* c, char** stderr_text) {
+    char train[1100], conf[1100], so[1100], se[1100], err[1200];
+    snprintf(train, sizeof(train), "%s/train", test_build_dir());
+    ck_assert_msg(access(train, X_OK) == 0, "%s: trainer not built", train);
+    snprintf(conf, sizeof(conf), "%s.conf", c->out_dir);
+    snprintf(so, sizeof(so), "%s.stdout.txt", c->out_dir);
+    snprintf(se, sizeof(se), "%s.stderr.txt", c->out_dir);
+    FILE* f = fopen(conf, "w");
+    ck_assert_msg(f != NULL, "%s: cannot write", conf);
+    ck_assert_int_eq(config_write(c, f), 0);
+    fclose(f);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        int fo = open(so, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(se, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fo < 0 || fe < 0) _exit(126);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        char* argv[] = {train, conf, NULL};
+        execv(train, argv);
+        _exit(127);
+    }
+    int st;
+    ck_assert(waitpid(pid, &st, 0) == pid);
+    if (stderr_text) {
+        size_t n;
+        *stderr_text = util_read_file(se, &n, err, sizeof(err));
+        if (!*stderr_text) *stderr_text = strdup("");
+    }
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }

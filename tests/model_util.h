@@ -20,4 +20,10 @@ void test_random_tokens(int* x, int n, int V, Rng* r);
 // below V repeated, ntrain and nval tokens.
 void test_write_shards(const char* dir, int V, int period, size_t ntrain, size_t nval);
 
+// Train on config c with the trainer built beside the suites (BUILD/train), as a subprocess: c
+// is written with config_write to OUT.conf (OUT = c->out_dir) and run as `BUILD/train OUT.conf`,
+// its stdout and stderr going to OUT.stdout.txt and OUT.stderr.txt. Returns the exit code (128 +
+// signal if killed); *stderr_text (if given) gets the stderr text (malloc'd).
+int test_train(const Config* c, char** stderr_text);
+
 #endif

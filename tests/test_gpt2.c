@@ -15,7 +15,6 @@
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
-#include "model/run.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"
 

@@ -1,5 +1,5 @@
-// tests/test_gpt2_train.c: training runs of tiny models with the in-process trainer, on
-// synthetic shards:
+// tests/test_gpt2_train.c: training runs of tiny models with ./train (the binary built beside
+// this suite, run on a config written from the test's Config), on synthetic shards:
 //   - 20 steps straight == 10 steps + resume + 10 steps, exactly;
 //   - one batch overfits (loss < 0.1); a tiny model's loss falls > 2 nats in 60 steps;
 //   - every registered attention variant trains 40 steps with finite, falling loss;
@@ -15,7 +15,6 @@
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
-#include "model/run.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"
 
@@ -23,7 +22,7 @@
 // helpers
 
 // ---------------------------------------------------------------------------------------------
-// runs: synthetic shards, in-process trainer
+// runs: synthetic shards, ./train
 
 static void run_config(Config* c, const char* dir, const char* out, int V) {
     test_tiny_config(c, V, 2, 2, 32, 32);
@@ -36,22 +35,18 @@ static void run_config(Config* c, const char* dir, const char* out, int V) {
     c->warmup_steps = 5;
     c->eval_every = 10;
     c->eval_steps = 2;
-    c->log_every = 0;
+    c->log_every = 1000000; // no progress lines (0 is not a valid value)
     c->sample_every = 0;
     c->threads = 2;
     strcpy(c->tokenizer, "byte"); // no tokenizer files needed
 }
 
-static int do_run(const Config* c, Run* keep) {
-    Run r;
-    char err[2048];
-    static volatile sig_atomic_t no_stop = 0;
-    ck_assert_msg(run_setup(&r, c, 2, err, sizeof(err)) == 0, "%s", err);
-    int rc = run_train(&r, &no_stop);
-    if (keep)
-        *keep = r;
-    else
-        run_free(&r);
+// Train with ./train; on failure its stderr is shown.
+static int do_run(const Config* c) {
+    char* se = NULL;
+    int rc = test_train(c, &se);
+    if (rc) fprintf(stderr, "./train exited %d: %s\n", rc, se);
+    free(se);
     return rc;
 }
 
@@ -80,7 +75,7 @@ START_TEST(test_resume_exact) {
     run_config(&a, dir, "straight", 300);
     a.max_steps = 20;
     a.shuffle = 1;
-    ck_assert_int_eq(do_run(&a, NULL), 0);
+    ck_assert_int_eq(do_run(&a), 0);
     Config b = a;
     snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed", dir);
     // same schedule as the 20-step run: the cosine horizon must not change at the stop
@@ -88,14 +83,14 @@ START_TEST(test_resume_exact) {
     b.checkpoint_every = 10;
     // stop after step 10 by running a 20-step run whose checkpoint at 10 we then resume from:
     // simulate the interruption by deleting everything after the step-10 checkpoint
-    ck_assert_int_eq(do_run(&b, NULL), 0);
+    ck_assert_int_eq(do_run(&b), 0);
     char p[800];
     snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, 20);
     unlink(p);
     snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, 20);
     unlink(p);
     b.resume = 1;
-    ck_assert_int_eq(do_run(&b, NULL), 0);
+    ck_assert_int_eq(do_run(&b), 0);
     double la[64], lb[64];
     int na = read_losses(a.out_dir, la, 64, NULL), nb = read_losses(b.out_dir, lb, 64, NULL);
     ck_assert_int_eq(na, 20);
@@ -129,7 +124,7 @@ START_TEST(test_overfit_one_batch) {
     c.weight_decay = 0;
     c.eval_every = 0;
     c.eval_steps = 1;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
+    ck_assert_int_eq(do_run(&c), 0);
     double l[200];
     int k = read_losses(c.out_dir, l, 200, NULL);
     ck_assert_int_eq(k, 150);
@@ -150,7 +145,7 @@ START_TEST(test_tiny_gpt2_vocab_learns) {
     c.max_steps = 60;
     c.eval_every = 0;
     strcpy(c.tokenizer, "gpt2");
-    ck_assert_int_eq(do_run(&c, NULL), 0);
+    ck_assert_int_eq(do_run(&c), 0);
     double l[64];
     int k = read_losses(c.out_dir, l, 64, NULL);
     ck_assert_int_eq(k, 60);
@@ -170,7 +165,7 @@ START_TEST(test_every_variant_trains) {
     c.max_steps = 40;
     c.eval_every = 0;
     c.eval_steps = 2;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
+    ck_assert_int_eq(do_run(&c), 0);
     double l[64], val = NAN;
     int k = read_losses(c.out_dir, l, 64, &val);
     ck_assert_int_eq(k, 40);
@@ -193,7 +188,7 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
     ck_assert_int_eq(config_apply_arg(&c, "attn.sink=learn", err, sizeof(err)), 0);
     c.max_steps = 30;
     c.eval_every = 0;
-    ck_assert_int_eq(do_run(&c, NULL), 0);
+    ck_assert_int_eq(do_run(&c), 0);
     double l[40];
     int k = read_losses(c.out_dir, l, 40, NULL);
     ck_assert_int_eq(k, 30);

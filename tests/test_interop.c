@@ -15,7 +15,7 @@
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/hf.h"
-#include "model/run.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 #define PY "/usr/bin/python3"
@@ -442,7 +442,8 @@ static double ref_loss(const char* model, const char* data, int B, int T, int n)
     return v;
 }
 
-// attnlab's run_evaluate on a model loaded with init_from (the trainer's own path).
+// attnlab's validation loss on a model loaded with init_from: ./train with max_steps = 0
+// evaluates only, and writes the loss to metrics.jsonl (%.9g: the float exactly).
 static float attnlab_loss(const char* init_from, const char* data, int B, int T, int n) {
     Config c;
     char err[2048];
@@ -460,15 +461,24 @@ static float attnlab_loss(const char* init_from, const char* data, int B, int T,
     util_strlcpy(c.init_from, init_from, sizeof(c.init_from));
     snprintf(c.out_dir, sizeof(c.out_dir), "%s/run", test_tmpdir());
     ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
-    Run r;
-    ck_assert_msg(run_setup(&r, &c, 2, err, sizeof(err)) == 0, "%s", err);
-    float v = run_evaluate(&r);
-    run_free(&r);
+    char* se = NULL;
+    int rc = test_train(&c, &se);
+    ck_assert_msg(rc == 0, "./train exited %d: %s", rc, se);
+    free(se);
+    char p[1200];
+    size_t len;
+    snprintf(p, sizeof(p), "%s/metrics.jsonl", c.out_dir);
+    char* text = util_read_file(p, &len, err, sizeof(err));
+    ck_assert_msg(text != NULL, "%s", err);
+    const char* vl = strstr(text, "\"val_loss\":");
+    ck_assert_msg(vl != NULL, "%s: no val_loss record", p);
+    float v = strtof(vl + 11, NULL);
+    free(text);
     return v;
 }
 
-// init_from a file whose sizes differ from the config: run_setup refuses, naming the file and
-// the file's sizes (llm.c and HF readers share the check).
+// init_from a file whose sizes differ from the config: ./train refuses with exit 2 before writing
+// anything, naming the file and the file's sizes (llm.c and HF readers share the check).
 START_TEST(test_init_from_size_mismatch) {
     const char* dir = test_tmpdir();
     char llmc[1100], hf[1100], shard[1100], err[2048];
@@ -505,12 +515,14 @@ START_TEST(test_init_from_size_mismatch) {
         util_strlcpy(c.init_from, from, sizeof(c.init_from));
         snprintf(c.out_dir, sizeof(c.out_dir), "%s/run%d", dir, k);
         ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
-        Run r;
-        err[0] = '\0';
-        ck_assert_int_ne(run_setup(&r, &c, 1, err, sizeof(err)), 0);
-        ck_assert_msg(strstr(err, want[k]) && strstr(err, "set these keys to match") &&
-                          strstr(err, k ? hf : llmc),
-                      "%s", err);
+        char* se = NULL;
+        ck_assert_int_eq(test_train(&c, &se), 2);
+        ck_assert_msg(strstr(se, want[k]) && strstr(se, "set these keys to match") &&
+                          strstr(se, k ? hf : llmc),
+                      "%s", se);
+        free(se);
+        struct stat st;
+        ck_assert_msg(stat(c.out_dir, &st) != 0, "%s was created", c.out_dir);
     }
 }
 END_TEST

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "data/dataloader.h"
 #include "model/metrics.h"
 #include "tests/testutil.h"
 
@@ -368,7 +369,7 @@ START_TEST(test_probe_windows) {
     const size_t ntok[3] = {100, 10, 61};
     int file[64];
     size_t start[64];
-    ck_assert_int_eq(metrics_probe_windows(ntok, 3, 20, 4, file, start), 0);
+    ck_assert_int_eq(dataloader_spread_windows(ntok, 3, 20, 4, file, start), 0);
     // window j at start number floor(123 j / 4) = 0, 30, 61, 92: file 0 holds starts 0..80,
     // file 2 starts 81..122, so the last window is file 2 at 92 - 81
     const int ef[4] = {0, 0, 0, 2};
@@ -378,7 +379,7 @@ START_TEST(test_probe_windows) {
         ck_assert_uint_eq(start[j], es[j]);
     }
     // 64 windows over 123 starts: evenly spaced, every window inside its file, last near the end
-    ck_assert_int_eq(metrics_probe_windows(ntok, 3, 20, 64, file, start), 0);
+    ck_assert_int_eq(dataloader_spread_windows(ntok, 3, 20, 64, file, start), 0);
     for (int j = 0; j < 64; j++) {
         ck_assert(file[j] != 1);
         ck_assert(start[j] + 20 <= ntok[file[j]]);
@@ -387,7 +388,7 @@ START_TEST(test_probe_windows) {
     }
     ck_assert_int_eq(file[63], 2);
     // nothing long enough
-    ck_assert_int_eq(metrics_probe_windows(ntok, 3, 200, 4, file, start), -1);
+    ck_assert_int_eq(dataloader_spread_windows(ntok, 3, 200, 4, file, start), -1);
 }
 END_TEST
 

@@ -15,7 +15,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/metrics.h"
-#include "model/run.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -68,11 +68,10 @@ static void train_tiny(const char* dir, const char* out, int metrics, int dump) 
     tiny_config(&c, dir, out, metrics, dump);
     char err[2048];
     ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s", err);
-    Run r;
-    ck_assert_msg(run_setup(&r, &c, 2, err, sizeof(err)) == 0, "%s", err);
-    volatile sig_atomic_t stop = 0;
-    ck_assert_int_eq(run_train(&r, &stop), 0);
-    run_free(&r);
+    char* se = NULL;
+    int rc = test_train(&c, &se);
+    ck_assert_msg(rc == 0, "./train exited %d: %s", rc, se);
+    free(se);
 }
 
 // Value of "key": in a JSONL line as text (up to , or }), or NULL.

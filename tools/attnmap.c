@@ -127,6 +127,11 @@ static int* read_token_file(const char* path, int* n, int vocab) {
     return ids;
 }
 
+// The tokenizer as the dumps' token text (model/metrics.h).
+static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
+    return tok ? tokenizer_token_bytes(tok, id, len) : NULL;
+}
+
 // What one dump needs: the checkpoint, the tokens (text, a token file, or ids given directly),
 // the selection and the output prefix.
 typedef struct {
@@ -198,7 +203,8 @@ static int* dump_maps(const DumpArgs* d, int* T_out, int* nl_out, int* nh_out) {
     gpt2_forward(&m, ids, NULL, 1, T);
     char src[1200];
     snprintf(src, sizeof(src), "attnmap %s", ckpt);
-    if (metrics_write_attention(&m, d->out, 0, T, layers, nl, heads, nh, d->fp16, ids, tok, step,
+    const TokenText tt = {.bytes = token_bytes, .ctx = tok};
+    if (metrics_write_attention(&m, d->out, 0, T, layers, nl, heads, nh, d->fp16, ids, &tt, step,
                                 src, err, sizeof(err)))
         die(1, "%s", err);
     free(heads);
