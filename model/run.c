@@ -162,10 +162,14 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
         snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
         return -1;
     }
+    MMPrecision prec;
+    if (mm_resolve_precision(c->precision, &prec, r->precision_info, sizeof(r->precision_info), err,
+                             errcap))
+        return -1;
     { // refuse before allocating when the estimate exceeds the available memory
         MemEstimate me;
         int eT = c->eval_seq_len > c->seq_len ? c->eval_seq_len : c->seq_len;
-        memory_estimate(&me, &gc, c->batch_size, eT, od->state_per_param, nthreads);
+        memory_estimate(&me, m, &gc, c->batch_size, eT, od->state_per_param, prec, nthreads);
         if (memory_check(&me, memory_available(), err, errcap)) return -1;
     }
     if (lr_schedule_init(&r->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
@@ -212,10 +216,6 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
         fprintf(stderr, "attnlab: samples will print token ids: %s\n", terr);
     rng_seed(&r->rs.rng, (uint64_t)c->seed ^ 0x5eedULL);
     r->rs.best_val = -1.0f;
-    MMPrecision prec;
-    if (mm_resolve_precision(c->precision, &prec, r->precision_info, sizeof(r->precision_info), err,
-                             errcap))
-        return -1;
     gpt2_set_precision(m, prec);
     r->config_text = resolved_config_text(r);
     r->peak_flops = run_measure_sgemm_peak(nthreads, 8);
