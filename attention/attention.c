@@ -442,8 +442,17 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
 // ---------------------------------------------------------------------------------------------
 // extra scratch for layer-level variants
 
+static size_t extra_per_thread(size_t floats_per_thread) {
+    return (floats_per_thread + 15) & ~(size_t)15;
+}
+
+size_t attn_workspace_reserve_bytes(int nthreads, size_t floats_per_thread) {
+    const size_t n = extra_per_thread(floats_per_thread);
+    return n ? real_bytes(n * (size_t)(nthreads > 0 ? nthreads : 1)) : 0;
+}
+
 void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread) {
-    size_t n = (floats_per_thread + 15) & ~(size_t)15;
+    size_t n = extra_per_thread(floats_per_thread);
     if (n <= ws->extra_n) return;
     free(ws->extra);
     ws->extra = real_alloc(n * (size_t)ws->nthreads);

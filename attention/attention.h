@@ -171,6 +171,9 @@ struct AttnVariant {
     // ---- layer-level hooks (optional)
     int (*layer_tensors)(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp);
     size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
+    // Per-thread workspace scratch (attn_workspace_reserve) the layer hooks take for dims d, the
+    // most of forward and backward; the model reserves it at setup. NULL = none.
+    size_t (*layer_scratch_floats)(const AttnDims* d, const AttnHParams* hp);
     void (*layer_forward)(AttnLayer* L);
     void (*layer_backward)(AttnLayer* L);
     // 1: a layer-level variant that computes its weights itself and never calls attn.inner
@@ -222,6 +225,9 @@ void attn_workspace_prepare_pos(AttnWorkspace* ws, int pos_encoding, int C);
 // allocating nothing (the memory estimate's size-only mode).
 size_t attn_workspace_bytes(int B, int T, int NH, int C, int nthreads, size_t row_scratch,
                             int max_params_per_head, int pos_encoding);
+// Bytes attn_workspace_reserve(ws, floats_per_thread) allocates in a workspace of nthreads
+// threads that has no such scratch yet (0 for 0 floats).
+size_t attn_workspace_reserve_bytes(int nthreads, size_t floats_per_thread);
 size_t attn_row_scratch(const AttnVariant* v, int T);
 
 // Forward and backward of one attention layer (dispatches to the variant's layer hooks, or the

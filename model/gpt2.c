@@ -368,7 +368,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         *tab[i].p = m->acts + off;
         off += (tab[i].n + 15) & ~(size_t)15;
     }
-    size_t row_scratch = 0;
+    size_t row_scratch = 0, extra = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerAttn* la = &m->la[l];
         AttnDims d = {.B = B, .T = T, .C = (int)C, .NH = (int)NH, .hs = (int)(C / NH)};
@@ -380,12 +380,17 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         if (rs > row_scratch) row_scratch = rs;
         rs = attn_row_scratch(la->own.row, T); // a composed variant's own row map
         if (rs > row_scratch) row_scratch = rs;
+        // per-thread scratch the layer hooks reserve, reserved here once for the largest
+        size_t xs = la->v->layer_scratch_floats ? la->v->layer_scratch_floats(&d, &la->hp) : 0;
+        if (xs > extra) extra = xs;
     }
     m->bytes.workspace = (double)attn_workspace_bytes(B, T, (int)NH, (int)C, nthreads, row_scratch,
-                                                      m->maxP, m->cfg.pos_encoding);
+                                                      m->maxP, m->cfg.pos_encoding) +
+                         (double)attn_workspace_reserve_bytes(nthreads, extra);
     if (!m->size_only) {
         m->ws = attn_workspace_new(B, T, (int)NH, nthreads, row_scratch, m->maxP);
         attn_workspace_prepare_pos(m->ws, m->cfg.pos_encoding, (int)C);
+        if (extra) attn_workspace_reserve(m->ws, extra);
     }
     if (m->precision != MM_FP32) reserve_matmul(m);
 }

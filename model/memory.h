@@ -7,9 +7,8 @@
 // gpt2_alloc_acts, gpt2_set_precision) in size-only mode, which allocates nothing and sums the
 // bytes each buffer would take, so every tensor of the parameter table (variant tensors
 // included), every variant cache and the workspace count exactly as they will be allocated.
-// Not counted: per-thread GEMM scratch of the worker threads in bf16, scratch a layer-level
-// variant reserves in the workspace on its first forward (attn_workspace_reserve), and the
-// diagnostics' buffers.
+// Not counted: per-thread GEMM scratch of the worker threads in bf16 and the diagnostics'
+// buffers.
 #ifndef ATTNLAB_MEMORY_H
 #define ATTNLAB_MEMORY_H
 

@@ -1,7 +1,8 @@
 // tests/test_memory.c: the memory estimate (model/memory.h) against what the model really
 // allocates. For several attention configurations (plain softmax; a row map with per-head
-// parameters; layer-level variants with their own tensors and caches; a composed variant; rope,
-// whose workspace holds RoPE tables and a gradient buffer) and both precisions, the estimate must
+// parameters; layer-level variants with their own tensors and caches; composed variants; rope,
+// whose workspace holds RoPE tables and a gradient buffer; the layer-level variants that take
+// per-thread workspace scratch) and both precisions, the estimate must
 // equal the bytes the checked allocators (common/util.h: util_alloc_total) hand out while the
 // model is built, its activations allocated, its precision set and the optimizer initialised,
 // and, in fp32, while a forward and backward run (nothing may be allocated lazily behind the
@@ -35,6 +36,11 @@ static const MemCase CASES[] = {
     {"0:asentmax,1:gated", "alibi", NULL}, // composed entmax; gated's tensors
     {"0:asentmax,1:rela", "learned", "attn.as_map=inner attn.rela_map=inner attn.inner=ssmax"},
     {"softmax", "rope", NULL}, // rotated q, k; RoPE tables
+    // layer-level variants with per-thread workspace scratch (layer_scratch_floats)
+    {"0:linear,1:talking_heads", "learned", NULL},
+    {"0:diff,1:selective", "rope", "attn.inner=ssmax"},
+    {"0:lucid,1:multiscreen", "learned", NULL},
+    {"0:affine,1:deltanet", "learned", NULL},
 };
 #define NCASES ((int)(sizeof(CASES) / sizeof(CASES[0])))
 
