@@ -61,6 +61,12 @@ static int affine_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPar
     return N_T;
 }
 
+// per-thread scratch of forward and backward: one running sum of hs floats
+static size_t affine_scratch(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    return (size_t)d->hs;
+}
+
 static size_t affine_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const size_t BT = (size_t)d->B * d->T;
@@ -135,7 +141,7 @@ static void affine_forward(AttnLayer* L) {
         }
     }
     // o_t = alpha_t obar_t + beta_t V_t, V the running prefix sum of v (per-thread buffer)
-    attn_workspace_reserve(L->ws, (size_t)hs);
+    attn_workspace_reserve(L->ws, affine_scratch(&L->d, L->hp));
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
         real* V = attn_thread_scratch(L->ws);
@@ -173,7 +179,7 @@ static void affine_backward(AttnLayer* L) {
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);
     // per (b, h): dobar = alpha dO, dalpha, dbeta -> dza, dzb; dv += suffix sums of beta dO
-    attn_workspace_reserve(L->ws, (size_t)hs);
+    attn_workspace_reserve(L->ws, affine_scratch(&L->d, L->hp));
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
         real* acc = attn_thread_scratch(L->ws);
@@ -275,6 +281,7 @@ const AttnVariant attn_affine = {
     .n_hparams = N_HP,
     .layer_tensors = affine_tensors,
     .layer_cache_floats = affine_cache_floats,
+    .layer_scratch_floats = affine_scratch,
     .layer_forward = affine_forward,
     .layer_backward = affine_backward,
 };

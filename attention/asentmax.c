@@ -13,8 +13,8 @@
 // Row map: attn.as_map = entmax (default) uses the registry's `entmax` variant at attn.alpha
 // (fixed alpha; its learnable-alpha option is not used here); attn.as_map = inner uses the row
 // map of attn.inner (default softmax) instead, e.g. scalable softmax with a learned temperature.
-// The entmax map takes its per-row scratch (T floats) from the workspace's per-thread scratch for
-// layer-level variants, since the model sizes the row-map scratch for attn.inner.
+// The map and its hyperparameters are resolved once at setup (as_compose, attention/compose.h);
+// the model sizes the workspace's row-map scratch for it as well as for attn.inner.
 //
 // Tensors (per layer): w (NH, hs) weight decay, init 0; log_gamma (NH) no decay, init 0.
 // Hyperparameters: attn.as_map = entmax|inner; attn.alpha = 1.5 in [1.01, 2]; attn.delta = 1.
@@ -76,65 +76,57 @@ static AsCache as_cache(const AttnLayer* L) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// entmax as the core's row map, with row scratch from the workspace's per-thread scratch. The
-// row functions receive ctx->hp == &EntmaxRow.hp (the first member), which leads to the workspace.
+// entmax at a fixed alpha as the core's row map: the registry's entmax without its per-head
+// parameter (the learnable alpha, not used here), so the core keeps no parameter slots for it.
+// Its row scratch (T floats) comes from the driver, which the model sizes for this map as well.
 
-typedef struct {
-    AttnHParams hp; // entmax's hyperparameters; must stay the first member
-    const AttnVariant* em;
-    AttnWorkspace* ws; // attn_thread_scratch(ws) holds >= T floats per thread
-} EntmaxRow;
-
-static AttnRowCtx entmax_ctx(const AttnRowCtx* ctx) {
-    const EntmaxRow* e = (const EntmaxRow*)ctx->hp;
+static void as_entmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     AttnRowCtx c2 = *ctx;
     c2.p = NULL;
     c2.dp = NULL;
-    c2.scratch = attn_thread_scratch(e->ws);
-    return c2;
-}
-
-static void as_entmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
-    AttnRowCtx c2 = entmax_ctx(ctx);
-    ((const EntmaxRow*)ctx->hp)->em->forward_row(a, s, n, &c2);
+    attn_entmax.forward_row(a, s, n, &c2);
 }
 
 static void as_entmax_backward_row(real* ds, const real* da, const real* s, const real* a, int n,
                                    const AttnRowCtx* ctx) {
-    AttnRowCtx c2 = entmax_ctx(ctx);
-    ((const EntmaxRow*)ctx->hp)->em->backward_row(ds, da, s, a, n, &c2);
+    AttnRowCtx c2 = *ctx;
+    c2.p = NULL;
+    c2.dp = NULL;
+    attn_entmax.backward_row(ds, da, s, a, n, &c2);
+}
+
+static size_t as_entmax_scratch(int T) {
+    return attn_row_scratch(&attn_entmax, T);
 }
 
 static const AttnVariant AS_ENTMAX_ROW = {
     .name = "entmax",
-    .formula = "alpha-entmax with per-thread scratch from the workspace",
+    .formula = "alpha-entmax at the fixed attn.alpha",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
+    .scratch_floats = as_entmax_scratch,
     .forward_row = as_entmax_forward_row,
     .backward_row = as_entmax_backward_row,
 };
 
-static void entmax_row_setup(EntmaxRow* e, const AttnLayer* L) {
-    e->em = &attn_entmax;
-    const AttnHParams* hp = L->hp;
-    attn_hparams_default(&e->hp, e->em, hp->T_train, L->d.NH, L->d.hs, L->d.C, hp->n_layer);
-    e->hp.v[ATTN_ENTMAX_HP_ALPHA] = hp->v[HP_ALPHA];
-    e->ws = L->ws;
-    attn_workspace_reserve(L->ws, (size_t)L->d.T);
+// Setup: as_map = entmax runs entmax at attn.alpha; inner leaves the core on attn.inner.
+static void as_compose(AttnComposed* out, const AttnHParams* hp) {
+    if ((int)hp->v[HP_MAP] != MAP_ENTMAX) return;
+    out->row = &AS_ENTMAX_ROW;
+    attn_hparams_default(&out->hp, &attn_entmax, hp->T_train, hp->n_head, hp->head_size, hp->n_embd,
+                         hp->n_layer);
+    out->hp.v[ATTN_ENTMAX_HP_ALPHA] = hp->v[HP_ALPHA];
 }
 
-// ---------------------------------------------------------------------------------------------
-
-// Run the core forward or backward with the configured row map (position encoding included).
+// Run the core forward or backward with the row map resolved at setup (position encoding
+// included).
 static void as_run(const AttnLayer* L, const AsCache* k, int backward) {
     AttnCore c = attn_layer_core(L);
     c.row_scale = k->theta;
     c.drow_scale = k->dtheta;
-    EntmaxRow e;
-    if ((int)L->hp->v[HP_MAP] == MAP_ENTMAX) {
-        entmax_row_setup(&e, L);
-        c.row = &AS_ENTMAX_ROW;
-        c.hp = &e.hp;
+    if (L->own && L->own->row) { // entmax at a fixed alpha: no row parameters
+        c.row = L->own->row;
+        c.hp = &L->own->hp;
         c.rowp = NULL;
         c.rowp_stride = 0;
         c.drowp = NULL;
@@ -224,4 +216,5 @@ const AttnVariant attn_asentmax = {
     .layer_cache_floats = as_cache_floats,
     .layer_forward = as_forward,
     .layer_backward = as_backward,
+    .compose = as_compose,
 };

@@ -76,6 +76,36 @@ static size_t ws_fixed(int T) {
     return 3 * (size_t)T * (size_t)T + 3 * (size_t)T;
 }
 
+// The workspace's buffers, in reals: one function for the allocation and for its size-only twin.
+typedef struct {
+    size_t per_thread, buf, dp_slots, slopes;
+    size_t rope, posgrad; // each of the 3 RoPE tables, the rotated-space gradient (rope, xpos)
+} WsSizes;
+
+static WsSizes ws_sizes(int B, int T, int NH, int C, int nthreads, size_t row_scratch, int maxP) {
+    WsSizes z;
+    z.per_thread = (ws_fixed(T) + row_scratch + 15) & ~(size_t)15;
+    z.buf = z.per_thread * (size_t)(nthreads > 0 ? nthreads : 1);
+    z.dp_slots = (size_t)B * NH * (size_t)(maxP > 0 ? maxP : 1);
+    z.slopes = (size_t)NH;
+    z.rope = C > 0 ? (size_t)T * (size_t)(C / NH / 2) : 0;
+    z.posgrad = (size_t)B * T * 2 * (size_t)C;
+    return z;
+}
+
+static size_t real_bytes(size_t n) {
+    return util_floats_bytes(n * (sizeof(real) / sizeof(float)));
+}
+
+size_t attn_workspace_bytes(int B, int T, int NH, int C, int nthreads, size_t row_scratch,
+                            int max_params_per_head, int pos_encoding) {
+    const WsSizes z = ws_sizes(B, T, NH, C, nthreads, row_scratch, max_params_per_head);
+    size_t b =
+        sizeof(AttnWorkspace) + real_bytes(z.buf) + real_bytes(z.dp_slots) + real_bytes(z.slopes);
+    if (attn_pos_rotates(pos_encoding)) b += 3 * real_bytes(z.rope) + real_bytes(z.posgrad);
+    return b;
+}
+
 AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row_scratch,
                                   int max_params_per_head) {
     AttnWorkspace* ws = callocCheck(1, sizeof(AttnWorkspace));
@@ -84,11 +114,11 @@ AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row
     ws->NH = NH;
     ws->nthreads = nthreads > 0 ? nthreads : 1;
     ws->maxP = max_params_per_head;
-    ws->per_thread = (ws_fixed(T) + row_scratch + 15) & ~(size_t)15;
-    ws->buf = real_alloc(ws->per_thread * (size_t)ws->nthreads);
-    ws->dp_slots =
-        real_alloc((size_t)B * NH * (size_t)(max_params_per_head > 0 ? max_params_per_head : 1));
-    ws->slopes = real_alloc((size_t)NH);
+    const WsSizes z = ws_sizes(B, T, NH, 0, nthreads, row_scratch, max_params_per_head);
+    ws->per_thread = z.per_thread;
+    ws->buf = real_alloc(z.buf);
+    ws->dp_slots = real_alloc(z.dp_slots);
+    ws->slopes = real_alloc(z.slopes);
     // ALiBi (Press et al.): geometric slopes 2^(-8(h+1)/NH), as negative distance penalties
     for (int h = 0; h < NH; h++)
         ws->slopes[h] = real_pow(2.0f, -8.0f * (real)(h + 1) / (real)NH);
@@ -367,6 +397,17 @@ void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
     c->ldq = c->ldk = 2 * C;
 }
 
+void attn_workspace_prepare_pos(AttnWorkspace* ws, int pos_encoding, int C) {
+    if (!attn_pos_rotates(pos_encoding)) return;
+    const WsSizes z = ws_sizes(ws->B, ws->T, ws->NH, C, ws->nthreads, 0, ws->maxP);
+    rope_table(ws, C / ws->NH);
+    if (ws->posgrad_n < z.posgrad) {
+        free(ws->posgrad);
+        ws->posgrad = real_alloc(z.posgrad);
+        ws->posgrad_n = z.posgrad;
+    }
+}
+
 void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, real* qk) {
     memset(save, 0, sizeof(*save));
     save->dq = c->dq;
@@ -401,8 +442,17 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
 // ---------------------------------------------------------------------------------------------
 // extra scratch for layer-level variants
 
+static size_t extra_per_thread(size_t floats_per_thread) {
+    return (floats_per_thread + 15) & ~(size_t)15;
+}
+
+size_t attn_workspace_reserve_bytes(int nthreads, size_t floats_per_thread) {
+    const size_t n = extra_per_thread(floats_per_thread);
+    return n ? real_bytes(n * (size_t)(nthreads > 0 ? nthreads : 1)) : 0;
+}
+
 void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread) {
-    size_t n = (floats_per_thread + 15) & ~(size_t)15;
+    size_t n = extra_per_thread(floats_per_thread);
     if (n <= ws->extra_n) return;
     free(ws->extra);
     ws->extra = real_alloc(n * (size_t)ws->nthreads);

@@ -53,6 +53,15 @@ typedef struct {
     const AttnVariant* inner; // row map used by a layer-level variant (attn.inner), else NULL
 } AttnHParams;
 
+// Composed variants: a layer-level variant that, for some settings of its hyperparameters, runs a
+// fixed row map of its own (rela's ReLU forms, asentmax's alpha-entmax) instead of attn.inner.
+// attn_compose resolves that map and its hyperparameters once, at setup, through the variant's
+// typed compose hook (attention/compose.h); forward and backward only read the result.
+typedef struct {
+    const AttnVariant* row; // the row map the variant's core runs; NULL: attn.inner
+    AttnHParams hp;         // its hyperparameters
+} AttnComposed;
+
 // ---------------------------------------------------------------------------------------------
 // Row maps
 
@@ -96,6 +105,8 @@ typedef struct {
     const AttnVariant* row;    // row map of the core: v for row maps, hp->inner for wrappers
     const AttnHParams* hp;     // hyperparameters of v
     const AttnHParams* row_hp; // hyperparameters of row
+    const AttnComposed* own;   // v's own row map, resolved at setup by attn_compose (required
+                               // when v->compose is set)
     AttnDims d;
     int layer;
     long step; // training step, -1 at evaluation
@@ -160,10 +171,16 @@ struct AttnVariant {
     // ---- layer-level hooks (optional)
     int (*layer_tensors)(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp);
     size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
+    // Per-thread workspace scratch (attn_workspace_reserve) the layer hooks take for dims d, the
+    // most of forward and backward; the model reserves it at setup. NULL = none.
+    size_t (*layer_scratch_floats)(const AttnDims* d, const AttnHParams* hp);
     void (*layer_forward)(AttnLayer* L);
     void (*layer_backward)(AttnLayer* L);
     // 1: a layer-level variant that computes its weights itself and never calls attn.inner
     int ignores_inner;
+    // Composed variants: for hyperparameters hp, the row map the core runs instead of attn.inner
+    // (out->row, with out->hp filled), or out->row = NULL for attn.inner. Called once at setup.
+    void (*compose)(AttnComposed* out, const AttnHParams* hp);
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -190,6 +207,9 @@ int attn_hparam_index(const AttnVariant* v, const char* name); // -1 if v has no
 // Write "attn.<name> = <value>" lines for every hyperparameter (resolved config).
 void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file /* FILE* */);
 
+// Resolve v's own row map for hyperparameters hp (v->compose; out->row = NULL without one).
+void attn_compose(AttnComposed* out, const AttnVariant* v, const AttnHParams* hp);
+
 // ---------------------------------------------------------------------------------------------
 // Driver
 
@@ -198,6 +218,16 @@ void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file 
 AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row_scratch,
                                   int max_params_per_head);
 void attn_workspace_free(AttnWorkspace* ws);
+// Allocate now what a rotating position encoding (rope, xpos) of width C would otherwise allocate
+// on the first forward and backward (the RoPE tables and the (B,T,2C) rotated-space gradient).
+void attn_workspace_prepare_pos(AttnWorkspace* ws, int pos_encoding, int C);
+// Bytes attn_workspace_new and then attn_workspace_prepare_pos allocate for these arguments,
+// allocating nothing (the memory estimate's size-only mode).
+size_t attn_workspace_bytes(int B, int T, int NH, int C, int nthreads, size_t row_scratch,
+                            int max_params_per_head, int pos_encoding);
+// Bytes attn_workspace_reserve(ws, floats_per_thread) allocates in a workspace of nthreads
+// threads that has no such scratch yet (0 for 0 floats).
+size_t attn_workspace_reserve_bytes(int nthreads, size_t floats_per_thread);
 size_t attn_row_scratch(const AttnVariant* v, int T);
 
 // Forward and backward of one attention layer (dispatches to the variant's layer hooks, or the

@@ -1,8 +1,9 @@
-// attention/compose.h: typed access to the row maps that layer-level variants compose with a
-// fixed map of their own (rela's ReLU forms, asentmax's alpha-entmax): the variant objects
-// themselves and the indices of the hyperparameters a wrapper sets, so a wrapper fills the
-// inner map's AttnHParams directly, with no registry look-up or text parsing and nothing that
-// can fail inside forward or backward. relu.c and entmax.c assert that these indices match
+// attention/compose.h: typed access to the row maps that composed variants run with a fixed map
+// of their own (rela's ReLU forms, asentmax's alpha-entmax): the variant objects themselves and
+// the indices of the hyperparameters a wrapper sets. A composed variant fills the inner map's
+// AttnHParams once, at setup, in its compose hook (AttnVariant.compose, called by attn_compose);
+// forward and backward read the resolved AttnComposed (AttnLayer.own), with no registry look-up,
+// text parsing or anything that can fail. relu.c and entmax.c assert that these indices match
 // their hyperparameter tables.
 #ifndef ATTNLAB_COMPOSE_H
 #define ATTNLAB_COMPOSE_H

@@ -96,6 +96,22 @@ static int gated_deltanet_tensors(AttnTensorSpec* out, const AttnDims* d, const 
     return dn_tensors_common(out, d, 1);
 }
 
+// per-thread scratch: forward the state S (hs, hs) and two hs vectors; backward every step's
+// state (T + 2) hs^2 and six hs vectors
+static size_t dn_fwd_scratch(const AttnDims* d) {
+    return (size_t)d->hs * d->hs + 2 * (size_t)d->hs;
+}
+
+static size_t dn_bwd_scratch(const AttnDims* d) {
+    return ((size_t)d->T + 2) * ((size_t)d->hs * d->hs) + 6 * (size_t)d->hs;
+}
+
+static size_t dn_scratch(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    const size_t f = dn_fwd_scratch(d), b = dn_bwd_scratch(d);
+    return f > b ? f : b;
+}
+
 static size_t dn_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const size_t BHT = (size_t)d->B * d->NH * d->T;
@@ -167,7 +183,7 @@ static void dn_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     DnCache k = dn_cache(L);
-    attn_workspace_reserve(L->ws, (size_t)hs * hs + 2 * (size_t)hs);
+    attn_workspace_reserve(L->ws, dn_fwd_scratch(&L->d));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -238,7 +254,7 @@ static void dn_backward(AttnLayer* L) {
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     DnCache k = dn_cache(L);
     const size_t hs2 = (size_t)hs * hs;
-    attn_workspace_reserve(L->ws, ((size_t)T + 2) * hs2 + 6 * (size_t)hs);
+    attn_workspace_reserve(L->ws, dn_bwd_scratch(&L->d));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -383,6 +399,7 @@ const AttnVariant attn_deltanet = {
     .shift_invariant = 0,
     .layer_tensors = deltanet_tensors,
     .layer_cache_floats = dn_cache_floats,
+    .layer_scratch_floats = dn_scratch,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
     .ignores_inner = 1,
@@ -396,6 +413,7 @@ const AttnVariant attn_gated_deltanet = {
     .shift_invariant = 0,
     .layer_tensors = gated_deltanet_tensors,
     .layer_cache_floats = dn_cache_floats,
+    .layer_scratch_floats = dn_scratch,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
     .ignores_inner = 1,

@@ -83,6 +83,16 @@ static size_t diff_slot(const AttnDims* d, int P) {
     return (size_t)d->hs + 1 + (size_t)P;
 }
 
+// per-thread scratch: 4 (T, T) planes, a (T, hs) block and the row map's scratch
+static size_t diff_scratch_for(const AttnDims* d, const AttnVariant* row) {
+    const size_t TT = (size_t)d->T * d->T;
+    return 4 * TT + (size_t)d->T * d->hs + attn_row_scratch(row, d->T);
+}
+
+static size_t diff_scratch(const AttnDims* d, const AttnHParams* hp) {
+    return diff_scratch_for(d, hp->inner);
+}
+
 static size_t diff_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     const int P = hp->inner ? hp->inner->params_per_head : 0;
     const size_t BNH = (size_t)d->B * d->NH;
@@ -147,8 +157,7 @@ static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, real* s
 }
 
 static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
-    const size_t TT = (size_t)L->d.T * L->d.T;
-    const size_t n = 4 * TT + (size_t)L->d.T * L->d.hs + attn_row_scratch(c->row, L->d.T);
+    const size_t n = diff_scratch_for(&L->d, c->row);
     attn_workspace_reserve(L->ws, n);
     return n;
 }
@@ -309,6 +318,7 @@ const AttnVariant attn_diff = {
     .n_hparams = N_HP,
     .layer_tensors = diff_tensors,
     .layer_cache_floats = diff_cache_floats,
+    .layer_scratch_floats = diff_scratch,
     .layer_forward = diff_forward,
     .layer_backward = diff_backward,
 };

@@ -23,6 +23,11 @@ void attn_hparams_default(AttnHParams* hp, const AttnVariant* v, int T_train, in
     hp->n_layer = n_layer;
 }
 
+void attn_compose(AttnComposed* out, const AttnVariant* v, const AttnHParams* hp) {
+    memset(out, 0, sizeof(*out));
+    if (v->compose) v->compose(out, hp);
+}
+
 int attn_hparam_index(const AttnVariant* v, const char* name) {
     for (int i = 0; i < v->n_hparams; i++)
         if (strcmp(v->hparams[i].name, name) == 0) return i;

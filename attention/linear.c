@@ -131,6 +131,22 @@ static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPar
     return 1;
 }
 
+// per-thread scratch, F = the feature dimension: forward three (T, F) and an hs vector; backward
+// a (T, T) plane, six (T, F) and an hs vector
+static size_t linear_fwd_scratch(const AttnDims* d, const AttnHParams* hp) {
+    const size_t F = (size_t)lin_fdim(hp, d->hs);
+    return 3 * (size_t)d->T * F + (size_t)d->hs;
+}
+
+static size_t linear_bwd_scratch(const AttnDims* d, const AttnHParams* hp) {
+    const size_t F = (size_t)lin_fdim(hp, d->hs);
+    return (size_t)d->T * d->T + 6 * (size_t)d->T * F + (size_t)d->hs;
+}
+
+static size_t linear_scratch(const AttnDims* d, const AttnHParams* hp) {
+    return linear_bwd_scratch(d, hp); // >= the forward's
+}
+
 static size_t linear_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     size_t n = (size_t)d->B * d->NH * d->T;                                        // Z
     if (lin_kind(hp) == F_HEDGEHOG) n += (size_t)d->B * d->NH * d->hs * d->hs;     // dW slots
@@ -307,7 +323,7 @@ static void linear_forward(AttnLayer* L) {
     attn_pos_forward(&c, L, L->qk_pos);
     real* Zs = L->cache;
     const int gal = kind == F_GALERKIN;
-    attn_workspace_reserve(L->ws, 3 * (size_t)T * F + (size_t)hs);
+    attn_workspace_reserve(L->ws, linear_fwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -384,7 +400,7 @@ static void linear_backward(AttnLayer* L) {
     const size_t nfl = (size_t)hs * (FL_K + 1); // flatten slot: dw (hs, K), db (hs)
     if (kind == F_FLATTEN) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * nfl);
     const int gal = kind == F_GALERKIN;
-    attn_workspace_reserve(L->ws, (size_t)T * T + 6 * (size_t)T * F + (size_t)hs);
+    attn_workspace_reserve(L->ws, linear_bwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -498,6 +514,7 @@ const AttnVariant attn_linear = {
     .n_hparams = 4,
     .layer_tensors = linear_tensors,
     .layer_cache_floats = linear_cache_floats,
+    .layer_scratch_floats = linear_scratch,
     .layer_forward = linear_forward,
     .layer_backward = linear_backward,
     .ignores_inner = 1,

@@ -43,6 +43,20 @@
 
 #define LUCID_EPS 1e-6f
 
+// per-thread scratch: forward a (T, T) plane and two (T, hs); backward one more (T, hs) and a row
+static size_t lucid_fwd_scratch(const AttnDims* d) {
+    return (size_t)d->T * d->T + 2 * (size_t)d->T * d->hs;
+}
+
+static size_t lucid_bwd_scratch(const AttnDims* d) {
+    return (size_t)d->T * d->T + 3 * (size_t)d->T * d->hs + (size_t)d->T;
+}
+
+static size_t lucid_scratch(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    return lucid_bwd_scratch(d); // >= the forward's
+}
+
 static size_t lucid_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     return 2 * (size_t)d->B * d->T * d->C;
@@ -83,7 +97,7 @@ static real* lucid_dvt(const AttnLayer* L) {
 static void lucid_forward(AttnLayer* L) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs, C = L->d.C;
     const size_t TT = (size_t)T * T;
-    attn_workspace_reserve(L->ws, TT + 2 * (size_t)T * hs);
+    attn_workspace_reserve(L->ws, lucid_fwd_scratch(&L->d));
     real* Vt = lucid_vt(L);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
@@ -133,7 +147,7 @@ static void lucid_backward(AttnLayer* L) {
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_backward(&c, &L->d, L->ws);
     attn_pos_backward_end(&c, &save, L);
-    attn_workspace_reserve(L->ws, TT + 3 * (size_t)T * hs + (size_t)T);
+    attn_workspace_reserve(L->ws, lucid_bwd_scratch(&L->d));
     const real sc = 1.0f / real_sqrt((real)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
@@ -207,6 +221,7 @@ const AttnVariant attn_lucid = {
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_cache_floats = lucid_cache_floats,
+    .layer_scratch_floats = lucid_scratch,
     .layer_forward = lucid_forward,
     .layer_backward = lucid_backward,
 };

@@ -66,6 +66,12 @@ static int ms_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams*
     return N_T;
 }
 
+// per-thread scratch of the backward: a (T, T) plane and two (T, hs)
+static size_t ms_scratch(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    return (size_t)d->T * d->T + 2 * (size_t)d->T * d->hs;
+}
+
 static size_t ms_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const size_t BT = (size_t)d->B * d->T;
@@ -231,7 +237,7 @@ static void ms_backward(AttnLayer* L) {
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     real* dg = k.dg;
-    attn_workspace_reserve(L->ws, TT + 2 * (size_t)T * hs);
+    attn_workspace_reserve(L->ws, ms_scratch(&L->d, L->hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -326,6 +332,7 @@ const AttnVariant attn_multiscreen = {
     .shift_invariant = 0,
     .layer_tensors = ms_tensors,
     .layer_cache_floats = ms_cache_floats,
+    .layer_scratch_floats = ms_scratch,
     .layer_forward = ms_forward,
     .layer_backward = ms_backward,
     .ignores_inner = 1,

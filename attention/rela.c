@@ -88,17 +88,23 @@ static RelaCache rela_cache(const AttnLayer* L) {
     return k;
 }
 
-// Run the core (forward or backward) with the configured row map; out = obar.
+// Setup: rela_map relu | relu_n | relu2 runs the registry's relu row map at that attn.form;
+// inner leaves the core on attn.inner.
+static void rela_compose(AttnComposed* out, const AttnHParams* hp) {
+    const int map = (int)hp->v[HP_MAP];
+    if (map == MAP_INNER) return;
+    out->row = &attn_relu;
+    attn_hparams_default(&out->hp, &attn_relu, hp->T_train, hp->n_head, hp->head_size, hp->n_embd,
+                         hp->n_layer);
+    out->hp.v[ATTN_RELU_HP_FORM] = (float)RELU_FORM_OF_MAP[map];
+}
+
+// Run the core (forward or backward) with the row map resolved at setup; out = obar.
 static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
     AttnCore c = rowops_layer_core(L, k->obar, k->dobar);
-    AttnHParams rhp;
-    const int map = (int)L->hp->v[HP_MAP];
-    if (map != MAP_INNER) {
-        const AttnHParams* hp = L->hp;
-        attn_hparams_default(&rhp, &attn_relu, hp->T_train, L->d.NH, L->d.hs, L->d.C, hp->n_layer);
-        rhp.v[ATTN_RELU_HP_FORM] = (float)RELU_FORM_OF_MAP[map];
-        c.row = &attn_relu;
-        c.hp = &rhp;
+    if (L->own && L->own->row) { // a ReLU form: no row parameters
+        c.row = L->own->row;
+        c.hp = &L->own->hp;
         c.rowp = NULL;
         c.rowp_stride = 0;
         c.drowp = NULL;
@@ -220,4 +226,5 @@ const AttnVariant attn_rela = {
     .layer_cache_floats = rela_cache_floats,
     .layer_forward = rela_forward,
     .layer_backward = rela_backward,
+    .compose = rela_compose,
 };

@@ -37,6 +37,16 @@
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
+// per-thread scratch: 2 NH + 1 (T, T) planes, the row map's scratch and three rows
+static size_t sel_scratch_for(const AttnDims* d, const AttnVariant* row) {
+    const size_t TT = (size_t)d->T * d->T;
+    return (2 * (size_t)d->NH + 1) * TT + attn_row_scratch(row, d->T) + 3 * (size_t)d->T;
+}
+
+static size_t sel_scratch(const AttnDims* d, const AttnHParams* hp) {
+    return sel_scratch_for(d, hp->inner);
+}
+
 static size_t sel_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     const int P = hp->inner ? hp->inner->params_per_head : 0;
     return (size_t)d->B * d->NH * (size_t)(P > 0 ? P : 1);
@@ -52,9 +62,7 @@ static SelSetup sel_setup(const AttnLayer* L) {
     s.c = attn_layer_core(L);
     s.P = s.c.row->params_per_head;
     s.stride = s.c.rowp_stride > 0 ? s.c.rowp_stride : s.P;
-    const size_t TT = (size_t)L->d.T * L->d.T;
-    attn_workspace_reserve(L->ws, (2 * (size_t)L->d.NH + 1) * TT +
-                                      attn_row_scratch(s.c.row, L->d.T) + 3 * (size_t)L->d.T);
+    attn_workspace_reserve(L->ws, sel_scratch_for(&L->d, s.c.row));
     return s;
 }
 
@@ -206,6 +214,7 @@ const AttnVariant attn_selective = {
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_cache_floats = sel_cache_floats,
+    .layer_scratch_floats = sel_scratch,
     .layer_forward = sel_forward,
     .layer_backward = sel_backward,
 };

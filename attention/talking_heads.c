@@ -52,6 +52,15 @@ static size_t th_slot(const AttnDims* d, int P) {
     return 2 * (size_t)d->NH * d->NH + (size_t)d->NH * (size_t)P;
 }
 
+// per-thread scratch: 4 NH (T, T) planes, the row map's scratch and two rows
+static size_t th_scratch_for(const AttnDims* d, const AttnVariant* row) {
+    return 4 * (size_t)d->NH * d->T * d->T + attn_row_scratch(row, d->T) + 2 * (size_t)d->T;
+}
+
+static size_t th_scratch(const AttnDims* d, const AttnHParams* hp) {
+    return th_scratch_for(d, hp->inner);
+}
+
 static size_t th_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     const int P = hp->inner ? hp->inner->params_per_head : 0;
     return (size_t)d->B * d->NH * d->T * d->T + (size_t)d->B * th_slot(d, P);
@@ -70,7 +79,7 @@ static ThSetup th_setup(const AttnLayer* L) {
     s.P = s.c.row->params_per_head;
     s.stride = s.c.rowp_stride > 0 ? s.c.rowp_stride : s.P;
     s.row_scratch = attn_row_scratch(s.c.row, L->d.T);
-    s.per_thread = 4 * (size_t)L->d.NH * L->d.T * L->d.T + s.row_scratch + 2 * (size_t)L->d.T;
+    s.per_thread = th_scratch_for(&L->d, s.c.row);
     attn_workspace_reserve(L->ws, s.per_thread);
     return s;
 }
@@ -263,6 +272,7 @@ const AttnVariant attn_talking_heads = {
     .shift_invariant = 0,
     .layer_tensors = th_tensors,
     .layer_cache_floats = th_cache_floats,
+    .layer_scratch_floats = th_scratch,
     .layer_forward = th_forward,
     .layer_backward = th_backward,
 };

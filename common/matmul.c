@@ -22,13 +22,34 @@ enum { BUF_A, BUF_B, BUF_X0, BUF_X1, BUF_W, BUF_RA, BUF_RB, BUF_DA, BUF_DB, BUF_
 static _Thread_local void* tl_buf[NBUF];
 static _Thread_local size_t tl_cap[NBUF];
 
+static size_t tl_grown(size_t bytes) { // capacity a request of `bytes` allocates
+    return bytes + bytes / 4;
+}
+
 static void* tl_get(int slot, size_t bytes) {
     if (bytes > tl_cap[slot]) {
         free(tl_buf[slot]);
-        tl_cap[slot] = bytes + bytes / 4;
+        tl_cap[slot] = tl_grown(bytes);
         tl_buf[slot] = mallocCheck(tl_cap[slot]);
     }
     return tl_buf[slot];
+}
+
+size_t mm_linear_reserve_bytes(size_t x0, size_t x1) {
+    return tl_grown(sizeof(bf16) * x0) + tl_grown(sizeof(bf16) * x1);
+}
+
+void mm_thread_scratch_free(void) {
+    for (int i = 0; i < NBUF; i++) {
+        free(tl_buf[i]);
+        tl_buf[i] = NULL;
+        tl_cap[i] = 0;
+    }
+}
+
+void mm_linear_reserve(size_t x0, size_t x1) {
+    tl_get(BUF_X0, sizeof(bf16) * x0);
+    tl_get(BUF_X1, sizeof(bf16) * x1);
 }
 
 // ---------------------------------------------------------------------------------------------

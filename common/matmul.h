@@ -64,6 +64,14 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // dbias (OC) += column sums of dout (may be NULL)
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
+// bf16 precisions round the linear layer's activations (inp, and dout in backward) into buffers
+// of the calling thread, grown on demand. mm_linear_reserve sizes them now for operands of up to
+// x0 elements (inp of forward, dout of backward) and x1 elements (inp of backward);
+// mm_linear_reserve_bytes is what that allocates in a thread that has none yet.
+void mm_linear_reserve(size_t x0, size_t x1);
+size_t mm_linear_reserve_bytes(size_t x0, size_t x1);
+// Free the calling thread's operand buffers (they are allocated again when next needed).
+void mm_thread_scratch_free(void);
 // Naive triple loop (double accumulation), the reference for tests.
 void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
                         int C, int OC);

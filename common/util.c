@@ -31,32 +31,51 @@ void die(int code, const char* fmt, ...) {
     _exit(code);
 }
 
+// Bytes handed out by the checked allocators (util_alloc_total).
+static size_t g_alloc_total;
+
+static void count_alloc(size_t bytes) {
+    __atomic_fetch_add(&g_alloc_total, bytes, __ATOMIC_RELAXED);
+}
+
+size_t util_alloc_total(void) {
+    return __atomic_load_n(&g_alloc_total, __ATOMIC_RELAXED);
+}
+
 void* util_malloc(size_t n, const char* file, int line) {
     void* p = malloc(n ? n : 1);
     if (!p) die(1, "out of memory allocating %zu bytes at %s:%d", n, file, line);
+    count_alloc(n ? n : 1);
     return p;
 }
 
 void* util_calloc(size_t n, size_t sz, const char* file, int line) {
     void* p = calloc(n ? n : 1, sz ? sz : 1);
     if (!p) die(1, "out of memory allocating %zu x %zu bytes at %s:%d", n, sz, file, line);
+    count_alloc((n ? n : 1) * (sz ? sz : 1));
     return p;
 }
 
 void* util_realloc(void* p, size_t n, const char* file, int line) {
     void* q = realloc(p, n ? n : 1);
     if (!q) die(1, "out of memory reallocating %zu bytes at %s:%d", n, file, line);
+    count_alloc(n ? n : 1);
     return q;
 }
 
-float* util_alloc_floats(size_t n, const char* file, int line) {
+size_t util_floats_bytes(size_t n) {
     size_t bytes = (n ? n : 1) * sizeof(float);
-    bytes = (bytes + 63) & ~(size_t)63;
+    return (bytes + 63) & ~(size_t)63;
+}
+
+float* util_alloc_floats(size_t n, const char* file, int line) {
+    size_t bytes = util_floats_bytes(n);
     float* p = aligned_alloc(64, bytes);
     if (!p)
         die(1, "out of memory allocating %zu floats (%.1f MiB) at %s:%d", n,
             (double)bytes / 1048576.0, file, line);
     memset(p, 0, bytes);
+    count_alloc(bytes);
     return p;
 }
 

@@ -39,6 +39,11 @@ void* util_realloc(void* p, size_t n, const char* file, int line);
 // 64-byte aligned, zeroed allocation for large float buffers; free with free().
 float* util_alloc_floats(size_t n, const char* file, int line);
 #define allocFloats(n) util_alloc_floats((n), __FILE__, __LINE__)
+// Bytes allocFloats takes for n floats (rounded up to 64-byte multiples).
+size_t util_floats_bytes(size_t n);
+// Bytes handed out so far by the checked allocators above (reallocCheck counts its new size),
+// process-wide and never decreasing; tests compare differences of it with the memory estimate.
+size_t util_alloc_total(void);
 
 // Copy at most cap-1 bytes and always terminate. Returns 1 if src was truncated.
 int util_strlcpy(char* dst, const char* src, size_t cap);

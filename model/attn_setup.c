@@ -210,8 +210,12 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
         }
     }
     // a row-map layer is its own row map: one set of hyperparameters serves both roles
-    for (int l = 0; l < L; l++)
-        if (m->la[l].row == m->la[l].v) m->la[l].row_hp = m->la[l].hp;
+    // composed variants resolve their own row map once, from their final hyperparameters
+    for (int l = 0; l < L; l++) {
+        LayerAttn* la = &m->la[l];
+        if (la->row == la->v) la->row_hp = la->hp;
+        attn_compose(&la->own, la->v, &la->hp);
+    }
     return 0;
 }
 

@@ -322,6 +322,13 @@ int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap) {
 // ---------------------------------------------------------------------------------------------
 // llm.c model files
 
+// The table row in llm.c slot `slot` (every slot has one).
+static int llmc_spec(const GPT2* m, int slot) {
+    for (int i = 0; i < m->nspecs; i++)
+        if (m->specs[i].llmc == slot) return i;
+    die(1, "the parameter table has no tensor in llm.c slot %d", slot);
+}
+
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
     int32_t h[256] = {0};
@@ -334,9 +341,10 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
         return -1;
     }
     atomic_write(&af, h, sizeof(h));
-    // llm.c's tensors are the first 16 specs and contiguous at the start of the buffer
-    size_t n = m->specs[GPT2_NUM_LLMC - 1].offset + m->specs[GPT2_NUM_LLMC - 1].size;
-    atomic_write(&af, m->params, sizeof(float) * n);
+    for (int slot = 0; slot < GPT2_NUM_LLMC; slot++) { // the table's rows, in llm.c's slot order
+        const ParamSpec* s = &m->specs[llmc_spec(m, slot)];
+        atomic_write(&af, m->params + s->offset, sizeof(float) * s->size);
+    }
     if (atomic_commit(&af)) {
         snprintf(err, errcap, "%s", af.err);
         return -1;
@@ -385,8 +393,7 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
     }
     config_from_header(cfg, h);
     cfg->pos_encoding = ATTN_POS_LEARNED;
-    size_t L = (size_t)h[4], C = (size_t)h[6];
-    size_t nparams = (size_t)h[7] * C + (size_t)h[2] * C + L * (12 * C * C + 13 * C) + 2 * C;
+    size_t nparams = gpt2_llmc_floats(cfg);
     if (have_st && (size_t)st.st_size != 1024 + 4 * nparams) {
         snprintf(err, errcap, "%s: size %lld bytes, expected %zu for these sizes", path,
                  (long long)st.st_size, 1024 + 4 * nparams);
@@ -419,11 +426,12 @@ int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* 
         snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    size_t n = m->specs[GPT2_NUM_LLMC - 1].offset + m->specs[GPT2_NUM_LLMC - 1].size;
-    int rc = fseek(f, 1024, SEEK_SET) == 0 && read_exact(f, m->params, sizeof(float) * n, path,
-                                                         "the parameters", err, errcap) == 0
-                 ? 0
-                 : -1;
+    int rc = fseek(f, 1024, SEEK_SET) == 0 ? 0 : -1;
+    for (int slot = 0; slot < GPT2_NUM_LLMC && rc == 0; slot++) { // in llm.c's slot order
+        const ParamSpec* s = &m->specs[llmc_spec(m, slot)];
+        rc = read_exact(f, m->params + s->offset, sizeof(float) * s->size, path, "the parameters",
+                        err, errcap);
+    }
     fclose(f);
     return rc;
 }

@@ -19,10 +19,66 @@
 // ---------------------------------------------------------------------------------------------
 // parameter table
 
-static int add_spec(GPT2* m, const char* name, int ndim, const size_t* shape, int decay,
-                    int stacked, int llmc, int variant_owned) {
+// Symbolic sizes of the base rows, resolved against the config by dim_of.
+enum { D_VP, D_MAXT, D_L, D_C, D_3C, D_4C };
+
+static size_t dim_of(int d, const GPT2Config* c) {
+    const size_t C = (size_t)c->n_embd;
+    switch (d) {
+    case D_VP:
+        return (size_t)c->padded_vocab;
+    case D_MAXT:
+        return (size_t)c->block_size;
+    case D_L:
+        return (size_t)c->n_layer;
+    case D_C:
+        return C;
+    case D_3C:
+        return 3 * C;
+    default:
+        return 4 * C;
+    }
+}
+
+// The base rows: GPT-2's tensors (llm.c's ParameterTensors names). Stacked rows have n_layer
+// first (D_L). Init: N(0, 0.02) for the embeddings and the matrices that read the residual
+// stream, N(0, 0.02/sqrt(2L)) for the two projections that write into it (GPT-2's scaled
+// residual init), LayerNorm gains 1, biases 0. Weight decay on the matrices and embeddings only.
+// hf: the Hugging Face GPT2LMHeadModel name; Conv1D weights are stored (in, out) there.
+typedef struct {
+    const char* name;
+    int ndim, dims[3];
+    int stacked, init, decay, vocab_rows;
+    const char* hf;
+    int hf_transpose;
+    int llmc; // slot in llm.c's file
+} ParamRow;
+
+static const ParamRow GPT2_TABLE[GPT2_NUM_LLMC] = {
+    [P_WTE] = {"wte", 2, {D_VP, D_C}, 0, PINIT_NORMAL, 1, 1, "wte.weight", 0, 0},
+    [P_WPE] = {"wpe", 2, {D_MAXT, D_C}, 0, PINIT_NORMAL, 1, 0, "wpe.weight", 0, 1},
+    [P_LN1W] = {"ln1w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_1.weight", 0, 2},
+    [P_LN1B] = {"ln1b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_1.bias", 0, 3},
+    [P_QKVW] = {"qkvw", 3, {D_L, D_3C, D_C}, 1, PINIT_NORMAL, 1, 0, "attn.c_attn.weight", 1, 4},
+    [P_QKVB] = {"qkvb", 2, {D_L, D_3C}, 1, PINIT_ZERO, 0, 0, "attn.c_attn.bias", 0, 5},
+    [P_ATTPROJW] =
+        {"attprojw", 3, {D_L, D_C, D_C}, 1, PINIT_RESID, 1, 0, "attn.c_proj.weight", 1, 6},
+    [P_ATTPROJB] = {"attprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "attn.c_proj.bias", 0, 7},
+    [P_LN2W] = {"ln2w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8},
+    [P_LN2B] = {"ln2b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9},
+    [P_FCW] = {"fcw", 3, {D_L, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10},
+    [P_FCB] = {"fcb", 2, {D_L, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11},
+    [P_FCPROJW] =
+        {"fcprojw", 3, {D_L, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12},
+    [P_FCPROJB] = {"fcprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13},
+    [P_LNFW] = {"lnfw", 1, {D_C}, 0, PINIT_ONES, 0, 0, "ln_f.weight", 0, 14},
+    [P_LNFB] = {"lnfb", 1, {D_C}, 0, PINIT_ZERO, 0, 0, "ln_f.bias", 0, 15},
+};
+
+static ParamSpec* add_spec(GPT2* m, const char* name, int ndim, const size_t* shape, int stacked,
+                           int init, int decay) {
     ASSERT(m->nspecs < GPT2_MAX_SPECS);
-    ParamSpec* s = &m->specs[m->nspecs];
+    ParamSpec* s = &m->specs[m->nspecs++];
     memset(s, 0, sizeof(*s));
     util_strlcpy(s->name, name, sizeof(s->name));
     s->ndim = ndim;
@@ -31,41 +87,59 @@ static int add_spec(GPT2* m, const char* name, int ndim, const size_t* shape, in
         s->shape[i] = shape[i];
         s->size *= shape[i];
     }
-    s->decay = decay;
     s->stacked = stacked;
-    s->llmc = llmc;
-    s->variant_owned = variant_owned;
-    return m->nspecs++;
+    s->init = init;
+    s->decay = decay;
+    s->llmc = -1;
+    return s;
+}
+
+static void add_base_specs(GPT2* m) {
+    for (int i = 0; i < GPT2_NUM_LLMC; i++) {
+        const ParamRow* r = &GPT2_TABLE[i];
+        size_t shape[3];
+        for (int d = 0; d < r->ndim; d++)
+            shape[d] = dim_of(r->dims[d], &m->cfg);
+        ParamSpec* s = add_spec(m, r->name, r->ndim, shape, r->stacked, r->init, r->decay);
+        s->vocab_rows = r->vocab_rows;
+        s->hf = r->hf;
+        s->hf_transpose = r->hf_transpose;
+        s->llmc = r->llmc;
+    }
+}
+
+size_t gpt2_llmc_floats(const GPT2Config* cfg) {
+    size_t n = 0;
+    for (int i = 0; i < GPT2_NUM_LLMC; i++) {
+        size_t k = 1;
+        for (int d = 0; d < GPT2_TABLE[i].ndim; d++)
+            k *= dim_of(GPT2_TABLE[i].dims[d], cfg);
+        n += GPT2_TABLE[i].llmc >= 0 ? k : 0;
+    }
+    return n;
+}
+
+// Every model buffer comes from here: allocated and tallied into *kind, or in size-only mode
+// only tallied (NULL).
+static float* model_floats(GPT2* m, size_t n, double* kind) {
+    *kind += (double)util_floats_bytes(n);
+    return m->size_only ? NULL : allocFloats(n);
 }
 
 #define SHAPE(...) ((const size_t[]){__VA_ARGS__})
 
 void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     m->cfg = *cfg;
-    const size_t L = (size_t)cfg->n_layer, C = (size_t)cfg->n_embd, Vp = (size_t)cfg->padded_vocab;
-    const size_t maxT = (size_t)cfg->block_size, NH = (size_t)cfg->n_head;
+    const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head;
     m->nspecs = 0;
-    // llm.c's 16 tensors, in llm.c's order (names follow its ParameterTensors fields)
-    add_spec(m, "wte", 2, SHAPE(Vp, C), 1, 0, 1, 0);
-    add_spec(m, "wpe", 2, SHAPE(maxT, C), 1, 0, 1, 0);
-    add_spec(m, "ln1w", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "ln1b", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "qkvw", 3, SHAPE(L, 3 * C, C), 1, 1, 1, 0);
-    add_spec(m, "qkvb", 2, SHAPE(L, 3 * C), 0, 1, 1, 0);
-    add_spec(m, "attprojw", 3, SHAPE(L, C, C), 1, 1, 1, 0);
-    add_spec(m, "attprojb", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "ln2w", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "ln2b", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "fcw", 3, SHAPE(L, 4 * C, C), 1, 1, 1, 0);
-    add_spec(m, "fcb", 2, SHAPE(L, 4 * C), 0, 1, 1, 0);
-    add_spec(m, "fcprojw", 3, SHAPE(L, C, 4 * C), 1, 1, 1, 0);
-    add_spec(m, "fcprojb", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "lnfw", 1, SHAPE(C), 0, 0, 1, 0);
-    add_spec(m, "lnfb", 1, SHAPE(C), 0, 0, 1, 0);
+    add_base_specs(m);
     // row-map parameters of every layer: (L, NH, maxP), decay-free
     m->attnp_spec = -1;
-    if (m->maxP > 0)
-        m->attnp_spec = add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 0, 1, 0, 1);
+    if (m->maxP > 0) {
+        m->attnp_spec = m->nspecs;
+        add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 1, PINIT_VARIANT, 0)->variant_owned =
+            1;
+    }
     // layer-level tensors: one stacked tensor per (variant, tensor) in use
     for (int l = 0; l < cfg->n_layer; l++) {
         LayerAttn* la = &m->la[l];
@@ -87,7 +161,9 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
                 size_t shape[4] = {L, 1, 1, 1};
                 for (int q = 0; q < ts[k].ndim; q++)
                     shape[q + 1] = (size_t)ts[k].shape[q];
-                idx = add_spec(m, name, ts[k].ndim + 1, shape, ts[k].decay, 1, 0, 1);
+                idx = m->nspecs;
+                add_spec(m, name, ts[k].ndim + 1, shape, 1, PINIT_VARIANT, ts[k].decay)
+                    ->variant_owned = 1;
             }
             la->tensor_spec[k] = idx;
         }
@@ -99,8 +175,9 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
         off += m->specs[i].size;
     }
     m->num_params = off;
-    m->params = allocFloats(off);
-    m->grads = allocFloats(off);
+    memset(&m->bytes, 0, sizeof(m->bytes));
+    m->params = model_floats(m, off, &m->bytes.params);
+    m->grads = model_floats(m, off, &m->bytes.grads);
     m->mean_loss = -1.0f;
     m->step = -1;
 }
@@ -118,18 +195,41 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     return (float*)base + off;
 }
 
+// bf16: the linear layers' activations are rounded into the calling thread's buffers (common/
+// matmul.h); reserve them for the largest operands of this model's batches, (B T, max(4C, Vp))
+// (the classifier's dlogits) and (B T, 4C), so no forward or backward grows them.
+static void reserve_matmul(GPT2* m) {
+    if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
+    const size_t BT = (size_t)m->B * (size_t)m->T, C4 = 4 * (size_t)m->cfg.n_embd;
+    const size_t Vp = (size_t)m->cfg.padded_vocab;
+    const size_t x0 = BT * (C4 > Vp ? C4 : Vp), x1 = BT * C4;
+    m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
+    if (!m->size_only) mm_linear_reserve(x0, x1);
+}
+
 void gpt2_set_precision(GPT2* m, MMPrecision p) {
-    mm_set_precision(p);
     m->precision = p;
+    if (m->size_only) { // tally only; the process-wide precision stays as it is
+        m->bytes.bf16 = p == MM_FP32 ? 0 : (double)util_floats_bytes((m->num_params + 1) / 2);
+        m->bytes.matmul = 0;
+        if (p != MM_FP32) reserve_matmul(m);
+        return;
+    }
+    mm_set_precision(p);
     if (p == MM_FP32) {
         if (m->params_bf16) mm_bf16_unregister(m->params);
         free(m->params_bf16);
         m->params_bf16 = NULL;
         return;
     }
-    if (!m->params_bf16) m->params_bf16 = mallocCheck(sizeof(bf16) * m->num_params);
+    if (!m->params_bf16) {
+        m->bytes.bf16 = 0;
+        m->params_bf16 = (bf16*)model_floats(m, (m->num_params + 1) / 2, &m->bytes.bf16);
+    }
     mm_bf16_register(m->params, m->num_params, m->params_bf16);
     m->bf16_stale = 1;
+    m->bytes.matmul = 0;
+    reserve_matmul(m);
 }
 
 void gpt2_params_changed(GPT2* m) {
@@ -144,6 +244,8 @@ static void refresh_bf16(GPT2* m) {
     m->bf16_refreshes++;
 }
 
+// Fills the table in table order, one rule per row; then, layer by layer, the tensors whose
+// init the attention variants declare. Normal draws come from one stream in that order.
 void gpt2_init(GPT2* m, uint64_t seed) {
     gpt2_params_changed(m);
     Rng r;
@@ -151,34 +253,25 @@ void gpt2_init(GPT2* m, uint64_t seed) {
     const GPT2Config* c = &m->cfg;
     const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
     memset(m->params, 0, sizeof(float) * m->num_params);
-    for (int i = 0; i < GPT2_NUM_LLMC; i++) {
-        ParamSpec* s = &m->specs[i];
+    for (int i = 0; i < m->nspecs; i++) {
+        const ParamSpec* s = &m->specs[i];
         float* p = m->params + s->offset;
-        switch (i) {
-        case P_LN1W:
-        case P_LN2W:
-        case P_LNFW:
-            for (size_t k = 0; k < s->size; k++)
+        // real vocabulary rows only; padded rows stay 0
+        size_t n = s->vocab_rows ? (size_t)c->vocab_size * (s->size / s->shape[0]) : s->size;
+        switch (s->init) {
+        case PINIT_ONES:
+            for (size_t k = 0; k < n; k++)
                 p[k] = 1.0f;
             break;
-        case P_WTE: { // real vocabulary rows only; padded rows stay 0
-            size_t n = (size_t)c->vocab_size * (size_t)c->n_embd;
+        case PINIT_NORMAL:
             for (size_t k = 0; k < n; k++)
                 p[k] = std * rng_normal(&r);
             break;
-        }
-        case P_WPE:
-        case P_QKVW:
-        case P_FCW:
-            for (size_t k = 0; k < s->size; k++)
-                p[k] = std * rng_normal(&r);
-            break;
-        case P_ATTPROJW:
-        case P_FCPROJW: // residual projections: 1/sqrt(2 L)
-            for (size_t k = 0; k < s->size; k++)
+        case PINIT_RESID:
+            for (size_t k = 0; k < n; k++)
                 p[k] = proj_std * rng_normal(&r);
             break;
-        default: // biases
+        default: // PINIT_ZERO; PINIT_VARIANT below
             break;
         }
     }
@@ -264,24 +357,42 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
     size_t ntab = sizeof(tab) / sizeof(tab[0]), total = 0;
     for (size_t i = 0; i < ntab; i++)
         total += (tab[i].n + 15) & ~(size_t)15;
-    m->acts = allocFloats(total);
+    m->bytes.acts = m->bytes.caches = m->bytes.workspace = 0;
+    for (size_t i = 0; i < ntab; i++) { // the two parts memory_check names
+        if (tab[i].p == &m->att) m->bytes.attn = 4.0 * (double)tab[i].n;
+        if (tab[i].p == &m->logits) m->bytes.logits = 4.0 * (double)tab[i].n;
+    }
+    m->acts = model_floats(m, total, &m->bytes.acts);
     size_t off = 0;
-    for (size_t i = 0; i < ntab; i++) {
+    for (size_t i = 0; i < ntab && m->acts; i++) {
         *tab[i].p = m->acts + off;
         off += (tab[i].n + 15) & ~(size_t)15;
     }
-    size_t row_scratch = 0;
+    size_t row_scratch = 0, extra = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerAttn* la = &m->la[l];
         AttnDims d = {.B = B, .T = T, .C = (int)C, .NH = (int)NH, .hs = (int)(C / NH)};
         size_t cf = la->v->layer_cache_floats ? la->v->layer_cache_floats(&d, &la->hp) : 0;
         // under rope the layer's rotated q, k (B,T,2C) come first, then the variant's cache
         size_t qkn = attn_pos_rotates(m->cfg.pos_encoding) ? BT * 2 * C : 0;
-        m->attn_cache[l] = cf + qkn ? allocFloats(cf + qkn) : NULL;
+        m->attn_cache[l] = cf + qkn ? model_floats(m, cf + qkn, &m->bytes.caches) : NULL;
         size_t rs = attn_row_scratch(la->row, T);
         if (rs > row_scratch) row_scratch = rs;
+        rs = attn_row_scratch(la->own.row, T); // a composed variant's own row map
+        if (rs > row_scratch) row_scratch = rs;
+        // per-thread scratch the layer hooks reserve, reserved here once for the largest
+        size_t xs = la->v->layer_scratch_floats ? la->v->layer_scratch_floats(&d, &la->hp) : 0;
+        if (xs > extra) extra = xs;
     }
-    m->ws = attn_workspace_new(B, T, (int)NH, nthreads, row_scratch, m->maxP);
+    m->bytes.workspace = (double)attn_workspace_bytes(B, T, (int)NH, (int)C, nthreads, row_scratch,
+                                                      m->maxP, m->cfg.pos_encoding) +
+                         (double)attn_workspace_reserve_bytes(nthreads, extra);
+    if (!m->size_only) {
+        m->ws = attn_workspace_new(B, T, (int)NH, nthreads, row_scratch, m->maxP);
+        attn_workspace_prepare_pos(m->ws, m->cfg.pos_encoding, (int)C);
+        if (extra) attn_workspace_reserve(m->ws, extra);
+    }
+    if (m->precision != MM_FP32) reserve_matmul(m);
 }
 
 void gpt2_free(GPT2* m) {
@@ -307,6 +418,7 @@ static AttnLayer make_layer(GPT2* m, int l, int B, int T) {
                    .row = la->row,
                    .hp = &la->hp,
                    .row_hp = &la->row_hp,
+                   .own = &la->own,
                    .d = {.B = B, .T = T, .C = C, .NH = NH, .hs = C / NH},
                    .layer = l,
                    .step = m->step,

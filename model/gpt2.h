@@ -1,8 +1,10 @@
 // model/gpt2.h: GPT-2 (as llm.c / Hugging Face define it) with pluggable attention.
-// One parameter table (ParamSpec) describes every tensor: llm.c's 16 tensors in llm.c's order,
-// then the attention variants' tensors. Checkpoints, the optimizer's decay ranges, gradient-norm
-// logging and the exporters all iterate this table. Parameters, gradients and activations each
-// live in one buffer.
+// One parameter table (ParamSpec) describes every tensor: the base rows (gpt2.c's GPT2_TABLE,
+// keyed by the P_* names below: shape, init rule, weight decay, Hugging Face name and transpose,
+// llm.c slot), then the tensors the attention variants declare (row-map parameters "attnp" and
+// each layer-level variant's tensors). Init, checkpoints, the llm.c and Hugging Face readers and
+// writers, the optimizer's decay ranges, gradient-norm logging and the memory estimate all
+// iterate this table. Parameters, gradients and activations each live in one buffer.
 #ifndef ATTNLAB_GPT2_H
 #define ATTNLAB_GPT2_H
 
@@ -23,7 +25,9 @@ typedef struct {
     int qk_norm;
 } GPT2Config;
 
-// llm.c's tensor order; attnlab's own tensors follow.
+// Names of the base rows of the parameter table (GPT2_TABLE in gpt2.c is keyed by them, so their
+// order carries no meaning; each row states its own llm.c slot). The forward pass reads tensors
+// by these names: m->specs[P_QKVW] is the base row P_QKVW.
 enum {
     P_WTE,
     P_WPE,
@@ -43,15 +47,31 @@ enum {
     P_LNFB
 };
 
+// Init rules of the parameter table.
+typedef enum {
+    PINIT_ZERO,    // zeros (biases)
+    PINIT_ONES,    // ones (LayerNorm gains)
+    PINIT_NORMAL,  // N(0, 0.02)
+    PINIT_RESID,   // N(0, 0.02 / sqrt(2 n_layer)): the projections into the residual stream
+    PINIT_VARIANT, // declared by the attention variant (init_params of the row map, or the
+                   // AttnTensorSpec init of a layer-level variant's tensor)
+} ParamInit;
+
 typedef struct {
-    char name[64]; // "wte", "h.qkvw", "attnp", "gated.w" ...
+    char name[64]; // "wte", "qkvw", "attnp", "gated.w" ...
     int ndim;
     size_t shape[4];
     size_t size;       // floats
     size_t offset;     // into GPT2.params / GPT2.grads
     int decay;         // weight decay applies
     int stacked;       // first dimension is n_layer
-    int llmc;          // 1: one of llm.c's 16 tensors
+    int init;          // ParamInit
+    int vocab_rows;    // first dimension is the padded vocabulary: only the vocab_size real rows
+                       // are initialised, exported and imported (padding rows stay 0)
+    const char* hf;    // Hugging Face GPT2LMHeadModel name (after "transformer." and, when
+                       // stacked, "h.<layer>."), NULL for tensors HF GPT-2 lacks ("attnlab.<name>")
+    int hf_transpose;  // HF stores it (in, out): a Conv1D weight, transposed against (out, in)
+    int llmc;          // slot in llm.c's model file (0..GPT2_NUM_LLMC-1), -1 if not in it
     int variant_owned; // 1: belongs to an attention variant (logged as kind "param")
 } ParamSpec;
 
@@ -60,9 +80,22 @@ typedef struct {
     const AttnVariant* v;
     const AttnVariant* row;
     AttnHParams hp, row_hp;
+    AttnComposed own; // v's own row map (composed variants), resolved once by the setup
     int tensor_spec[ATTN_MAX_TENSORS]; // ParamSpec index of each of v's layer tensors
     int ntensors;
 } LayerAttn;
+
+// Bytes of the model's buffers by kind (GPT2.bytes): what gpt2_build, gpt2_alloc_acts and
+// gpt2_set_precision allocated, or in size-only mode would allocate.
+typedef struct {
+    double params, grads; // the parameter table, fp32, and its gradients
+    double bf16;          // bf16 copy of the parameters (bf16 precisions)
+    double acts;          // activations and backward scratch, attention maps and logits included
+    double attn, logits;  // of which the attention maps (L, B, NH, T, T) and logits (B, T, Vp)
+    double caches;        // per-layer variant caches and rotated q, k (rope, xpos)
+    double workspace;     // attention workspace (per-thread planes, RoPE tables and gradient)
+    double matmul;        // bf16 operand buffers of the linear layers (bf16 precisions)
+} GPT2Bytes;
 
 typedef struct {
     GPT2Config cfg;
@@ -99,6 +132,11 @@ typedef struct {
     bf16* params_bf16; // NULL in fp32
     int bf16_stale;    // params changed since params_bf16 was made
     long bf16_refreshes;
+    // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
+    // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and
+    // only tally: the memory estimate (model/memory.h) runs the allocation code this way.
+    int size_only;
+    GPT2Bytes bytes;
 } GPT2;
 
 // Resolve the attention spec ("softmax" or per layer "0-3:softmax,4-11:ssmax") and the
@@ -120,6 +158,9 @@ void gpt2_init(GPT2* m, uint64_t seed);
 // Allocate activations for batches up to (B, T) with `nthreads` OpenMP threads.
 void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads);
 void gpt2_free(GPT2* m);
+
+// Floats of an llm.c model file of these sizes (the table's rows that have an llm.c slot).
+size_t gpt2_llmc_floats(const GPT2Config* cfg);
 
 // Slice of tensor `spec` for layer l (l ignored for unstacked tensors).
 float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l);

@@ -14,29 +14,10 @@
 #include "common/util.h"
 
 // ---------------------------------------------------------------------------------------------
-// GPT-2 name mapping
-
-// Per-layer Hugging Face tensors: name suffix, attnlab spec, and whether the weight is a Conv1D
-// stored (in, out) (transposed against attnlab's (out, in)).
-static const struct {
-    const char* hf;
-    int spec;
-    int transposed;
-} LAYER_MAP[] = {
-    {"ln_1.weight", P_LN1W, 0},
-    {"ln_1.bias", P_LN1B, 0},
-    {"attn.c_attn.weight", P_QKVW, 1},
-    {"attn.c_attn.bias", P_QKVB, 0},
-    {"attn.c_proj.weight", P_ATTPROJW, 1},
-    {"attn.c_proj.bias", P_ATTPROJB, 0},
-    {"ln_2.weight", P_LN2W, 0},
-    {"ln_2.bias", P_LN2B, 0},
-    {"mlp.c_fc.weight", P_FCW, 1},
-    {"mlp.c_fc.bias", P_FCB, 0},
-    {"mlp.c_proj.weight", P_FCPROJW, 1},
-    {"mlp.c_proj.bias", P_FCPROJB, 0},
-};
-#define N_LAYER_MAP ((int)(sizeof(LAYER_MAP) / sizeof(LAYER_MAP[0])))
+// GPT-2 name mapping, from the parameter table: a row with an HF name is "<hf>" (unstacked) or
+// "h.<layer>.<hf>" per layer (stacked), stored (in, out) when hf_transpose and with the
+// vocab_size real rows when vocab_rows; a row without one (an attention variant's tensor) is
+// "attnlab.<name>", whole.
 
 static const char* pos_name(int pe) {
     static const char* names[] = {"learned", "rope", "alibi", "none"};
@@ -48,19 +29,49 @@ int hf_is_plain_gpt2(const GPT2* m) {
     for (int l = 0; l < m->cfg.n_layer; l++)
         if (strcmp(m->la[l].v->name, "softmax") != 0 || strcmp(m->la[l].row->name, "softmax") != 0)
             return 0;
-    return m->nspecs == GPT2_NUM_LLMC;
+    for (int s = 0; s < m->nspecs; s++)
+        if (!m->specs[s].hf) return 0;
+    return 1;
 }
 
-// HF shape of attnlab spec `s` for one layer: (in, out) for Conv1D weights.
-static int layer_shape(const GPT2* m, int spec, int transposed, uint64_t* shape) {
-    const ParamSpec* s = &m->specs[spec];
-    if (s->ndim == 3) {
-        shape[0] = transposed ? s->shape[2] : s->shape[1];
-        shape[1] = transposed ? s->shape[1] : s->shape[2];
-        return 2;
+// Number of HF tensors of spec s: one per layer for a stacked GPT-2 tensor, else one.
+static int hf_count(const GPT2* m, int s) {
+    return m->specs[s].hf && m->specs[s].stacked ? m->cfg.n_layer : 1;
+}
+
+// HF name of tensor (s, layer) with the "transformer." prefix or without.
+static void hf_name(const GPT2* m, int s, int l, int prefix, char* out, size_t cap) {
+    const ParamSpec* p = &m->specs[s];
+    const char* pre = prefix ? "transformer." : "";
+    if (!p->hf)
+        snprintf(out, cap, "attnlab.%s", p->name);
+    else if (p->stacked)
+        snprintf(out, cap, "%sh.%d.%s", pre, l, p->hf);
+    else
+        snprintf(out, cap, "%s%s", pre, p->hf);
+}
+
+// HF shape of one HF tensor of spec s: a layer's slice for stacked GPT-2 tensors, (in, out) when
+// transposed, vocab_size rows for the vocabulary.
+static int hf_shape(const GPT2* m, int s, uint64_t* shape) {
+    const ParamSpec* p = &m->specs[s];
+    int first = p->hf && p->stacked ? 1 : 0, nd = p->ndim - first;
+    for (int q = 0; q < nd; q++)
+        shape[q] = p->shape[first + q];
+    if (p->vocab_rows) shape[0] = (uint64_t)m->cfg.vocab_size;
+    if (p->hf_transpose && nd == 2) {
+        uint64_t t = shape[0];
+        shape[0] = shape[1];
+        shape[1] = t;
     }
-    shape[0] = s->shape[1];
-    return 1;
+    return nd;
+}
+
+static uint64_t numel_of(const uint64_t* shape, int nd) {
+    uint64_t n = 1;
+    for (int q = 0; q < nd; q++)
+        n *= shape[q];
+    return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -100,14 +111,48 @@ static int check_shape(const SafeTensors* st, int i, const uint64_t* want, int n
     return -1;
 }
 
+// The (spec, layer) a file tensor name fills, as an index into the slot table (slot_base[s] +
+// layer), or -1 for names that are no tensor of this model. A GPT-2 name of a layer >= n_layer is
+// an error (-2, with err).
+static int slot_of(const GPT2* m, const int* slot_base, const char* full, const char* path,
+                   char* err, size_t errcap) {
+    const char* nm = strncmp(full, "transformer.", 12) == 0 ? full + 12 : full;
+    if (strncmp(full, "attnlab.", 8) == 0) {
+        int s = gpt2_find_spec(m, full + 8);
+        return s >= 0 && !m->specs[s].hf ? slot_base[s] : -1;
+    }
+    long l = -1;
+    const char* rest = nm;
+    if (strncmp(nm, "h.", 2) == 0) {
+        char* e;
+        errno = 0;
+        l = strtol(nm + 2, &e, 10);
+        if (e == nm + 2 || *e != '.' || l < 0 || l >= 100000) return -1;
+        rest = e + 1;
+    }
+    for (int s = 0; s < m->nspecs; s++) {
+        const ParamSpec* p = &m->specs[s];
+        if (!p->hf || p->stacked != (l >= 0) || strcmp(rest, p->hf) != 0) continue;
+        if (l >= m->cfg.n_layer) {
+            snprintf(err, errcap, "%s: tensor %s belongs to layer %ld, the model has n_layer=%d",
+                     path, full, l, m->cfg.n_layer);
+            return -2;
+        }
+        return slot_base[s] + (l >= 0 ? (int)l : 0);
+    }
+    return -1;
+}
+
 int hf_load_safetensors(GPT2* m, const char* path, char* err, size_t errcap) {
     SafeTensors st;
     if (st_open(&st, path, err, errcap)) return -1;
-    const GPT2Config* c = &m->cfg;
-    const int L = c->n_layer;
-    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
-    // which file tensor fills which (spec, layer); -1 = not found yet
-    int nslots = GPT2_NUM_LLMC * L + m->nspecs;
+    // slot_base[s]: first slot of spec s (hf_count(s) slots); slot[k]: the file tensor, -1 = none
+    int* slot_base = mallocCheck(sizeof(int) * (size_t)(m->nspecs + 1));
+    int nslots = 0;
+    for (int s = 0; s < m->nspecs; s++) {
+        slot_base[s] = nslots;
+        nslots += hf_count(m, s);
+    }
     int* slot = mallocCheck(sizeof(int) * (size_t)nslots);
     for (int i = 0; i < nslots; i++)
         slot[i] = -1;
@@ -115,38 +160,8 @@ int hf_load_safetensors(GPT2* m, const char* path, char* err, size_t errcap) {
     float* buf = NULL;
     char ignored[512] = "";
     for (int i = 0; i < st.n; i++) {
-        const char* nm = st.t[i].name;
-        if (strncmp(nm, "transformer.", 12) == 0) nm += 12;
-        int idx = -1;
-        if (strcmp(nm, "wte.weight") == 0)
-            idx = P_WTE * L;
-        else if (strcmp(nm, "wpe.weight") == 0)
-            idx = P_WPE * L;
-        else if (strcmp(nm, "ln_f.weight") == 0)
-            idx = P_LNFW * L;
-        else if (strcmp(nm, "ln_f.bias") == 0)
-            idx = P_LNFB * L;
-        else if (strncmp(nm, "h.", 2) == 0) {
-            char* rest;
-            errno = 0;
-            long l = strtol(nm + 2, &rest, 10);
-            if (rest != nm + 2 && *rest == '.' && l >= 0 && l < 100000) {
-                for (int k = 0; k < N_LAYER_MAP; k++)
-                    if (strcmp(rest + 1, LAYER_MAP[k].hf) == 0) {
-                        if (l >= L) {
-                            snprintf(err, errcap,
-                                     "%s: tensor %s belongs to layer %ld, the model "
-                                     "has n_layer=%d",
-                                     path, st.t[i].name, l, L);
-                            goto done;
-                        }
-                        idx = LAYER_MAP[k].spec * L + (int)l;
-                    }
-            }
-        } else if (strncmp(st.t[i].name, "attnlab.", 8) == 0) {
-            int s = gpt2_find_spec(m, st.t[i].name + 8);
-            if (s >= GPT2_NUM_LLMC) idx = GPT2_NUM_LLMC * L + s;
-        }
+        int idx = slot_of(m, slot_base, st.t[i].name, path, err, errcap);
+        if (idx == -2) goto done;
         if (idx < 0) { // lm_head (tied), attention bias buffers and anything foreign
             size_t l = strlen(ignored);
             if (l + 80 < sizeof(ignored))
@@ -160,87 +175,56 @@ int hf_load_safetensors(GPT2* m, const char* path, char* err, size_t errcap) {
         }
         slot[idx] = i;
     }
-    // check presence and shapes of everything first, then read
-    for (int s = 0; s < GPT2_NUM_LLMC; s++) {
-        int per_layer = m->specs[s].stacked;
-        for (int l = 0; l < (per_layer ? L : 1); l++) {
-            int i = slot[s * L + l];
-            if (i < 0) {
+    // check presence (GPT-2 tensors; variant tensors are optional) and shapes first, then read
+    for (int s = 0; s < m->nspecs; s++) {
+        for (int l = 0; l < hf_count(m, s); l++) {
+            int i = slot[slot_base[s] + l];
+            if (i < 0 && m->specs[s].hf) {
                 char want[96];
-                if (!per_layer)
-                    snprintf(want, sizeof(want), "%s",
-                             s == P_WTE    ? "wte.weight"
-                             : s == P_WPE  ? "wpe.weight"
-                             : s == P_LNFW ? "ln_f.weight"
-                                           : "ln_f.bias");
-                else
-                    for (int k = 0; k < N_LAYER_MAP; k++)
-                        if (LAYER_MAP[k].spec == s)
-                            snprintf(want, sizeof(want), "h.%d.%s", l, LAYER_MAP[k].hf);
+                hf_name(m, s, l, 0, want, sizeof(want));
                 snprintf(err, errcap, "%s: tensor %s (or transformer.%s) is missing", path, want,
                          want);
                 goto done;
             }
-            uint64_t shape[2];
-            int nd;
-            if (s == P_WTE) {
-                shape[0] = V;
-                shape[1] = C;
-                nd = 2;
-            } else if (!per_layer) {
-                nd = m->specs[s].ndim;
-                for (int q = 0; q < nd; q++)
-                    shape[q] = m->specs[s].shape[q];
-            } else {
-                int tr = 0;
-                for (int k = 0; k < N_LAYER_MAP; k++)
-                    if (LAYER_MAP[k].spec == s) tr = LAYER_MAP[k].transposed;
-                nd = layer_shape(m, s, tr, shape);
-            }
-            if (check_shape(&st, i, shape, nd, err, errcap)) goto done;
+            uint64_t shape[4];
+            int nd = hf_shape(m, s, shape);
+            if (i >= 0 && check_shape(&st, i, shape, nd, err, errcap)) goto done;
         }
-    }
-    for (int s = GPT2_NUM_LLMC; s < m->nspecs; s++) {
-        int i = slot[GPT2_NUM_LLMC * L + s];
-        if (i < 0) continue;
-        uint64_t shape[4];
-        for (int q = 0; q < m->specs[s].ndim; q++)
-            shape[q] = m->specs[s].shape[q];
-        if (check_shape(&st, i, shape, m->specs[s].ndim, err, errcap)) goto done;
     }
     size_t maxn = 0;
     for (int i = 0; i < st.n; i++)
         if (st.t[i].numel > maxn) maxn = (size_t)st.t[i].numel;
     buf = mallocCheck(sizeof(float) * (maxn + 1));
-    for (int s = 0; s < GPT2_NUM_LLMC; s++) {
-        int per_layer = m->specs[s].stacked;
-        for (int l = 0; l < (per_layer ? L : 1); l++) {
-            int i = slot[s * L + l];
+    for (int s = 0; s < m->nspecs; s++) {
+        const ParamSpec* p = &m->specs[s];
+        for (int l = 0; l < hf_count(m, s); l++) {
+            int i = slot[slot_base[s] + l];
+            if (i < 0) continue;
             if (st_read_f32(&st, i, buf, err, errcap)) goto done;
-            float* dst = gpt2_tensor(m, m->params, s, l);
-            if (s == P_WTE) { // real rows, then zero padding
-                memcpy(dst, buf, sizeof(float) * V * C);
-                memset(dst + V * C, 0, sizeof(float) * ((size_t)c->padded_vocab - V) * C);
-            } else if (per_layer && m->specs[s].ndim == 3) { // (in, out) -> (out, in)
-                size_t OC = m->specs[s].shape[1], IC = m->specs[s].shape[2];
+            float* dst = p->hf ? gpt2_tensor(m, m->params, s, l) : m->params + p->offset;
+            uint64_t shape[4];
+            int nd = hf_shape(m, s, shape);
+            size_t n = (size_t)numel_of(shape, nd);
+            if (p->hf_transpose) { // (in, out) -> (out, in)
+                size_t IC = (size_t)shape[0], OC = (size_t)shape[1];
                 for (size_t o = 0; o < OC; o++)
                     for (size_t k = 0; k < IC; k++)
                         dst[o * IC + k] = buf[k * OC + o];
             } else {
-                size_t n = per_layer ? m->specs[s].size / m->specs[s].shape[0] : m->specs[s].size;
                 memcpy(dst, buf, sizeof(float) * n);
             }
+            if (p->vocab_rows) { // the padding rows are zero
+                size_t all = p->stacked ? p->size / p->shape[0] : p->size;
+                memset(dst + n, 0, sizeof(float) * (all - n));
+            }
         }
-    }
-    for (int s = GPT2_NUM_LLMC; s < m->nspecs; s++) {
-        int i = slot[GPT2_NUM_LLMC * L + s];
-        if (i >= 0 && st_read_f32(&st, i, m->params + m->specs[s].offset, err, errcap)) goto done;
     }
     if (ignored[0]) fprintf(stderr, "attnlab: %s: ignored tensors: %s\n", path, ignored);
     rc = 0;
 done:
     free(buf);
     free(slot);
+    free(slot_base);
     st_close(&st);
     return rc;
 }
@@ -359,6 +343,18 @@ typedef struct {
     uint64_t bytes;
 } ExpTensor;
 
+// Export entry of HF tensor (s, layer) (layer -1: an unstacked or whole tensor); *maxT grows to
+// the floats of the largest transposed one.
+static void exp_tensor(const GPT2* m, int s, int layer, ExpTensor* t, size_t* maxT) {
+    hf_name(m, s, layer < 0 ? 0 : layer, 1, t->name, sizeof(t->name));
+    t->spec = s;
+    t->layer = layer;
+    t->transposed = m->specs[s].hf_transpose;
+    t->ndim = hf_shape(m, s, t->shape);
+    size_t ne = (size_t)numel_of(t->shape, t->ndim);
+    if (t->transposed && ne > *maxT) *maxT = ne;
+}
+
 static int copy_file(const char* src, const char* dst, char* err, size_t errcap) {
     size_t len;
     char* text = util_read_file(src, &len, err, errcap);
@@ -376,7 +372,6 @@ static int copy_file(const char* src, const char* dst, char* err, size_t errcap)
 int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
     const int L = c->n_layer;
-    const size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
     int plain = hf_is_plain_gpt2(m);
     if (util_mkdirs(dir, err, errcap)) return -1;
     char* att_esc = json_escape(m->attention, strlen(m->attention)); // quoted
@@ -388,33 +383,26 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
                 "attnlab_attention in config.json and the safetensors metadata; its own tensors "
                 "are saved as attnlab.*\n",
                 m->attention, pos_name(c->pos_encoding), c->qk_norm);
-    // tensor list
-    int cap = 4 + 12 * L + m->nspecs;
+    // tensor list: the table's rows in order, except that the stacked GPT-2 rows are written
+    // layer by layer (HF's h.<layer>.* blocks) where the first of them stands
+    int cap = 0;
+    for (int s = 0; s < m->nspecs; s++)
+        cap += hf_count(m, s);
     ExpTensor* et = callocCheck((size_t)cap, sizeof(ExpTensor));
-    int n = 0;
-    et[n++] = (ExpTensor){"transformer.wte.weight", P_WTE, 0, 0, 2, {V, C, 0, 0}, 0};
-    et[n++] = (ExpTensor){"transformer.wpe.weight",           P_WPE, 0, 0, 2,
-                          {(uint64_t)c->block_size, C, 0, 0}, 0};
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < N_LAYER_MAP; k++) {
-            ExpTensor* t = &et[n++];
-            snprintf(t->name, sizeof(t->name), "transformer.h.%d.%s", l, LAYER_MAP[k].hf);
-            t->spec = LAYER_MAP[k].spec;
-            t->layer = l;
-            t->transposed = LAYER_MAP[k].transposed;
-            t->ndim = layer_shape(m, t->spec, t->transposed, t->shape);
+    int n = 0, layers_done = 0;
+    size_t maxT = 16; // floats of the largest transposed tensor
+    for (int s = 0; s < m->nspecs; s++) {
+        if (!(m->specs[s].hf && m->specs[s].stacked)) {
+            exp_tensor(m, s, -1, &et[n++], &maxT);
+        } else if (!layers_done) {
+            for (int l = 0; l < L; l++)
+                for (int s2 = s; s2 < m->nspecs; s2++)
+                    if (m->specs[s2].hf && m->specs[s2].stacked)
+                        exp_tensor(m, s2, l, &et[n++], &maxT);
+            layers_done = 1;
         }
-    et[n++] = (ExpTensor){"transformer.ln_f.weight", P_LNFW, 0, 0, 1, {C, 0, 0, 0}, 0};
-    et[n++] = (ExpTensor){"transformer.ln_f.bias", P_LNFB, 0, 0, 1, {C, 0, 0, 0}, 0};
-    for (int s = GPT2_NUM_LLMC; s < m->nspecs; s++) {
-        ExpTensor* t = &et[n++];
-        snprintf(t->name, sizeof(t->name), "attnlab.%s", m->specs[s].name);
-        t->spec = s;
-        t->layer = -1;
-        t->ndim = m->specs[s].ndim;
-        for (int q = 0; q < t->ndim; q++)
-            t->shape[q] = m->specs[s].shape[q];
     }
+    ASSERT(n == cap);
     // model.safetensors: the tensors in the order listed, F32
     StSpec* ss = callocCheck((size_t)n, sizeof(StSpec));
     for (int i = 0; i < n; i++) {
@@ -440,26 +428,22 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     int opened = st_write_begin(&w, path, meta, plain ? 0 : 3, ss, n, err, errcap) == 0;
     free(ss);
     if (!opened) goto done;
-    buf = mallocCheck(sizeof(float) * (4 * C * C + 16));
+    buf = mallocCheck(sizeof(float) * maxT);
     for (int i = 0; i < n; i++) {
-        ExpTensor* t = &et[i];
+        const ExpTensor* t = &et[i];
         const ParamSpec* s = &m->specs[t->spec];
         size_t numel = (size_t)(t->bytes / 4);
-        if (t->spec == P_WTE) {
-            st_write_f32(&w, m->params + s->offset, numel); // the V real rows
-        } else if (t->layer < 0 || !s->stacked) {
-            st_write_f32(&w, m->params + s->offset, numel);
-        } else {
-            const float* src = gpt2_tensor(m, m->params, t->spec, t->layer);
-            if (t->transposed) { // (out, in) -> (in, out)
-                size_t OC = s->shape[1], IC = s->shape[2];
-                for (size_t o = 0; o < OC; o++)
-                    for (size_t k = 0; k < IC; k++)
-                        buf[k * OC + o] = src[o * IC + k];
-                src = buf;
-            }
-            st_write_f32(&w, src, numel);
+        // a layer's slice, or the whole tensor (with vocab_rows: its first vocab_size rows)
+        const float* src =
+            t->layer >= 0 ? gpt2_tensor(m, m->params, t->spec, t->layer) : m->params + s->offset;
+        if (t->transposed) { // (out, in) -> (in, out)
+            size_t IC = (size_t)t->shape[0], OC = (size_t)t->shape[1];
+            for (size_t o = 0; o < OC; o++)
+                for (size_t k = 0; k < IC; k++)
+                    buf[k * OC + o] = src[o * IC + k];
+            src = buf;
         }
+        st_write_f32(&w, src, numel);
     }
     if (st_write_end(&w, err, errcap)) goto done;
     // config.json

@@ -28,6 +28,7 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
         attn_hparams_default(&h->row_hp, h->row, h->hp.T_train, NH, C / NH, C, 2);
     else
         h->row_hp = h->hp;
+    attn_compose(&h->own, v, &h->hp);
     Rng r;
     rng_seed(&r, seed);
     h->ntens = v->layer_tensors ? v->layer_tensors(h->specs, &h->d, &h->hp) : 0;
@@ -68,11 +69,13 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
         for (int k = 0; k < P; k++)
             h->rowp[hd * P + k] += 0.02f * rng_normal(&r);
     }
-    h->ws = attn_workspace_new(B, T, NH, nthreads, attn_row_scratch(h->row, T), P);
+    size_t rs = attn_row_scratch(h->row, T), rs_own = attn_row_scratch(h->own.row, T);
+    h->ws = attn_workspace_new(B, T, NH, nthreads, rs > rs_own ? rs : rs_own, P);
     h->L = (AttnLayer){.v = v,
                        .row = h->row,
                        .hp = &h->hp,
                        .row_hp = &h->row_hp,
+                       .own = &h->own,
                        .d = h->d,
                        .layer = 0,
                        .step = 3,

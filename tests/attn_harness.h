@@ -14,6 +14,7 @@ typedef struct {
     const AttnVariant* v;   // the layer's variant
     const AttnVariant* row; // its row map: v, or the inner map of a layer-level variant
     AttnHParams hp, row_hp;
+    AttnComposed own; // v's own row map (composed variants), resolved from hp by attn_compose
     AttnDims d;
     int ntens;
     AttnTensorSpec specs[ATTN_MAX_TENSORS];

@@ -560,21 +560,31 @@ END_TEST
 
 START_TEST(test_memory_estimate) {
     // GPT-2 124M (llm.c: 124,475,904 parameters with the padded vocabulary), AdamW (2 arrays)
-    GPT2Config g = {.n_layer = 12,
-                    .n_head = 12,
-                    .n_embd = 768,
-                    .block_size = 1024,
-                    .vocab_size = 50257,
-                    .padded_vocab = 50304};
+    Config c;
+    config_defaults(&c);
+    c.n_layer = 12;
+    c.n_head = 12;
+    c.n_embd = 768;
+    c.block_size = 1024;
+    c.vocab_size = 50257;
+    c.seq_len = 1024;
+    char err[2048];
+    GPT2* m = callocCheck(1, sizeof(GPT2)); // attention set up, nothing allocated
+    ck_assert_msg(gpt2_setup_attention(m, &c, err, sizeof(err)) == 0, "%s", err);
+    GPT2Config g;
+    ck_assert_msg(gpt2_config_from(&g, &c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(g.padded_vocab, 50304);
     MemEstimate e;
-    memory_estimate(&e, &g, 4, 1024, 2, 2);
+    memory_estimate(&e, m, &g, 4, 1024, 2, MM_FP32, 2);
+    ck_assert(m->params == NULL && m->num_params == 0); // the estimate left m alone
+    free(m);
     ck_assert(e.params == 4.0 * 124475904);
     ck_assert(e.optim == 2 * e.params);
+    ck_assert(e.bf16 == 0);                               // fp32: no bf16 copies
     ck_assert(e.attn == 4.0 * 12 * 4 * 12 * 1024 * 1024); // (L, B, NH, T, T) floats
     ck_assert(e.logits == 4.0 * 4 * 1024 * 50304);
     ck_assert(e.total > e.params * 4 + e.attn + e.logits);
     ck_assert(e.total < 20e9);
-    char err[2048];
     ck_assert_int_eq(memory_check(&e, 64e9, err, sizeof(err)), 0);
     ck_assert_int_eq(memory_check(&e, 2e9, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, "GiB") && strstr(err, "batch_size") && strstr(err, "seq_len"), "%s",
