@@ -196,6 +196,8 @@ START_TEST(test_attention_setup_errors) {
                "did you mean 'attn.alpha'");
     setup_case("attention=softmax attn.zzz=1", "unknown key 'attn.zzz'",
                "has no such hyperparameter");
+    setup_case("attention=softmx", "unknown variant 'softmx' (did you mean 'softmax'?)", "");
+    setup_case("attention=qqqqqqqqqqqq", "unknown variant 'qqqqqqqqqqqq'", "--list-attention");
     setup_case("n_layer=65", "key 'n_layer'", "64");
     setup_case("qk_norm=1", "key 'qk_norm'", "not supported");
 }
