@@ -28,6 +28,12 @@ void die(int code, const char* fmt, ...) {
     // a fatal error ends the process here: flush stdio and leave without atexit handlers (so
     // leak checkers do not report the buffers an aborted run still held)
     fflush(NULL);
+#ifdef ATTNLAB_COVERAGE
+    // coverage builds (scripts/coverage): _exit skips gcov's exit handler, so write the counts
+    // first, or every error path that ends here would count as never run
+    extern void __gcov_dump(void);
+    __gcov_dump();
+#endif
     _exit(code);
 }
 
