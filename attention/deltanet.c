@@ -37,22 +37,47 @@
 // dq = (dqh - qh (qh . dqh)) / sqrt(|q|^2 + 1e-6); dz_beta = dbeta beta (1 - beta); for the gate,
 // g = -exp(A_log) softplus(z_a): dg = dalpha alpha, dA_log += dg g, dz_a = -dg exp(A_log)
 // sigmoid(z_a); dw += dz x_t, db += dz, dx_t += dz w (per head).
-// The backward recomputes the states S_{-1..T-1} of one (b, h) into per-thread scratch
-// ((T + 1) hs^2 floats); this is the exact recurrent-form backward, O(T hs^2) per head, not yet
-// the chunked WY form (which would make it matmul-bound).
+// Two exact forms of the same function, chosen by attn.chunk (integer 0..64; default 16, the
+// fastest of 0, 16, 32, 64 at T = 256, docs/variants.md):
+//   chunk = 0   the recurrence above step by step; the backward recomputes the states
+//               S_{-1..T-1} of one (b, h) into per-thread scratch ((T + 1) hs^2 floats) and runs
+//               the reverse sweep, O(T hs^2) per head in vector loops; att by the per-row sweep
+//               for A_tj (O(T^2 hs)).
+//   chunk = C   the chunked WY form of attention/deltanet_chunk.c (math there): per chunk of C
+//               tokens the UT transform turns the C steps into GEMMs through real_gemm, and the
+//               state passes between chunks; the backward is the hand-written VJP of that form
+//               (chunk-entry states replayed, ceil(T/C) hs^2 floats). att is the same chunked
+//               form run on v = the T x T identity (o_t is linear in v), also GEMMs. C >= T is
+//               one chunk; C = 1 is the recurrence again, in matrix form.
+// The two agree to rounding (tests/test_deltanet.c: outputs, att and every gradient).
+// The scalar gate derivatives are taken in log space: dz_a = -dlog(alpha) e^A_log sigmoid(z_a),
+// dA_log = dlog(alpha) g (dlog(alpha) = dalpha alpha in the recurrent sweep).
 // Parameter gradients: dz per (b, h, t) in the cache, then reduced per head over (b, t) in index
 // order, and dx per row over heads in order: bit-identical for any thread count.
 //
 // Tensors (per layer): beta_w (NH, C) decay, N(0, 1/sqrt(3C)); beta_b (NH) 0 (beta starts near
 // 1/2). gated_deltanet adds a_w (NH, C) decay, N(0, 1/sqrt(3C)); dt_b (NH) = softplus^-1(0.05)
 // and A_log (NH) = 0 (alpha starts near exp(-0.05) = 0.95), no decay.
-// Cache: qh, kh (B,NH,T,hs); rq, rk, beta, alpha, z_a, dz_beta, dz_a, dg g (B,NH,T).
+// Cache: qh, kh (B,NH,T,hs); rq, rk, beta, alpha, z_a, dz_beta, dz_a, dg g, log alpha (B,NH,T).
 #include <math.h>
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/deltanet_chunk.h"
 
 #define DN_EPS 1e-6f
+
+enum { HP_CHUNK, N_HP };
+
+static const AttnHParamSpec DN_HP[N_HP] = {
+    [HP_CHUNK] = {"chunk", 16.0f, 0.0f, 64.0f, NULL,
+                  "chunk length C of the WY form (integer; 0 = the step-by-step recurrence)"},
+};
+
+// chunk length of the layer: 0 (recurrent) or >= 1
+static int dn_chunk(const AttnLayer* L) {
+    return (int)(L->hp->v[HP_CHUNK] + 0.5f);
+}
 
 enum { T_BW, T_BB, T_AW, T_DTB, T_ALOG };
 
@@ -98,28 +123,39 @@ static int gated_deltanet_tensors(AttnTensorSpec* out, const AttnDims* d, const 
 
 // per-thread scratch: forward the state S (hs, hs) and two hs vectors; backward every step's
 // state (T + 2) hs^2 and six hs vectors
-static size_t dn_fwd_scratch(const AttnDims* d) {
-    return (size_t)d->hs * d->hs + 2 * (size_t)d->hs;
+// Per-thread scratch floats of the forward and backward, for chunk size `chunk` (0: recurrent).
+static size_t dn_fwd_scratch(const AttnDims* d, int chunk) {
+    const int T = d->T, hs = d->hs;
+    size_t need = (size_t)hs * hs + 2 * (size_t)hs;
+    if (chunk > 0) {
+        const size_t fo = dn_chunk_fwd_floats(T, hs, hs, chunk); // outputs: dv = hs
+        const size_t fa = dn_chunk_fwd_floats(T, hs, T, chunk);  // att: dv = T
+        need = fo > need ? fo : need;
+        need = fa > need ? fa : need;
+    }
+    return need;
 }
 
-static size_t dn_bwd_scratch(const AttnDims* d) {
-    return ((size_t)d->T + 2) * ((size_t)d->hs * d->hs) + 6 * (size_t)d->hs;
+static size_t dn_bwd_scratch(const AttnDims* d, int chunk) {
+    const int T = d->T, hs = d->hs;
+    return chunk > 0 ? dn_chunk_bwd_floats(T, hs, chunk) + 2 * (size_t)T * hs + 2 * (size_t)T
+                     : ((size_t)T + 2) * ((size_t)hs * hs) + 6 * (size_t)hs;
 }
 
 static size_t dn_scratch(const AttnDims* d, const AttnHParams* hp) {
-    (void)hp;
-    const size_t f = dn_fwd_scratch(d), b = dn_bwd_scratch(d);
+    const int chunk = (int)(hp->v[HP_CHUNK] + 0.5f);
+    const size_t f = dn_fwd_scratch(d, chunk), b = dn_bwd_scratch(d, chunk);
     return f > b ? f : b;
 }
 
 static size_t dn_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
     const size_t BHT = (size_t)d->B * d->NH * d->T;
-    return 2 * BHT * d->hs + 8 * BHT;
+    return 2 * BHT * d->hs + 9 * BHT;
 }
 
 typedef struct {
-    real *qh, *kh, *rq, *rk, *beta, *alpha, *za, *dzb, *dza, *dgg;
+    real *qh, *kh, *rq, *rk, *beta, *alpha, *za, *dzb, *dza, *dgg, *la;
 } DnCache;
 
 static DnCache dn_cache(const AttnLayer* L) {
@@ -135,6 +171,7 @@ static DnCache dn_cache(const AttnLayer* L) {
     k.dzb = k.za + BHT;
     k.dza = k.dzb + BHT;
     k.dgg = k.dza + BHT;
+    k.la = k.dgg + BHT;
     return k;
 }
 
@@ -183,7 +220,8 @@ static void dn_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     DnCache k = dn_cache(L);
-    attn_workspace_reserve(L->ws, dn_fwd_scratch(&L->d));
+    const int chunk = dn_chunk(L);
+    attn_workspace_reserve(L->ws, dn_fwd_scratch(&L->d, chunk));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -204,11 +242,34 @@ static void dn_forward(AttnLayer* L) {
                     dn_l2(kh + (size_t)t * hs, c.k + (bt + t) * c.ldk + (size_t)h * hs, hs);
                 beta[t] = dn_sigmoid(L->tp[T_BB][h] + dn_dot(L->tp[T_BW] + (size_t)h * C, x, C));
                 alpha[t] = decay;
+                k.la[bh * T + t] = c.score_bias_slopes ? -(real)c.score_bias_slopes[h] : 0.0f;
                 if (gated) {
                     const real za = L->tp[T_DTB][h] + dn_dot(L->tp[T_AW] + (size_t)h * C, x, C);
+                    const real g = -real_exp(L->tp[T_ALOG][h]) * dn_softplus(za);
                     k.za[bh * T + t] = za;
-                    alpha[t] *= real_exp(-real_exp(L->tp[T_ALOG][h]) * dn_softplus(za));
+                    alpha[t] *= real_exp(g);
+                    k.la[bh * T + t] += g;
                 }
+            }
+            if (chunk > 0) { // the WY form: outputs with v, the weights att with v_t = e_t
+                DnSeq sq = {.T = T,
+                            .hs = hs,
+                            .q = qh,
+                            .k = kh,
+                            .v = c.v + bt * c.ldv + (size_t)h * hs,
+                            .ldv = c.ldv,
+                            .dv = hs,
+                            .beta = beta,
+                            .la = k.la + bh * T};
+                dn_chunk_forward(&sq, chunk, L->out + bt * (size_t)C + (size_t)h * hs, (size_t)C,
+                                 S);
+                sq.v = NULL;
+                sq.dv = T;
+                real* A = L->att + bh * T * T;
+                dn_chunk_forward(&sq, chunk, A, (size_t)T, S);
+                for (int t = 0; t + 1 < T; t++)
+                    memset(A + (size_t)t * T + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
+                continue;
             }
             // recurrent form: o_t = S_t qh_t
             memset(S, 0, sizeof(real) * (size_t)hs * hs);
@@ -245,6 +306,47 @@ static void dn_l2_back(real* dx, const real* dy, const real* y, real r, int n) {
         dx[i] += r * (dy[i] - y[i] * p);
 }
 
+// the backward of one (b, h) through the chunked form (deltanet_chunk.c), then the L2 norms and
+// the beta / gate pre-activations as in the recurrent backward (dg = dlog alpha directly)
+static void dn_backward_chunked(const AttnLayer* L, const AttnCore* c, const DnCache* k, int b,
+                                int h, int chunk) {
+    const int T = L->d.T, NH = L->d.NH, hs = L->d.hs, C = L->d.C;
+    const size_t bh = (size_t)b * NH + h, bt = (size_t)b * T;
+    real* dqh = attn_thread_scratch(L->ws);
+    real* dkh = dqh + (size_t)T * hs;
+    real* dbeta = dkh + (size_t)T * hs;
+    real* dla = dbeta + T;
+    real* rest = dla + T;
+    memset(dqh, 0, sizeof(real) * 2 * (size_t)T * hs);
+    const DnSeq sq = {.T = T,
+                      .hs = hs,
+                      .q = k->qh + bh * T * hs,
+                      .k = k->kh + bh * T * hs,
+                      .v = c->v + bt * c->ldv + (size_t)h * hs,
+                      .ldv = c->ldv,
+                      .dv = hs,
+                      .beta = k->beta + bh * T,
+                      .la = k->la + bh * T};
+    dn_chunk_backward(&sq, chunk, L->dout + bt * (size_t)C + (size_t)h * hs, (size_t)C, dqh, dkh,
+                      c->dv + bt * c->ldv + (size_t)h * hs, dbeta, dla, rest);
+    const int gated = dn_gated(L);
+    const real eA = gated ? real_exp(L->tp[T_ALOG][h]) : 0.0f;
+    for (int t = 0; t < T; t++) {
+        const size_t i = bh * T + t;
+        dn_l2_back(c->dq + (bt + t) * c->ldq + (size_t)h * hs, dqh + (size_t)t * hs,
+                   sq.q + (size_t)t * hs, k->rq[i], hs);
+        dn_l2_back(c->dk + (bt + t) * c->ldk + (size_t)h * hs, dkh + (size_t)t * hs,
+                   sq.k + (size_t)t * hs, k->rk[i], hs);
+        const real be = k->beta[i];
+        k->dzb[i] = dbeta[t] * be * (1.0f - be);
+        if (gated) { // log alpha = -slope + g, g = -eA softplus(z_a)
+            const real za = k->za[i];
+            k->dza[i] = -dla[t] * eA * dn_sigmoid(za);
+            k->dgg[i] = dla[t] * (-eA * dn_softplus(za));
+        }
+    }
+}
+
 static void dn_backward(AttnLayer* L) {
     const AttnDims* d = &L->d;
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, C = d->C;
@@ -254,10 +356,15 @@ static void dn_backward(AttnLayer* L) {
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     DnCache k = dn_cache(L);
     const size_t hs2 = (size_t)hs * hs;
-    attn_workspace_reserve(L->ws, dn_bwd_scratch(&L->d));
+    const int chunk = dn_chunk(L);
+    attn_workspace_reserve(L->ws, dn_bwd_scratch(&L->d, chunk));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            if (chunk > 0) {
+                dn_backward_chunked(L, &c, &k, b, h, chunk);
+                continue;
+            }
             real* Sall = attn_thread_scratch(L->ws); // Sall + (t+1) hs^2 = S_t, Sall = S_{-1}
             real* dS = Sall + ((size_t)T + 1) * hs2;
             real* u = dS + hs2;
@@ -402,6 +509,8 @@ const AttnVariant attn_deltanet = {
     .layer_scratch_floats = dn_scratch,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
+    .hparams = DN_HP,
+    .n_hparams = N_HP,
     .ignores_inner = 1,
 };
 
@@ -416,6 +525,8 @@ const AttnVariant attn_gated_deltanet = {
     .layer_scratch_floats = dn_scratch,
     .layer_forward = dn_forward,
     .layer_backward = dn_backward,
+    .hparams = DN_HP,
+    .n_hparams = N_HP,
     .ignores_inner = 1,
 };
 

@@ -56,6 +56,7 @@ extern const AttnVariant attn_lucid;
 extern const AttnVariant attn_multiscreen;
 extern const AttnVariant attn_deltanet;
 extern const AttnVariant attn_gated_deltanet;
+extern const AttnVariant attn_mta;
 
 static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_softmax,      &attn_gated,      &attn_affine,
@@ -75,6 +76,7 @@ static const AttnVariant* const ATTN_VARIANTS[] = {
     &attn_stablemax,    &attn_gumbel,     &attn_talking_heads,
     &attn_diff,         &attn_selective,  &attn_lucid,
     &attn_multiscreen,  &attn_deltanet,   &attn_gated_deltanet,
+    &attn_mta,
 };
 
 #define N_VARIANTS ((int)(sizeof(ATTN_VARIANTS) / sizeof(ATTN_VARIANTS[0])))

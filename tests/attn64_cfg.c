@@ -54,6 +54,10 @@ static int sweep_values(const AttnHParamSpec* s, float* out) {
         out[n++] = (float)x;
     }
     if (lo >= 1.0 && s->max >= 1000.0f) out[n++] = (float)(lo + 2.0);
+    if (integer && lo == 0.0) { // a 0 that switches a mode (attn.chunk = 0: recurrent), and 1
+        out[n++] = 0.0f;
+        out[n++] = 1.0f;
+    }
     return n;
 }
 
@@ -77,7 +81,7 @@ int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int h
                     add(out, &n, v, &hp, in, what);
             }
         } else {
-            float vals[4];
+            float vals[6];
             int nv = sweep_values(s, vals);
             for (int q = 0; q < nv; q++) {
                 if (vals[q] == s->def) continue;

@@ -7,7 +7,8 @@
 //   - every numeric hyperparameter at three more values spread over its range (the range capped
 //     at max(4 |default|, default + 10) so that [0, 1e9] windows stay meaningful), rounded for
 //     integer keys, plus min + 2 for count-like keys (min >= 1, max >= 1000: windows shorter
-//     than every row);
+//     than every row), plus 0 and 1 for integer keys with min 0 (0 switches a mode, e.g.
+//     attn.chunk = 0 is deltanet's recurrence, 1 its one-token chunks);
 //   - layer-level variants: the defaults and every choice value around each map of
 //     ATTN64_INNERS, the numeric sweeps around one of them in turn.
 //

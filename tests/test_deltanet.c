@@ -6,7 +6,11 @@
 //     written, the memory returns exactly that value, o_t = v_t, whatever was stored before
 //     (a plain linear-attention sum of v_j k_j^T would return a mix of earlier values);
 //   - the gate forgets: with alpha -> 0 (A_log large) only the current write survives,
-//     o_t = beta_t (kh_t . qh_t) v_t.
+//     o_t = beta_t (kh_t . qh_t) v_t;
+//   - the chunked (WY) form equals the recurrence: outputs, att and every gradient (q, k, v, x
+//     and each layer tensor) for chunk lengths 1, 7 (T = 40 is not a multiple), 40 (= T) and 64
+//     (> T), under every position encoding, and is identical for 1 and 2 threads. The recurrent
+//     and chunked outputs are also each checked against the quadratic form (first test).
 // One attention layer through the harness (tests/attn_harness.h), float build, B = 2, NH = 2,
 // hs = 8, T = 40; x, q, k, v N(0, 1).
 #include <math.h>
@@ -39,12 +43,23 @@ static void fill_tensor(AttnHarness* h, const char* name, float value) {
         h->tp[k][i] = value;
 }
 
+// the hyperparameters of v with attn.chunk = chunk
+static AttnHParams with_chunk(const AttnVariant* v, int chunk) {
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, T_, NH_, HS_, C_, 2);
+    const int k = attn_hparam_index(v, "chunk");
+    ck_assert_msg(k >= 0, "%s has no attn.chunk", v->name);
+    hp.v[k] = (float)chunk;
+    return hp;
+}
+
 START_TEST(test_recurrent_matches_quadratic) {
-    const AttnVariant* v = attn_lookup(VARIANTS[_i / 4]);
-    const int pos = _i % 4;
+    const AttnVariant* v = attn_lookup(VARIANTS[_i / 8]);
+    const int pos = _i % 4, chunk = (_i / 4) % 2 ? 7 : 0;
     ck_assert(v != NULL);
     AttnHarness h;
-    harness_setup(&h, v, NULL, pos, B_, T_, C_, NH_, 1, 0.3f, 91 + (uint64_t)_i);
+    const AttnHParams hp = with_chunk(v, chunk);
+    harness_setup(&h, v, &hp, pos, B_, T_, C_, NH_, 1, 0.3f, 91 + (uint64_t)_i);
     harness_loss(&h);
     double worst = 0, mag = 0;
     for (int b = 0; b < B_; b++)
@@ -63,8 +78,8 @@ START_TEST(test_recurrent_matches_quadratic) {
                 }
             }
     ck_assert_msg(mag > 0.1, "%s: degenerate output (max |A V| = %g)", v->name, mag);
-    ck_assert_msg(worst <= 1e-5 * (mag > 1 ? mag : 1), "%s pos %d: |o - A V| = %g", v->name, pos,
-                  worst);
+    ck_assert_msg(worst <= 1e-5 * (mag > 1 ? mag : 1), "%s pos %d chunk %d: |o - A V| = %g",
+                  v->name, pos, chunk, worst);
     harness_free(&h);
 }
 END_TEST
@@ -125,11 +140,87 @@ START_TEST(test_gate_forgets) {
 }
 END_TEST
 
+// max |a - b| over n floats, and max |b| into *mag
+static double max_diff(const float* a, const float* b, size_t n, double* mag) {
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]);
+        if (d > w) w = d;
+        if (fabs((double)b[i]) > *mag) *mag = fabs((double)b[i]);
+    }
+    return w;
+}
+
+static void check_close(const char* what, const float* a, const float* b, size_t n,
+                        const char* label) {
+    double mag = 0;
+    const double w = max_diff(a, b, n, &mag);
+    ck_assert_msg(mag > 1e-3, "%s: %s is degenerate (max %g)", label, what, mag);
+    ck_assert_msg(w <= 2e-5 * (mag > 1 ? mag : 1), "%s: %s chunked vs recurrent: %g (max %g)",
+                  label, what, w, mag);
+}
+
+static const int CHUNKS[4] = {1, 7, 40, 64};
+
+START_TEST(test_chunked_matches_recurrent) {
+    const AttnVariant* v = attn_lookup(VARIANTS[_i / 16]);
+    const int pos = (_i / 4) % 4, chunk = CHUNKS[_i % 4];
+    char label[96];
+    snprintf(label, sizeof(label), "%s pos %d chunk %d", v->name, pos, chunk);
+    const AttnHParams h0 = with_chunk(v, 0), h1 = with_chunk(v, chunk);
+    AttnHarness a, b;
+    harness_setup(&a, v, &h0, pos, B_, T_, C_, NH_, 1, 0.3f, 300 + (uint64_t)_i);
+    harness_setup(&b, v, &h1, pos, B_, T_, C_, NH_, 1, 0.3f, 300 + (uint64_t)_i);
+    harness_zero_grads(&a);
+    harness_zero_grads(&b);
+    attention_forward(&a.L);
+    attention_backward(&a.L);
+    attention_forward(&b.L);
+    attention_backward(&b.L);
+    const size_t BTC = (size_t)B_ * T_ * C_;
+    check_close("out", b.out, a.out, BTC, label);
+    check_close("att", b.att, a.att, (size_t)B_ * NH_ * T_ * T_, label);
+    check_close("dqkv", b.dqkv, a.dqkv, 3 * BTC, label);
+    check_close("dx", b.dx, a.dx, BTC, label);
+    for (int k = 0; k < a.ntens; k++)
+        check_close(a.specs[k].name, b.dtp[k], a.dtp[k], a.tsize[k], label);
+    harness_free(&a);
+    harness_free(&b);
+}
+END_TEST
+
+START_TEST(test_chunked_threads_identical) {
+    const AttnVariant* v = attn_lookup(VARIANTS[_i]);
+    const AttnHParams hp = with_chunk(v, 7);
+    AttnHarness a, b;
+    harness_setup(&a, v, &hp, ATTN_POS_ROPE, B_, T_, C_, NH_, 1, 0.3f, 17);
+    harness_setup(&b, v, &hp, ATTN_POS_ROPE, B_, T_, C_, NH_, 2, 0.3f, 17);
+    harness_zero_grads(&a);
+    harness_zero_grads(&b);
+    attention_forward(&a.L);
+    attention_backward(&a.L);
+    attention_forward(&b.L);
+    attention_backward(&b.L);
+    const size_t BTC = (size_t)B_ * T_ * C_;
+    ck_assert(memcmp(a.out, b.out, sizeof(float) * BTC) == 0);
+    ck_assert(memcmp(a.att, b.att, sizeof(float) * (size_t)B_ * NH_ * T_ * T_) == 0);
+    ck_assert(memcmp(a.dqkv, b.dqkv, sizeof(float) * 3 * BTC) == 0);
+    ck_assert(memcmp(a.dx, b.dx, sizeof(float) * BTC) == 0);
+    for (int k = 0; k < a.ntens; k++)
+        ck_assert_msg(memcmp(a.dtp[k], b.dtp[k], sizeof(float) * a.tsize[k]) == 0,
+                      "%s: grad of %s differs 1 vs 2 threads", v->name, a.specs[k].name);
+    harness_free(&a);
+    harness_free(&b);
+}
+END_TEST
+
 static Suite* deltanet_suite(void) {
     Suite* s = suite_create("deltanet");
     TCase* tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_recurrent_matches_quadratic, 0, 8);
+    tcase_add_loop_test(tc, test_recurrent_matches_quadratic, 0, 16);
+    tcase_add_loop_test(tc, test_chunked_matches_recurrent, 0, 32);
+    tcase_add_loop_test(tc, test_chunked_threads_identical, 0, 2);
     tcase_add_test(tc, test_delta_rule_overwrites);
     tcase_add_test(tc, test_gate_forgets);
     suite_add_tcase(s, tc);

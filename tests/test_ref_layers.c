@@ -52,6 +52,11 @@ static const NumValues NUM_VALUES[] = {
     {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
     {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
     {"diff", "lambda0", {"0.8", "0.3", "-0.5"}, "lambda_mode=fixed"},
+    {"deltanet", "chunk", {"0", "1", "5"}, NULL},
+    {"gated_deltanet", "chunk", {"0", "3", "16"}, NULL},
+    {"mta", "cq", {"1", "3", "9"}, NULL},
+    {"mta", "kw", {"0", "2", "8"}, NULL},
+    {"mta", "ch", {"1", "3", "4"}, NULL},
 };
 
 // The setting under which a variant uses attn.inner ("" = always; NULL = never).
@@ -60,6 +65,7 @@ static const char* inner_setting(const char* variant) {
     if (strcmp(variant, "rela") == 0) return "rela_map=inner";
     if (strcmp(variant, "linear") == 0) return NULL;
     if (strcmp(variant, "deltanet") == 0 || strcmp(variant, "gated_deltanet") == 0) return NULL;
+    if (strcmp(variant, "mta") == 0) return NULL;
     return "";
 }
 
