@@ -106,6 +106,22 @@ static size_t mta_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     return BT * d->NH * d->T + BT * d->C + BT * d->NH + (size_t)d->B * mta_slot(d, &s);
 }
 
+// Per-thread scratch of the forward (two T x T planes and a T x hs block) and of the backward
+// ((2 NH + 3) T x T planes and a T x hs block), declared so the model reserves it at setup.
+static size_t mta_fwd_scratch(const AttnDims* d) {
+    return 2 * (size_t)d->T * d->T + (size_t)d->T * d->hs;
+}
+
+static size_t mta_bwd_scratch(const AttnDims* d) {
+    return (2 * (size_t)d->NH + 3) * ((size_t)d->T * d->T) + (size_t)d->T * d->hs;
+}
+
+static size_t mta_scratch(const AttnDims* d, const AttnHParams* hp) {
+    (void)hp;
+    const size_t f = mta_fwd_scratch(d), b = mta_bwd_scratch(d);
+    return f > b ? f : b;
+}
+
 // first head of the group of head k, and the group's size
 static int mta_group(int k, int ch, int NH, int* size) {
     const int g0 = (k / ch) * ch;
@@ -184,7 +200,7 @@ static void mta_forward(AttnLayer* L) {
     const MtaShape s = mta_shape(L->hp);
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
-    attn_workspace_reserve(L->ws, 2 * TT + (size_t)T * hs);
+    attn_workspace_reserve(L->ws, mta_fwd_scratch(&L->d));
     real* Pc = L->cache;
     real* Uc = Pc + (size_t)B * NH * TT;
     real* rc = Uc + (size_t)B * T * C;
@@ -243,7 +259,7 @@ static void mta_backward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-    attn_workspace_reserve(L->ws, (2 * (size_t)NH + 3) * TT + (size_t)T * hs);
+    attn_workspace_reserve(L->ws, mta_bwd_scratch(&L->d));
     const real* Pc = L->cache;
     const real* Uc = Pc + (size_t)B * NH * TT;
     const real* rc = Uc + (size_t)B * T * C;
@@ -346,6 +362,7 @@ const AttnVariant attn_mta = {
     .n_hparams = N_HP,
     .layer_tensors = mta_tensors,
     .layer_cache_floats = mta_cache_floats,
+    .layer_scratch_floats = mta_scratch,
     .layer_forward = mta_forward,
     .layer_backward = mta_backward,
     .ignores_inner = 1,
