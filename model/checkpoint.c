@@ -125,6 +125,8 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     h[8] = c->pos_encoding;
     h[9] = c->qk_norm;
     h[10] = m->nspecs;
+    h[17] = c->residual; // 0 (standard) in files written before the key existed
+    h[18] = c->value_residual;
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
     put64(h, 14, (int64_t)step);
@@ -207,6 +209,8 @@ int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t at
     config_from_header(cfg, h);
     cfg->pos_encoding = h[8];
     cfg->qk_norm = h[9];
+    cfg->residual = h[17];
+    cfg->value_residual = h[18];
     if (attention) util_strlcpy(attention, att, attcap);
     if (step) *step = (long)get64(h, 14);
     return 0;

@@ -21,7 +21,13 @@ typedef struct {
     int n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
     int pos_encoding; // ATTN_POS_*
     int qk_norm;
+    int residual;       // GPT2_RESID_* (model/residual.h)
+    int value_residual; // 0/1 (model/value_residual.h)
 } GPT2Config;
+
+enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA };
+
+typedef struct ResidState ResidState;
 
 // llm.c's tensor order; attnlab's own tensors follow.
 enum {
@@ -83,6 +89,11 @@ typedef struct {
         *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3, *lnf, *lnf_mean, *lnf_rstd,
         *logits, *lse, *losses;
     float* attn_cache[GPT2_MAX_LAYERS];
+    // residual = attnres | delta_attnres and value_residual (their own files own these)
+    int resid_spec; // ParamSpec index of "resid.query", -1 if none
+    int vres_spec;  // ParamSpec index of "value_residual.lambda", -1 if none
+    ResidState* resid;
+    float *vres_raw, *vres_dv1; // value_residual: raw V per layer (L,B,T,C), dV_1 (B,T,C)
     // backward scratch (one layer's worth)
     float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
     const int* inputs; // of the last forward (kept for backward)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/residual.h"
+
 void memory_estimate(MemEstimate* e, const GPT2Config* g, int B, int T, int state_per_param,
                      int nthreads) {
     const double L = g->n_layer, C = g->n_embd, NH = g->n_head, Vp = g->padded_vocab;
@@ -23,7 +25,10 @@ void memory_estimate(MemEstimate* e, const GPT2Config* g, int B, int T, int stat
     // encoded, lnf (+ stats), lse, losses; backward scratch dres, dln, dqkv(3), datty,
     // dfch(4), dfch_gelu(4), dlnf = 15 C
     double rest = 4 * BT * (2 * C + 4 + 15 * C);
-    e->acts = per_layer + e->attn + e->logits + rest;
+    // residual = attnres | delta_attnres: routed inputs, weights and source gradients;
+    // value_residual: the raw values of every layer and one gradient buffer
+    double paths = resid_bytes(g, B, T) + (g->value_residual ? 4 * (L + 1) * BT * C : 0);
+    e->acts = per_layer + e->attn + e->logits + rest + paths;
     // attention workspace: a few (T, T) planes per thread, plus variant caches of up to one
     // attention map per layer
     e->workspace = 4 * (double)nthreads * 8 * (double)T * T + 4 * (double)B * NH * 16;
