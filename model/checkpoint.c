@@ -176,7 +176,8 @@ static FILE* open_model(const char* path, int32_t* h, char* att, char** text, ch
         snprintf(err, errcap, "%s: unsupported version %d (expected %d)", path, h[1], CKPT_VERSION);
         goto fail;
     }
-    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24)) {
+    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
+        h[17] > GPT2_RESID_DELTA || h[18] < 0 || h[18] > 1) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
@@ -237,6 +238,14 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
     if (strict && strcmp(att, m->attention) != 0) {
         snprintf(err, errcap, "%s: saved with attention '%s', the config says '%s'", path, att,
                  m->attention);
+        goto done;
+    }
+    if (strict && (h[17] != c->residual || h[18] != c->value_residual)) {
+        static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
+        snprintf(err, errcap,
+                 "%s: saved with residual=%s value_residual=%d, the config says residual=%s "
+                 "value_residual=%d",
+                 path, RES[h[17]], h[18], RES[c->residual], c->value_residual);
         goto done;
     }
     int ns = h[10];

@@ -234,6 +234,11 @@ START_TEST(test_residual_checkpoint_keys) {
     GPT2 s;
     test_build_model(&s, &cs, 1, 32, 1);
     ck_assert_int_eq(ckpt_load_model(&s, path, 1, &step, NULL, 0, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "residual=delta_attnres value_residual=1") != NULL, "%s", err);
+    // a non-strict load (init_from) takes the GPT-2 tensors and leaves the rest out
+    char note[512];
+    ck_assert_msg(ckpt_load_model(&s, path, 0, &step, note, sizeof(note), err, sizeof(err)) == 0,
+                  "%s", err);
     gpt2_free(&s);
     // a standard model file whose saved config predates the keys loads as standard
     GPT2 o;
