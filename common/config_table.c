@@ -38,6 +38,14 @@ const ConfigField CONFIG_FIELDS[] = {
         "with exponential decay)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
           "1: RMS-normalise q and k per head before the dot product"),
+    F_STR("residual", residual, "standard", 1, "standard|attnres|delta_attnres", "model",
+          "residual path: standard (x + f(x)); attnres (Attention Residuals, Kimi Team 2026: each "
+          "sublayer's input is a softmax mix of the embedding and the earlier sublayer outputs, "
+          "with a learned pseudo-query per sublayer); delta_attnres (Delta Attention Residuals, "
+          "Luo et al. 2026: the residual stream plus a softmax mix of its per-sublayer deltas)"),
+    F_INT("value_residual", value_residual, "0", 0, 1, "model",
+          "1: ResFormer value residual (Zhou et al. 2024): layers 2..L use values "
+          "l1*V_n + l2*V_1 with learnable per-layer l1, l2 (init 0.5, 0.5); layer 1 is unchanged"),
     F_STR("init_from", init_from, "scratch", 1, NULL, "model",
           "scratch, an attnlab checkpoint PATH, llmc:PATH (llm.c model file) or hf:DIR"),
     // ---- attention

@@ -17,6 +17,19 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->vocab_size = c->vocab_size;
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
+    g->value_residual = c->value_residual;
+    if (strcmp(c->residual, "standard") == 0)
+        g->residual = GPT2_RESID_STANDARD;
+    else if (strcmp(c->residual, "attnres") == 0)
+        g->residual = GPT2_RESID_ATTNRES;
+    else if (strcmp(c->residual, "delta_attnres") == 0)
+        g->residual = GPT2_RESID_DELTA;
+    else {
+        snprintf(err, errcap,
+                 "key 'residual': '%s' is not supported (use standard, attnres or delta_attnres)",
+                 c->residual);
+        return -1;
+    }
     if (strcmp(c->pos_encoding, "learned") == 0)
         g->pos_encoding = ATTN_POS_LEARNED;
     else if (strcmp(c->pos_encoding, "rope") == 0)

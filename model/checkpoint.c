@@ -125,6 +125,8 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     h[8] = c->pos_encoding;
     h[9] = c->qk_norm;
     h[10] = m->nspecs;
+    h[17] = c->residual; // 0 (standard) in files written before the key existed
+    h[18] = c->value_residual;
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
     put64(h, 14, (int64_t)step);
@@ -180,13 +182,16 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         snprintf(err, errcap, "%s: unsupported version %d (expected %d)", path, h[1], CKPT_VERSION);
         goto fail;
     }
-    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24)) {
+    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
+        h[17] > GPT2_RESID_DELTA || h[18] < 0 || h[18] > 1) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
     config_from_header(&cf->cfg, h);
     cf->cfg.pos_encoding = h[8];
     cf->cfg.qk_norm = h[9];
+    cf->cfg.residual = h[17];
+    cf->cfg.value_residual = h[18];
     cf->step = (long)get64(h, 14);
     if (read_exact(f, cf->attention, 256, path, "the attention spec", err, errcap)) goto fail;
     cf->attention[255] = '\0';
@@ -239,6 +244,16 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
     if (strict && strcmp(cf->attention, m->attention) != 0) {
         snprintf(err, errcap, "%s: saved with attention '%s', the config says '%s'", path,
                  cf->attention, m->attention);
+        return -1;
+    }
+    if (strict && (cf->cfg.residual != m->cfg.residual ||
+                   cf->cfg.value_residual != m->cfg.value_residual)) {
+        static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
+        snprintf(err, errcap,
+                 "%s: saved with residual=%s value_residual=%d, the config says residual=%s "
+                 "value_residual=%d",
+                 cf->path, RES[cf->cfg.residual], cf->cfg.value_residual, RES[m->cfg.residual],
+                 m->cfg.value_residual);
         return -1;
     }
     const int ns = cf->ntensors;

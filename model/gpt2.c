@@ -15,6 +15,8 @@
 #include "common/rng.h"
 #include "common/util.h"
 #include "model/layers.h"
+#include "model/residual.h"
+#include "model/value_residual.h"
 
 // ---------------------------------------------------------------------------------------------
 // parameter table
@@ -169,6 +171,15 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
         }
         la->ntensors = nt;
     }
+    // residual-path tensors (model/residual.c, model/value_residual.c), decay-free
+    m->resid_spec = m->vres_spec = -1;
+    if (resid_query_rows(cfg) > 0)
+        m->resid_spec = (int)(add_spec(m, "resid.query", 2,
+                                       SHAPE((size_t)resid_query_rows(cfg), (size_t)cfg->n_embd), 0, PINIT_ZERO, 0) -
+                              m->specs);
+    if (cfg->value_residual)
+        m->vres_spec =
+            (int)(add_spec(m, "value_residual.lambda", 2, SHAPE(L, 2), 1, PINIT_HALF, 0) - m->specs);
     size_t off = 0;
     for (int i = 0; i < m->nspecs; i++) {
         m->specs[i].offset = off;
@@ -271,6 +282,10 @@ void gpt2_init(GPT2* m, uint64_t seed) {
             for (size_t k = 0; k < n; k++)
                 p[k] = proj_std * rng_normal(&r);
             break;
+        case PINIT_HALF:
+            for (size_t k = 0; k < n; k++)
+                p[k] = 0.5f;
+            break;
         default: // PINIT_ZERO; PINIT_VARIANT below
             break;
         }
@@ -308,6 +323,8 @@ void gpt2_init(GPT2* m, uint64_t seed) {
             }
         }
     }
+    // resid.query starts at 0 (uniform routing) and value_residual.lambda at (0.5, 0.5): their
+    // table rows say so (PINIT_ZERO, PINIT_HALF)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,6 +410,11 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         if (extra) attn_workspace_reserve(m->ws, extra);
     }
     if (m->precision != MM_FP32) reserve_matmul(m);
+    m->bytes.acts += resid_bytes(&m->cfg, B, T) + vres_bytes(&m->cfg, B, T);
+    if (!m->size_only) {
+        resid_alloc(m, B, T);
+        vres_alloc(m, B, T);
+    }
 }
 
 void gpt2_free(GPT2* m) {
@@ -404,6 +426,8 @@ void gpt2_free(GPT2* m) {
     for (int l = 0; l < m->cfg.n_layer; l++)
         free(m->attn_cache[l]);
     attn_workspace_free(m->ws);
+    resid_free(m);
+    vres_free(m);
     memset(m, 0, sizeof(*m));
 }
 
@@ -462,20 +486,25 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     m->targets = targets;
     const float* wpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? P + m->specs[P_WPE].offset : NULL;
     encoder_forward(m->encoded, inputs, P + m->specs[P_WTE].offset, wpe, B, T, C);
+    const int rp = m->cfg.residual != GPT2_RESID_STANDARD; // sublayer inputs are routed
     for (int l = 0; l < L; l++) {
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
+        const float* in1 = rp ? resid_forward(m, 2 * l, res, B, T) : res;
         float* ln1 = m->ln1 + l * BTC;
-        layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, res,
+        layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
                           gpt2_tensor(m, P, P_LN1W, l), gpt2_tensor(m, P, P_LN1B, l), (int)BT, C);
         matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
                        gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C);
+        if (m->cfg.value_residual) vres_forward(m, l, B, T);
         AttnLayer al = make_layer(m, l, B, T);
         attention_forward(&al);
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
                        gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
         residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
+        const float* in2 = m->residual2 + l * BTC;
+        if (rp) in2 = resid_forward(m, 2 * l + 1, in2, B, T);
         float* ln2 = m->ln2 + l * BTC;
-        layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, m->residual2 + l * BTC,
+        layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
                           gpt2_tensor(m, P, P_LN2W, l), gpt2_tensor(m, P, P_LN2B, l), (int)BT, C);
         matmul_forward(m->fch + l * 4 * BTC, ln2, gpt2_tensor(m, P, P_FCW, l),
                        gpt2_tensor(m, P, P_FCB, l), (int)BT, C, 4 * C);
@@ -485,8 +514,10 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
                        4 * C, C);
         residual_forward(m->residual3 + l * BTC, m->residual2 + l * BTC, m->fcproj + l * BTC, BTC);
     }
-    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->residual3 + (L - 1) * BTC,
-                      P + m->specs[P_LNFW].offset, P + m->specs[P_LNFB].offset, (int)BT, C);
+    const float* inf = m->residual3 + (L - 1) * BTC;
+    if (rp) inf = resid_forward(m, 2 * L, inf, B, T);
+    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
+                      P + m->specs[P_LNFB].offset, (int)BT, C);
     matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp);
     if (targets) {
         crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp);
@@ -519,28 +550,40 @@ void gpt2_backward(GPT2* m, float scale) {
     matmul_backward(m->dlnf, G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
                     P + m->specs[P_WTE].offset, (int)BT, C, Vp);
     memset(m->dres, 0, sizeof(float) * BTC);
-    layernorm_backward(m->dres, G + m->specs[P_LNFW].offset, G + m->specs[P_LNFB].offset, m->dlnf,
-                       m->residual3 + (L - 1) * BTC, P + m->specs[P_LNFW].offset, m->lnf_mean,
-                       m->lnf_rstd, (int)BT, C);
+    // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
+    // resid_backward; each branch reads d(its output) from resid_branch_grad
+    const int rp = m->cfg.residual != GPT2_RESID_STANDARD;
+    if (rp) resid_backward_begin(m);
+    layernorm_backward(rp ? resid_dinput(m) : m->dres, G + m->specs[P_LNFW].offset,
+                       G + m->specs[P_LNFB].offset, m->dlnf,
+                       rp ? resid_input(m, 2 * L, m->residual3 + (L - 1) * BTC)
+                          : m->residual3 + (L - 1) * BTC,
+                       P + m->specs[P_LNFW].offset, m->lnf_mean, m->lnf_rstd, (int)BT, C);
+    if (rp) resid_backward(m, 2 * L, m->dres);
     for (int l = L - 1; l >= 0; l--) {
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
+        const float* dmlp = rp ? resid_branch_grad(m, 2 * l + 1, m->dres) : m->dres;
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
         memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
         matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l),
-                        gpt2_tensor(m, G, P_FCPROJB, l), m->dres, m->fch_gelu + l * 4 * BTC,
+                        gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
                         gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
         memset(m->dfch, 0, sizeof(float) * 4 * BTC);
         gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
         memset(m->dln, 0, sizeof(float) * BTC);
         matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
                         m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
-        layernorm_backward(m->dres, gpt2_tensor(m, G, P_LN2W, l), gpt2_tensor(m, G, P_LN2B, l),
-                           m->dln, m->residual2 + l * BTC, gpt2_tensor(m, P, P_LN2W, l),
-                           m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
+        layernorm_backward(
+            rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
+            gpt2_tensor(m, G, P_LN2B, l), m->dln,
+            rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC) : m->residual2 + l * BTC,
+            gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
+        if (rp) resid_backward(m, 2 * l + 1, m->dres);
+        const float* datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         memset(m->datty, 0, sizeof(float) * BTC);
         matmul_backward(m->datty, gpt2_tensor(m, G, P_ATTPROJW, l),
-                        gpt2_tensor(m, G, P_ATTPROJB, l), m->dres, m->atty + l * BTC,
+                        gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
                         gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C);
         memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
         memset(m->dln, 0, sizeof(float) * BTC);
@@ -549,12 +592,16 @@ void gpt2_backward(GPT2* m, float scale) {
         al.dqkv = m->dqkv;
         al.dx = m->dln; // layer-level variants that read x add their gradient here
         attention_backward(&al);
+        if (m->cfg.value_residual) vres_backward(m, l, B, T);
         matmul_backward(m->dln, gpt2_tensor(m, G, P_QKVW, l), gpt2_tensor(m, G, P_QKVB, l), m->dqkv,
                         m->ln1 + l * BTC, gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
-        layernorm_backward(m->dres, gpt2_tensor(m, G, P_LN1W, l), gpt2_tensor(m, G, P_LN1B, l),
-                           m->dln, res, gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT,
-                           m->ln1_rstd + l * BT, (int)BT, C);
+        layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
+                           gpt2_tensor(m, G, P_LN1B, l), m->dln,
+                           rp ? resid_input(m, 2 * l, res) : res, gpt2_tensor(m, P, P_LN1W, l),
+                           m->ln1_mean + l * BT, m->ln1_rstd + l * BT, (int)BT, C);
+        if (rp) resid_backward(m, 2 * l, m->dres);
     }
+    if (rp) resid_embed_grad(m, m->dres);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
     encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C);
 }

@@ -23,7 +23,13 @@ typedef struct {
     int n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
     int pos_encoding; // ATTN_POS_*
     int qk_norm;
+    int residual;       // GPT2_RESID_* (model/residual.h)
+    int value_residual; // 0/1 (model/value_residual.h)
 } GPT2Config;
+
+enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA };
+
+typedef struct ResidState ResidState;
 
 // Names of the base rows of the parameter table (GPT2_TABLE in gpt2.c is keyed by them, so their
 // order carries no meaning; each row states its own llm.c slot). The forward pass reads tensors
@@ -53,6 +59,7 @@ typedef enum {
     PINIT_ONES,    // ones (LayerNorm gains)
     PINIT_NORMAL,  // N(0, 0.02)
     PINIT_RESID,   // N(0, 0.02 / sqrt(2 n_layer)): the projections into the residual stream
+    PINIT_HALF,    // 0.5 (value_residual's mixing weights)
     PINIT_VARIANT, // declared by the attention variant (init_params of the row map, or the
                    // AttnTensorSpec init of a layer-level variant's tensor)
 } ParamInit;
@@ -116,6 +123,11 @@ typedef struct {
         *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3, *lnf, *lnf_mean, *lnf_rstd,
         *logits, *lse, *losses;
     float* attn_cache[GPT2_MAX_LAYERS];
+    // residual = attnres | delta_attnres and value_residual (their own files own these)
+    int resid_spec; // ParamSpec index of "resid.query", -1 if none
+    int vres_spec;  // ParamSpec index of "value_residual.lambda", -1 if none
+    ResidState* resid;
+    float *vres_raw, *vres_dv1; // value_residual: raw V per layer (L,B,T,C), dV_1 (B,T,C)
     // backward scratch (one layer's worth)
     float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
     const int* inputs; // of the last forward (kept for backward)

@@ -17,6 +17,7 @@
 
 #include "common/gradnorm.h"
 #include "common/util.h"
+#include "model/residual.h"
 
 // ---------------------------------------------------------------------------------------------
 // setup
@@ -259,8 +260,17 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
         for (size_t i = 0; i < LH; i++)
             mt->max_logit[i] = 0.0f;
         mt->collected = 0;
+        memset(mt->route_sum, 0, sizeof(mt->route_sum));
+        memset(mt->route_n, 0, sizeof(mt->route_n));
     }
-    ASSERT(b0 == mt->collected); // sequences arrive in order: the sums keep a fixed order
+    ASSERT(b0 == mt->collected);       // sequences arrive in order: the sums keep a fixed order
+    for (int s = 0; s <= 2 * L; s++) { // D11: routing weights of this chunk's forward
+        double sum;
+        long n;
+        resid_max_weight(m, s, &sum, &n);
+        mt->route_sum[s] += sum;
+        mt->route_n[s] += n;
+    }
     HeadItem* items = mt->items;
     for (int l = 0; l < L; l++) {
         attn_items(items, mt, m, l);
@@ -418,6 +428,20 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
     }
     kmean /= nmod;
     const double ent_mean = ent_n ? ent_sum / ent_n : NAN;
+
+    // D11: depth-routing contrast per sublayer (only the sublayers that route)
+    for (int s = 0; s <= 2 * L; s++) {
+        if (!mt->route_n[s]) continue;
+        static const char* const SUB[] = {"attn", "mlp", "ln_f"};
+        record_head(j, step, "route");
+        if (s < 2 * L) json_int(j, "layer", s / 2);
+        json_str(j, "sublayer", SUB[s < 2 * L ? s % 2 : 2]);
+        json_str(j, "residual", resid_name(m->cfg.residual));
+        json_int(j, "sources", resid_nsrc(&m->cfg, s));
+        json_num(j, "max_weight", mt->route_sum[s] / (double)mt->route_n[s]);
+        json_end(j);
+        json_write_line(j, jsonl);
+    }
 
     record_head(j, step, "model");
     json_num(j, "sink_rate", sr_norm); // = sink_rate_renorm (kept for existing readers)

@@ -32,6 +32,8 @@
 //                 sequence's block output (Sun et al. 2024); median = the floor(N/2)-th smallest
 //                 (0-based) of the N = T*C magnitudes
 //   massive_ratio per sequence max |x| / median |x| (same median), averaged over the sequences
+//   route max_weight (D11; residual = attnres | delta_attnres only): per sublayer, the mean
+//                 over probe positions of max_i alpha_{i->s}, the largest depth-routing weight
 #ifndef ATTNLAB_METRICS_H
 #define ATTNLAB_METRICS_H
 
@@ -134,7 +136,11 @@ typedef struct {
     double *act_kurt, *act_ratio; // (5 L + 1, nseq) per site and layer (ln_f last)
     float* act_max;               // (5 L + 1, nseq)
     long* act_massive;            // (5 L + 1, nseq)
-    int collected;                // probe sequences collected so far
+    // D11 under residual = attnres | delta_attnres: per sublayer s (2L + 1: ln_f last) the sum
+    // over probe positions of max_i alpha_{i->s}, and the number of positions
+    double route_sum[2 * GPT2_MAX_LAYERS + 1];
+    long route_n[2 * GPT2_MAX_LAYERS + 1];
+    int collected; // probe sequences collected so far
     // scratch
     void* items; // per (b, h) of one chunk
     float* tbuf; // per thread: S (T*T) | key_sq (T) | row scratch

@@ -136,20 +136,56 @@ def attention_softmax(h, qkv, B, T, C, NH):
     return (a @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
 
 
+def depth_route(w, sources):
+    """Softmax attention over depth with pseudo-query w (C,): sources are (B, T, C) arrays, the
+    keys their RMSNorm (eps 1e-6, no gain), weights softmax_i(w . RMSNorm(v_i)) per position
+    (Kimi Team, "Attention Residuals", arXiv 2603.15031: phi(q, k) = exp(q^T RMSNorm(k)))."""
+    V = np.stack(sources)                                   # (n, B, T, C)
+    K = V / np.sqrt((V ** 2).mean(-1, keepdims=True) + 1e-6)
+    z = np.einsum("c,nbtc->nbt", w, K)
+    a = np.exp(z - z.max(0, keepdims=True))
+    a /= a.sum(0, keepdims=True)
+    return np.einsum("nbt,nbtc->btc", a, V)
+
+
 def forward_logits(m, inputs):
     """(B, T, V) logits of (B, T) inputs. m["pos"] (default learned): the learned position
     embedding is added only under learned; rope / alibi / none act inside the attention. With
     m["attn"] (a list per layer of dicts: case, rowp, tensors) each layer's attention comes from
-    scripts/ref_layers.py (any registered variant); otherwise it is plain softmax."""
+    scripts/ref_layers.py (any registered variant); otherwise it is plain softmax.
+    m["residual"] (default standard): attnres routes every sublayer's input (and ln_f's) over
+    the embedding and the earlier sublayer outputs with pseudo-query row s of m["resid_query"];
+    delta_attnres (Luo et al. 2026) adds a routed mix of those deltas (row s - 1) to the residual
+    stream for sublayers 1 .. 2L-1. m["value_residual"] (ResFormer, Zhou et al. 2024): layer l >= 1
+    attends with values lambda[l,0] V_l + lambda[l,1] V_0 (m["vres_lambda"], (L, 2))."""
     B, T = inputs.shape
     C, NH = m["C"], m["NH"]
     pos = m.get("pos", "learned")
+    mode = m.get("residual", "standard")
+    Q = m.get("resid_query")
     x = m["wte"][inputs]
     if pos == "learned":
         x = x + m["wpe"][:T][None]
+    outs = [x]  # the embedding, then every sublayer's output
+
+    def sub_input(s, stream):  # the input of sublayer s (2 per block), given the plain stream
+        if mode == "attnres":
+            return depth_route(Q[s], outs)
+        if mode == "delta_attnres" and s >= 1:
+            return stream + depth_route(Q[s - 1], outs)
+        return stream
+
+    v0 = None
     for li, ly in enumerate(m["layers"]):
-        h = layernorm(x, ly["ln1w"], ly["ln1b"])
+        h = layernorm(sub_input(2 * li, x), ly["ln1w"], ly["ln1b"])
         qkv = h @ ly["qkvw"] + ly["qkvb"]
+        if m.get("value_residual"):
+            if li == 0:
+                v0 = qkv[..., 2 * C:].copy()
+            else:
+                lam = m["vres_lambda"][li]
+                qkv = np.concatenate([qkv[..., :2 * C], lam[0] * qkv[..., 2 * C:] + lam[1] * v0],
+                                     -1)
         if "attn" in m:
             import ref_layers  # scripts/ref_layers.py, next to this file
             a = m["attn"][li]
@@ -159,9 +195,15 @@ def forward_logits(m, inputs):
             if pos != "learned":
                 sys.exit(f"position encoding {pos} needs per-layer attention (--npy-dir)")
             y = attention_softmax(h, qkv, B, T, C, NH)
-        x = x + y @ ly["projw"] + ly["projb"]
-        h = layernorm(x, ly["ln2w"], ly["ln2b"])
-        x = x + gelu_tanh(h @ ly["fcw"] + ly["fcb"]) @ ly["fcprojw"] + ly["fcprojb"]
+        f = y @ ly["projw"] + ly["projb"]
+        x = x + f
+        outs.append(f)
+        h = layernorm(sub_input(2 * li + 1, x), ly["ln2w"], ly["ln2b"])
+        f = gelu_tanh(h @ ly["fcw"] + ly["fcb"]) @ ly["fcprojw"] + ly["fcprojb"]
+        x = x + f
+        outs.append(f)
+    if mode == "attnres":
+        x = depth_route(Q[2 * len(m["layers"])], outs)
     x = layernorm(x, m["lnfw"], m["lnfb"])
     return x @ m["wte"].T  # (B, T, V): only the real vocabulary
 
@@ -179,7 +221,8 @@ def load_npy_dir(d):
     """A model written as .npy files: DIR/model.json {L, NH, C, V, maxT, pos, layers: [{variant,
     hp, inner, inner_hp, T_train, P, tensors}]}, DIR/<llm.c name>.npy for the 16 llm.c tensors
     in llm.c's shapes (Linear weights (out, in)), DIR/L<l>.rowp.npy (NH, P) and
-    DIR/L<l>.t.<name>.npy per layer."""
+    DIR/L<l>.t.<name>.npy per layer; with "residual" (attnres | delta_attnres) DIR/resid.query.npy,
+    with "value_residual": 1 DIR/value_residual.lambda.npy."""
     with open(os.path.join(d, "model.json")) as f:
         cfg = json.load(f)
     L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
@@ -199,8 +242,16 @@ def load_npy_dir(d):
                 else np.zeros((NH, 0)))
         tens = {nm: np.load(f"{pre}.t.{nm}.npy").astype(np.float64) for nm in la["tensors"]}
         attn.append(dict(case=la, rowp=rowp, tensors=tens))
-    return dict(V=V, NH=NH, C=C, wte=p["wte"][:V], wpe=p["wpe"], layers=layers, lnfw=p["lnfw"],
-                lnfb=p["lnfb"], pos=cfg["pos"], attn=attn)
+    out = dict(V=V, NH=NH, C=C, wte=p["wte"][:V], wpe=p["wpe"], layers=layers, lnfw=p["lnfw"],
+               lnfb=p["lnfb"], pos=cfg["pos"], attn=attn)
+    out["residual"] = cfg.get("residual", "standard")
+    if out["residual"] != "standard":
+        out["resid_query"] = np.load(os.path.join(d, "resid.query.npy")).astype(np.float64)
+    if cfg.get("value_residual"):
+        out["value_residual"] = 1
+        out["vres_lambda"] = np.load(os.path.join(d, "value_residual.lambda.npy")).astype(
+            np.float64)
+    return out
 
 
 def read_shard(path):

@@ -68,6 +68,8 @@ START_TEST(test_defaults) {
     ck_assert_int_eq(c.vocab_size, 50257);
     ck_assert_str_eq(c.pos_encoding, "learned");
     ck_assert_int_eq(c.qk_norm, 0);
+    ck_assert_str_eq(c.residual, "standard");
+    ck_assert_int_eq(c.value_residual, 0);
     ck_assert_str_eq(c.init_from, "scratch");
     ck_assert_str_eq(c.attention, "softmax");
     ck_assert_int_eq(c.n_attn, 0);
@@ -129,6 +131,8 @@ START_TEST(test_defaults) {
                                        "vocab_size",
                                        "pos_encoding",
                                        "qk_norm",
+                                       "residual",
+                                       "value_residual",
                                        "init_from",
                                        "attention",
                                        "train_data",
@@ -391,6 +395,9 @@ START_TEST(test_errors) {
     expect_load_error("out_dir = \"abc\n", 1, "key 'out_dir'", "unterminated quote");
     expect_load_error("out_dir = \"abc\" def\n", 1, "key 'out_dir'", "after the closing quote");
     expect_load_error("qk_norm = maybe\n", 1, "key 'qk_norm'", "not a number");
+    expect_load_error("residual = attn_res\n", 1, "key 'residual'",
+                      "standard|attnres|delta_attnres");
+    expect_load_error("value_residual = 2\n", 1, "key 'value_residual'", "out of range");
     expect_load_error("attn. = 3\n", 1, "attn.", "name");
     expect_load_error("attn.alpha =\n", 1, "attn.alpha", "empty value");
     expect_load_error("include =\n", 1, "include", NULL);

@@ -5,7 +5,9 @@
 //   - layer-level variants also around an inner row map with per-head parameters (ssmax);
 //   - mixed per-layer variants whose row maps have different parameter counts (the attnp
 //     stride plumbing), and a wrapper in one layer only;
-//   - each position encoding (learned, rope, alibi, none) once, on a mixed model.
+//   - each position encoding (learned, rope, alibi, none) once, on a mixed model;
+//   - the residual-path options (residual = attnres | delta_attnres, value_residual = 1), alone,
+//     together and on a mixed model: resid.query and value_residual.lambda in every layer.
 // Tensors the math leaves unused under a choice are listed below with the reason; any other
 // tensor with no gradient signal fails the check.
 #include <omp.h>
@@ -186,6 +188,34 @@ START_TEST(test_posenc_gradcheck) {
 }
 END_TEST
 
+// The residual-path model keys. Under attnres the routing weights of every sublayer depend on
+// resid.query, so all of it carries signal; value_residual.lambda's layer-0 row is never read
+// (layer 0's values are V_1 itself) and is the one listed unused slice.
+static const struct {
+    const char* attention;
+    const char* keys;
+    int routed, vres;
+} RESID_RUNS[] = {
+    {"softmax", "residual=attnres", 1, 0},
+    {"softmax", "residual=delta_attnres", 1, 0},
+    {"softmax", "value_residual=1", 0, 1},
+    {"0:ssmax,1:gated", "residual=attnres value_residual=1 attn.bias=learn", 1, 1},
+    {"0:gated,1:ssmax", "residual=delta_attnres value_residual=1 attn.bias=learn", 1, 1},
+};
+
+START_TEST(test_residual_gradcheck) {
+    omp_set_num_threads(1);
+    const MgcUnused un[] = {
+        {"value_residual.lambda", -1, 0, "layer 0 is not mixed: its values are V_1 itself"}};
+    const int vres = RESID_RUNS[_i].vres;
+    MgcReport r = run_spec(RESID_RUNS[_i].attention, RESID_RUNS[_i].keys, NULL, un, vres);
+    ck_assert_int_eq(r.unused, vres); // exactly the layer-0 lambda row, when present
+    // the GPT-2 slices (27 + wpe), resid.query (one slice) and lambda's layer-1 row
+    int extra = RESID_RUNS[_i].routed + vres;
+    ck_assert_int_ge(r.slices_checked, 28 + extra);
+}
+END_TEST
+
 static Suite* gradcheck_suite(void) {
     Suite* s = suite_create("gpt2_gradcheck");
     TCase* tc = tcase_create("variants");
@@ -197,6 +227,11 @@ static Suite* gradcheck_suite(void) {
     tcase_add_test(tm, test_mixed_layers_stride_gradcheck);
     tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 4);
     suite_add_tcase(s, tm);
+    TCase* tr = tcase_create("residual");
+    tcase_set_timeout(tr, 120);
+    tcase_add_loop_test(tr, test_residual_gradcheck, 0,
+                        (int)(sizeof(RESID_RUNS) / sizeof(RESID_RUNS[0])));
+    suite_add_tcase(s, tr);
     return s;
 }
 

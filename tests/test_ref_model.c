@@ -2,7 +2,9 @@
 // scripts/ref_gpt2.py (--npy-dir), whose attention layers come from scripts/ref_layers.py. The
 // model's parameters are written as .npy files with a model.json of the resolved per-layer
 // attention (variant, hyperparameters, inner map, the layer's row parameters taken from attnp
-// with its (L, NH, maxP) stride, its layer tensors); the logits of every position are compared
+// with its (L, NH, maxP) stride, its layer tensors, and the residual-path keys with their tensors:
+// residual = attnres | delta_attnres with resid.query, value_residual with its lambdas); the
+// logits of every position are compared
 // (not only the loss): max |C - ref| / max(1, max |ref|) <= TOL.
 //
 // Models (2 layers, 2 heads, n_embd 32, vocab 97 padded to 128, B = 2, T = 24): softmax under
@@ -62,7 +64,7 @@ static void write_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
 }
 
 static void save(const char* dir, const char* name, const float* x, const int* shape, int ndim) {
-    char path[8192], err[512];
+    char path[12288], err[512]; // dir is one of the test's directory names (< 600 bytes)
     snprintf(path, sizeof(path), "%s/%s.npy", dir, name);
     ck_assert_msg(npy_write(path, x, shape, ndim, 0, err, sizeof(err)) == 0, "%s", err);
 }
@@ -84,6 +86,12 @@ static const ModelCase MODELS[] = {
     {"0:softmax,1:ssa", "none", "attn.ssa_value=on"},
     {"boosted", "alibi", NULL},
     {"0:sigmoid,1:ssmax", "rope", "attn.bias_mode=learn"}, // P = 1 and 2: heads maxP apart
+    // the residual-path model keys, alone and together, on plain and mixed attention
+    {"softmax", "learned", "residual=attnres"},
+    {"softmax", "rope", "residual=delta_attnres"},
+    {"softmax", "learned", "value_residual=1"},
+    {"0:gated,1:ssmax", "alibi", "residual=attnres value_residual=1"},
+    {"0:ssmax,1:softmax", "none", "residual=delta_attnres value_residual=1"},
 };
 
 static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
@@ -125,7 +133,7 @@ static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
 
 // model.json, the parameters and the per-layer attention of m into dir
 static void write_model(const GPT2* m, const char* dir, const char* pos) {
-    char path[8192];
+    char path[12288];
     for (int s = 0; s < GPT2_NUM_LLMC; s++) {
         const ParamSpec* sp = &m->specs[s];
         int shape[4];
@@ -137,8 +145,19 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
     FILE* f = fopen(path, "w");
     ck_assert(f != NULL);
     const int L = m->cfg.n_layer, NH = m->cfg.n_head;
-    fprintf(f, "{\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"pos\":\"%s\",\"layers\":[", L, NH,
-            m->cfg.n_embd, m->cfg.vocab_size, pos);
+    fprintf(f, "{\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"pos\":\"%s\",", L, NH, m->cfg.n_embd,
+            m->cfg.vocab_size, pos);
+    // residual-path tensors (model-owned, after the llm.c ones): saved under their own names
+    static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
+    fprintf(f, "\"residual\":\"%s\",\"value_residual\":%d,\"layers\":[", RES[m->cfg.residual],
+            m->cfg.value_residual);
+    const int rs[2] = {m->resid_spec, m->vres_spec};
+    for (int k = 0; k < 2; k++) {
+        if (rs[k] < 0) continue;
+        const ParamSpec* sp = &m->specs[rs[k]];
+        int shape[2] = {(int)sp->shape[0], (int)sp->shape[1]};
+        save(dir, sp->name, m->params + sp->offset, shape, 2);
+    }
     for (int l = 0; l < L; l++) {
         const LayerAttn* la = &m->la[l];
         const int P = la->row->params_per_head;
@@ -179,7 +198,7 @@ START_TEST(test_model_logits_match_reference) {
     ck_assert_msg(have_numpy(), PY " with numpy is required for the independent references: "
                                    "sudo apt-get install python3-numpy (or bash scripts/deps)");
     enum { B = 2, T = 24, maxT = 32, NM = sizeof(MODELS) / sizeof(MODELS[0]) };
-    char dirs[NM][600], cmd[8192], path[8192], err[512];
+    char dirs[NM][600], cmd[12288], path[12288], err[512];
     float* logits[NM];
     int V = 0;
     int n = snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_gpt2.py --npy-dir", test_repo_root());
@@ -229,8 +248,9 @@ START_TEST(test_model_logits_match_reference) {
         free(ref);
         free(logits[mi]);
         double e = md / (mr > 1 ? mr : 1);
-        fprintf(stderr, "%s %-22s pos=%-7s max|logit| %.3g, relative difference %.3g\n",
-                e <= TOL ? "ok      " : "MISMATCH", mc->attention, mc->pos, mr, e);
+        fprintf(stderr, "%s %-22s pos=%-7s %s max|logit| %.3g, relative difference %.3g\n",
+                e <= TOL ? "ok      " : "MISMATCH", mc->attention, mc->pos,
+                mc->args ? mc->args : "", mr, e);
         ck_assert(mr > 0.5); // logits are not trivially flat
         if (!(e <= TOL)) bad++;
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dirs[mi]);
