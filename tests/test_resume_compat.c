@@ -1,9 +1,13 @@
 // tests/test_resume_compat.c: checkpoints written before the training loop moved into train.c
 // still resume. tests/fixtures/run_v1 holds the step-2 model and run-state files of a 4-step run
-// made by that trainer (its README gives the command); today's ./train resumes them to step 4 and
-// must end exactly where an uninterrupted run of today's ./train ends: the same losses at steps 3
-// and 4, the same weights, and a byte-identical run-state file. The uninterrupted run's own
-// step-2 run-state file is byte-identical to the fixture's: the layout did not change.
+// made by that trainer (its README gives the command). Today's ./train resumes them: with nothing
+// left to train it writes the step-2 run-state file back byte for byte (optimizer state
+// included) with the file's weights; trained on to step 4 it is at the step, optimizer count,
+// RNG and data position of an uninterrupted run; and its own step-2 file has the fixture's
+// layout. The checks avoid floating-point results, which differ between builds (-O3 -march=native
+// vs the sanitizer build); with the build that made the fixture, the resumed run is also
+// bit-identical to the uninterrupted one (test_gpt2_train's test_resume_exact checks that
+// property for today's files).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,20 +44,6 @@ static int same_bytes(const char* a, const char* b) {
     return eq;
 }
 
-// train_loss of step `step` in OUT/metrics.jsonl
-static double loss_at(const char* out, long step) {
-    char p[1100], pat[64];
-    snprintf(p, sizeof(p), "%s/metrics.jsonl", out);
-    snprintf(pat, sizeof(pat), "{\"step\":%ld,\"train_loss\":", step);
-    size_t n;
-    char* t = slurp(p, &n);
-    char* at = strstr(t, pat);
-    ck_assert_msg(at != NULL, "%s: no train_loss at step %ld", p, step);
-    double v = strtod(at + strlen(pat), NULL);
-    free(t);
-    return v;
-}
-
 // The fixture run's config (tests/fixtures/run_v1/README).
 static void fixture_config(Config* c, const char* dir, const char* out) {
     test_tiny_config(c, 257, 1, 2, 16, 16);
@@ -73,15 +63,29 @@ static void fixture_config(Config* c, const char* dir, const char* out) {
     snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dir, out);
 }
 
-START_TEST(test_v1_checkpoint_resumes_exactly) {
+// Bytes [0, n) of two files are equal, and so are their sizes.
+static int same_prefix(const char* a, const char* b, size_t n) {
+    size_t na, nb;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int eq = na == nb && na >= n && memcmp(x, y, n) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+// The run-state bytes that do not depend on floating-point results: the header (optimizer n, t,
+// state arrays, step), the optimizer name and the loop record up to best_val (step, sampling
+// RNG, the loader's position). docs/design.md has the table.
+#define STATE_EXACT_BYTES (1024 + 32 + 8 + 32 + 56)
+
+START_TEST(test_v1_checkpoint_resumes) {
     const char* dir = test_tmpdir();
-    char p[1100], q[1100], err[1200];
+    char p[1100], q[1100], fix[1100], err[1200];
     uint16_t tok[4000];
     for (int i = 0; i < 4000; i++)
         tok[i] = (uint16_t)((i * 7 + (i / 5) * 3) % 251);
     snprintf(p, sizeof(p), "%s/train_000000.bin", dir);
     ck_assert_msg(shard_write(p, tok, 4000, err, sizeof(err)) == 0, "%s", err);
-    // the old checkpoint, resumed by today's trainer
     Config old;
     fixture_config(&old, dir, "old");
     ck_assert_msg(util_mkdirs(old.out_dir, err, sizeof(err)) == 0, "%s", err);
@@ -92,7 +96,12 @@ START_TEST(test_v1_checkpoint_resumes_exactly) {
         snprintf(p, sizeof(p), "%s/%s", old.out_dir, names[k]);
         copy_file(from, p);
     }
+    snprintf(fix, sizeof(fix), "%s/tests/fixtures/run_v1/state_00000002.bin", test_repo_root());
+    // resumed at step 2 with nothing left to train, today's trainer writes the step-2 checkpoint
+    // again: the old run-state file reads and writes back byte for byte, optimizer state
+    // included, and the weights are the file's
     old.resume = 1;
+    old.max_steps = 2;
     char* se = NULL;
     int rc = test_train(&old, &se);
     ck_assert_msg(rc == 0, "resume exited %d: %s", rc, se);
@@ -102,38 +111,41 @@ START_TEST(test_v1_checkpoint_resumes_exactly) {
     char* so = slurp(p, &n);
     ck_assert_msg(strstr(so, "resuming from step 2"), "%s", so);
     free(so);
-    // an uninterrupted run of today's trainer
+    snprintf(p, sizeof(p), "%s/state_00000002.bin", old.out_dir);
+    ck_assert_msg(same_bytes(p, fix), "the v1 run state did not round-trip byte for byte");
+    GPT2 a, b;
+    test_build_model(&a, &old, 1, 16, 1);
+    test_build_model(&b, &old, 1, 16, 2);
+    long sa, sb;
+    snprintf(p, sizeof(p), "%s/model_00000002.bin", old.out_dir);
+    snprintf(q, sizeof(q), "%s/tests/fixtures/run_v1/model_00000002.bin", test_repo_root());
+    ck_assert_msg(ckpt_load_model(&a, p, 1, &sa, NULL, 0, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(ckpt_load_model(&b, q, 1, &sb, NULL, 0, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(sa, 2);
+    ck_assert_int_eq(sb, 2);
+    ck_assert(memcmp(a.params, b.params, sizeof(float) * a.num_params) == 0);
+    gpt2_free(&a);
+    gpt2_free(&b);
+    // resumed on to step 4, it continues where an uninterrupted run of today's trainer is: the
+    // same step, optimizer update count, sampling RNG and data position at step 4
+    old.max_steps = 4;
+    rc = test_train(&old, &se);
+    ck_assert_msg(rc == 0, "resume exited %d: %s", rc, se);
+    free(se);
     Config now;
     fixture_config(&now, dir, "now");
     rc = test_train(&now, &se);
     ck_assert_msg(rc == 0, "straight run exited %d: %s", rc, se);
     free(se);
-    for (long s = 3; s <= 4; s++)
-        ck_assert_msg(loss_at(old.out_dir, s) == loss_at(now.out_dir, s),
-                      "step %ld: resumed %.9g, straight %.9g", s, loss_at(old.out_dir, s),
-                      loss_at(now.out_dir, s));
     snprintf(p, sizeof(p), "%s/state_00000004.bin", old.out_dir);
     snprintf(q, sizeof(q), "%s/state_00000004.bin", now.out_dir);
-    ck_assert_msg(same_bytes(p, q), "run state at step 4 differs from the uninterrupted run's");
-    GPT2 a, b;
-    test_build_model(&a, &old, 1, 16, 1);
-    test_build_model(&b, &old, 1, 16, 2);
-    long sa, sb;
-    snprintf(p, sizeof(p), "%s/model_00000004.bin", old.out_dir);
-    snprintf(q, sizeof(q), "%s/model_00000004.bin", now.out_dir);
-    ck_assert_msg(ckpt_load_model(&a, p, 1, &sa, NULL, 0, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_msg(ckpt_load_model(&b, q, 1, &sb, NULL, 0, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(sa, 4);
-    ck_assert_int_eq(sb, 4);
-    ck_assert_msg(memcmp(a.params, b.params, sizeof(float) * a.num_params) == 0,
-                  "weights at step 4 differ from the uninterrupted run's");
-    gpt2_free(&a);
-    gpt2_free(&b);
-    // the layout did not change: today's step-2 run state is the fixture's, byte for byte
-    char fix[1100];
-    snprintf(fix, sizeof(fix), "%s/tests/fixtures/run_v1/state_00000002.bin", test_repo_root());
+    ck_assert_msg(same_prefix(p, q, STATE_EXACT_BYTES),
+                  "step 4 after the v1 resume is not where the uninterrupted run is");
+    // the layout did not change: today's step-2 file has the fixture's size, header, name and
+    // loop record
     snprintf(q, sizeof(q), "%s/state_00000002.bin", now.out_dir);
-    ck_assert_msg(same_bytes(fix, q), "%s: today's trainer writes a different layout", q);
+    ck_assert_msg(same_prefix(q, fix, STATE_EXACT_BYTES),
+                  "%s: today's trainer writes a different layout than %s", q, fix);
 }
 END_TEST
 
@@ -141,7 +153,7 @@ static Suite* resume_compat_suite(void) {
     Suite* s = suite_create("resume_compat");
     TCase* tc = tcase_create("v1");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_v1_checkpoint_resumes_exactly);
+    tcase_add_test(tc, test_v1_checkpoint_resumes);
     suite_add_tcase(s, tc);
     return s;
 }
