@@ -22,6 +22,7 @@ typedef struct {
     int n_layer, n_head, n_embd, block_size, vocab_size;
     char pos_encoding[32];      // learned | rope | alibi | none
     int qk_norm;                // 0/1: LayerNorm-free RMS normalisation of q and k per head
+    int mlp;                    // 1: blocks have an MLP; 0: attention-only blocks
     char init_from[CONFIG_STR]; // scratch | PATH | llmc:PATH | hf:DIR
     // ---- attention
     char attention[CONFIG_STR]; // variant name (or per-layer spec "0-3:softmax,4-11:ssmax")

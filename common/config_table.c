@@ -38,6 +38,8 @@ const ConfigField CONFIG_FIELDS[] = {
         "with exponential decay)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
           "1: RMS-normalise q and k per head before the dot product"),
+    F_INT("mlp", mlp, "1", 0, 1, "model",
+          "1: every block has its MLP (and ln_2); 0: attention-only blocks (no MLP tensors)"),
     F_STR("init_from", init_from, "scratch", 1, NULL, "model",
           "scratch, an attnlab checkpoint PATH, llmc:PATH (llm.c model file) or hf:DIR"),
     // ---- attention

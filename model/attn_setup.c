@@ -17,6 +17,7 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->vocab_size = c->vocab_size;
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
+    g->mlp = c->mlp;
     if (strcmp(c->pos_encoding, "learned") == 0)
         g->pos_encoding = ATTN_POS_LEARNED;
     else if (strcmp(c->pos_encoding, "rope") == 0)

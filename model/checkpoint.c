@@ -124,6 +124,7 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     header_sizes(h, c);
     h[8] = c->pos_encoding;
     h[9] = c->qk_norm;
+    h[17] = c->mlp ? 0 : 1; // 0 in files written before the key: they have MLPs
     h[10] = m->nspecs;
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
@@ -207,6 +208,7 @@ int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t at
     config_from_header(cfg, h);
     cfg->pos_encoding = h[8];
     cfg->qk_norm = h[9];
+    cfg->mlp = h[17] ? 0 : 1;
     if (attention) util_strlcpy(attention, att, attcap);
     if (step) *step = (long)get64(h, 14);
     return 0;
@@ -228,6 +230,11 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
                  "%s: model sizes differ from the config (file: block_size=%d "
                  "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)",
                  path, h[2], h[3], h[4], h[5], h[6]);
+        goto done;
+    }
+    if ((h[17] ? 0 : 1) != c->mlp) {
+        snprintf(err, errcap, "%s: saved with mlp = %d, the config says mlp = %d", path,
+                 h[17] ? 0 : 1, c->mlp);
         goto done;
     }
     if (strict && strcmp(att, m->attention) != 0) {
@@ -365,6 +372,11 @@ done:
 
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
+    if (!c->mlp) {
+        snprintf(err, errcap,
+                 "%s: llm.c model files have an MLP in every block (this model has mlp = 0)", path);
+        return -1;
+    }
     int32_t h[256] = {0};
     h[0] = LLMC_MAGIC;
     h[1] = LLMC_VERSION;

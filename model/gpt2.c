@@ -1,7 +1,9 @@
 // model/gpt2.c: GPT-2 parameter table, initialisation, activations, forward and backward.
 //
 // Block l (pre-LayerNorm):  x1 = x + attnproj(attention(ln_1(x)));  x2 = x1 + mlp(ln_2(x1))
-// with mlp(h) = c_proj(gelu(c_fc(h))). Final ln_f, tied classifier logits = ln_f(x) @ wte^T
+// with mlp(h) = c_proj(gelu(c_fc(h))); with mlp = 0 the block is attention-only, x2 = x1 (ln_2
+// and the MLP tensors keep their place in the table with a layer dimension of 0, and
+// residual3 aliases residual2). Final ln_f, tied classifier logits = ln_f(x) @ wte^T
 // over the padded vocabulary (padded logits never enter the loss).
 // Backward walks the blocks in reverse, keeping one residual-stream gradient `dres` that every
 // branch adds into; per-layer gradient scratch is reused across layers.
@@ -44,6 +46,7 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     m->cfg = *cfg;
     const size_t L = (size_t)cfg->n_layer, C = (size_t)cfg->n_embd, Vp = (size_t)cfg->padded_vocab;
     const size_t maxT = (size_t)cfg->block_size, NH = (size_t)cfg->n_head;
+    const size_t LM = cfg->mlp ? L : 0; // layers with an MLP
     m->nspecs = 0;
     // llm.c's 16 tensors, in llm.c's order (names follow its ParameterTensors fields)
     add_spec(m, "wte", 2, SHAPE(Vp, C), 1, 0, 1, 0);
@@ -54,12 +57,12 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     add_spec(m, "qkvb", 2, SHAPE(L, 3 * C), 0, 1, 1, 0);
     add_spec(m, "attprojw", 3, SHAPE(L, C, C), 1, 1, 1, 0);
     add_spec(m, "attprojb", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "ln2w", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "ln2b", 2, SHAPE(L, C), 0, 1, 1, 0);
-    add_spec(m, "fcw", 3, SHAPE(L, 4 * C, C), 1, 1, 1, 0);
-    add_spec(m, "fcb", 2, SHAPE(L, 4 * C), 0, 1, 1, 0);
-    add_spec(m, "fcprojw", 3, SHAPE(L, C, 4 * C), 1, 1, 1, 0);
-    add_spec(m, "fcprojb", 2, SHAPE(L, C), 0, 1, 1, 0);
+    add_spec(m, "ln2w", 2, SHAPE(LM, C), 0, 1, 1, 0);
+    add_spec(m, "ln2b", 2, SHAPE(LM, C), 0, 1, 1, 0);
+    add_spec(m, "fcw", 3, SHAPE(LM, 4 * C, C), 1, 1, 1, 0);
+    add_spec(m, "fcb", 2, SHAPE(LM, 4 * C), 0, 1, 1, 0);
+    add_spec(m, "fcprojw", 3, SHAPE(LM, C, 4 * C), 1, 1, 1, 0);
+    add_spec(m, "fcprojb", 2, SHAPE(LM, C), 0, 1, 1, 0);
     add_spec(m, "lnfw", 1, SHAPE(C), 0, 0, 1, 0);
     add_spec(m, "lnfb", 1, SHAPE(C), 0, 0, 1, 0);
     // row-map parameters of every layer: (L, NH, maxP), decay-free
@@ -114,7 +117,7 @@ int gpt2_find_spec(const GPT2* m, const char* name) {
 float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     const ParamSpec* s = &m->specs[spec];
     size_t off = s->offset;
-    if (s->stacked) off += (size_t)l * (s->size / s->shape[0]);
+    if (s->stacked && s->shape[0]) off += (size_t)l * (s->size / s->shape[0]);
     return (float*)base + off;
 }
 
@@ -223,7 +226,7 @@ void gpt2_init(GPT2* m, uint64_t seed) {
 void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
     const size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd;
     const size_t NH = (size_t)m->cfg.n_head, Vp = (size_t)m->cfg.padded_vocab;
-    const size_t BT = (size_t)B * (size_t)T;
+    const size_t BT = (size_t)B * (size_t)T, LM = m->cfg.mlp ? L : 0;
     m->B = B;
     m->T = T;
     m->nthreads = nthreads;
@@ -240,13 +243,13 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         {&m->att, L * BT * NH * (size_t)T},
         {&m->attproj, L * BT * C},
         {&m->residual2, L * BT * C},
-        {&m->ln2, L * BT * C},
-        {&m->ln2_mean, L * BT},
-        {&m->ln2_rstd, L * BT},
-        {&m->fch, L * BT * 4 * C},
-        {&m->fch_gelu, L * BT * 4 * C},
-        {&m->fcproj, L * BT * C},
-        {&m->residual3, L * BT * C},
+        {&m->ln2, LM * BT * C},
+        {&m->ln2_mean, LM * BT},
+        {&m->ln2_rstd, LM * BT},
+        {&m->fch, LM * BT * 4 * C},
+        {&m->fch_gelu, LM * BT * 4 * C},
+        {&m->fcproj, LM * BT * C},
+        {&m->residual3, LM * BT * C},
         {&m->lnf, BT * C},
         {&m->lnf_mean, BT},
         {&m->lnf_rstd, BT},
@@ -257,8 +260,8 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         {&m->dln, BT * C},
         {&m->dqkv, BT * 3 * C},
         {&m->datty, BT * C},
-        {&m->dfch, BT * 4 * C},
-        {&m->dfch_gelu, BT * 4 * C},
+        {&m->dfch, (LM ? BT : 0) * 4 * C},
+        {&m->dfch_gelu, (LM ? BT : 0) * 4 * C},
         {&m->dlnf, BT * C},
     };
     size_t ntab = sizeof(tab) / sizeof(tab[0]), total = 0;
@@ -270,6 +273,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         *tab[i].p = m->acts + off;
         off += (tab[i].n + 15) & ~(size_t)15;
     }
+    if (!m->cfg.mlp) m->residual3 = m->residual2; // attention-only: x2 = x1
     size_t row_scratch = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerAttn* la = &m->la[l];
@@ -362,6 +366,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
                        gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
         residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
+        if (!m->cfg.mlp) continue; // residual3 is residual2
         float* ln2 = m->ln2 + l * BTC;
         layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, m->residual2 + l * BTC,
                           gpt2_tensor(m, P, P_LN2W, l), gpt2_tensor(m, P, P_LN2B, l), (int)BT, C);
@@ -392,6 +397,26 @@ void gpt2_zero_grad(GPT2* m) {
     memset(m->grads, 0, sizeof(float) * m->num_params);
 }
 
+// Backward of block l's MLP branch: m->dres holds d(residual3) and gets d(residual2) added.
+static void mlp_backward(GPT2* m, int l) {
+    const int C = m->cfg.n_embd;
+    const size_t BT = (size_t)m->cur_B * m->cur_T, BTC = BT * C;
+    const float* P = m->params;
+    float* G = m->grads;
+    memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
+    matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l), gpt2_tensor(m, G, P_FCPROJB, l),
+                    m->dres, m->fch_gelu + l * 4 * BTC, gpt2_tensor(m, P, P_FCPROJW, l), (int)BT,
+                    4 * C, C);
+    memset(m->dfch, 0, sizeof(float) * 4 * BTC);
+    gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
+    memset(m->dln, 0, sizeof(float) * BTC);
+    matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
+                    m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
+    layernorm_backward(m->dres, gpt2_tensor(m, G, P_LN2W, l), gpt2_tensor(m, G, P_LN2B, l), m->dln,
+                       m->residual2 + l * BTC, gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT,
+                       m->ln2_rstd + l * BT, (int)BT, C);
+}
+
 void gpt2_backward(GPT2* m, float scale) {
     ASSERT(m->targets != NULL);
     const int B = m->cur_B, T = m->cur_T;
@@ -413,18 +438,7 @@ void gpt2_backward(GPT2* m, float scale) {
     for (int l = L - 1; l >= 0; l--) {
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
-        memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
-        matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l),
-                        gpt2_tensor(m, G, P_FCPROJB, l), m->dres, m->fch_gelu + l * 4 * BTC,
-                        gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
-        memset(m->dfch, 0, sizeof(float) * 4 * BTC);
-        gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
-        memset(m->dln, 0, sizeof(float) * BTC);
-        matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
-                        m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
-        layernorm_backward(m->dres, gpt2_tensor(m, G, P_LN2W, l), gpt2_tensor(m, G, P_LN2B, l),
-                           m->dln, m->residual2 + l * BTC, gpt2_tensor(m, P, P_LN2W, l),
-                           m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
+        if (m->cfg.mlp) mlp_backward(m, l);
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         memset(m->datty, 0, sizeof(float) * BTC);
         matmul_backward(m->datty, gpt2_tensor(m, G, P_ATTPROJW, l),

@@ -21,6 +21,7 @@ typedef struct {
     int n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
     int pos_encoding; // ATTN_POS_*
     int qk_norm;
+    int mlp; // 1: blocks have an MLP and ln_2; 0: attention-only (those tensors have size 0)
 } GPT2Config;
 
 // llm.c's tensor order; attnlab's own tensors follow.
