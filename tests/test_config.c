@@ -68,6 +68,7 @@ START_TEST(test_defaults) {
     ck_assert_int_eq(c.vocab_size, 50257);
     ck_assert_str_eq(c.pos_encoding, "learned");
     ck_assert_int_eq(c.qk_norm, 0);
+    ck_assert_int_eq(c.mlp, 1);
     ck_assert_str_eq(c.init_from, "scratch");
     ck_assert_str_eq(c.attention, "softmax");
     ck_assert_int_eq(c.n_attn, 0);
@@ -129,6 +130,7 @@ START_TEST(test_defaults) {
                                        "vocab_size",
                                        "pos_encoding",
                                        "qk_norm",
+                                       "mlp",
                                        "init_from",
                                        "attention",
                                        "train_data",
