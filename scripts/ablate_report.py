@@ -639,7 +639,8 @@ def make_plots(out, rows, groups, opt_cols):
                 s = group_stats(groups[g], c)
                 if s is None:
                     continue
-                err = [[s["mean"] - s["min"]], [s["max"] - s["mean"]]]
+                # (clamped: the mean of equal values can round past them)
+                err = [[max(0.0, s["mean"] - s["min"])], [max(0.0, s["max"] - s["mean"])]]
                 a.bar(j, s["mean"], color=color[g], alpha=0.75,
                       yerr=err if s["n"] > 1 else None, capsize=3)
                 a.scatter([j] * s["n"], s["vals"], color="k", s=8, zorder=3)
