@@ -24,6 +24,7 @@ typedef struct {
     int qk_norm;                // 0/1: LayerNorm-free RMS normalisation of q and k per head
     char residual[32];          // standard | attnres | delta_attnres (model/residual.h)
     int value_residual;         // 0/1: ResFormer value residual (model/value_residual.h)
+    int mlp;                    // 1: blocks have an MLP; 0: attention-only blocks
     char init_from[CONFIG_STR]; // scratch | PATH | llmc:PATH | hf:DIR
     // ---- attention
     char attention[CONFIG_STR]; // variant name (or per-layer spec "0-3:softmax,4-11:ssmax")

@@ -46,6 +46,8 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("value_residual", value_residual, "0", 0, 1, "model",
           "1: ResFormer value residual (Zhou et al. 2024): layers 2..L use values "
           "l1*V_n + l2*V_1 with learnable per-layer l1, l2 (init 0.5, 0.5); layer 1 is unchanged"),
+    F_INT("mlp", mlp, "1", 0, 1, "model",
+          "1: every block has its MLP (and ln_2); 0: attention-only blocks (no MLP tensors)"),
     F_STR("init_from", init_from, "scratch", 1, NULL, "model",
           "scratch, an attnlab checkpoint PATH, llmc:PATH (llm.c model file) or hf:DIR"),
     // ---- attention

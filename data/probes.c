@@ -1,8 +1,10 @@
 // data/probes.c: generators, answer locators and accuracy for the synthetic probe tasks
-// (trigger-conditional, multi-query associative recall, passkey retrieval, copy). The layouts
+// (trigger-conditional, multi-query associative recall, passkey retrieval, copy,
+// Bigram-Backcopy). The layouts
 // are described in data/probes.h.
 #include "data/probes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 
-static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy"};
+static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy", "bb"};
 
 int probes_task_from_name(const char* name) {
     for (int i = 0; i < PROBE_NTASKS; i++)
@@ -25,12 +27,15 @@ const char* probes_task_name(int task) {
 int probes_nbuckets(int task) {
     if (task == PROBE_TASK_TRIGGER) return 2;
     if (task == PROBE_TASK_PASSKEY) return 3;
+    if (task == PROBE_TASK_BB) return 2;
     return 1;
 }
 
 const char* probes_bucket_name(int task, int bucket) {
     static const char* const trig[] = {"trigger", "noop"};
     static const char* const pk[] = {"start", "middle", "end"};
+    static const char* const bb[] = {"backcopy", "bigram"};
+    if (task == PROBE_TASK_BB && bucket >= 0 && bucket < 2) return bb[bucket];
     if (task == PROBE_TASK_TRIGGER && bucket >= 0 && bucket < 2) return trig[bucket];
     if (task == PROBE_TASK_PASSKEY && bucket >= 0 && bucket < 3) return pk[bucket];
     return "all";
@@ -40,7 +45,7 @@ void probes_defaults(ProbeParams* p, int task, int T) {
     memset(p, 0, sizeof(*p));
     p->task = task;
     p->T = T;
-    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : 26;
+    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : task == PROBE_TASK_BB ? 16 : 26;
     p->pairs = 8;
     p->trigger_every = 8;
     p->copy_len = 0;
@@ -48,7 +53,7 @@ void probes_defaults(ProbeParams* p, int task, int T) {
 }
 
 int probes_validate(const ProbeParams* p, char* err, size_t errcap) {
-    static const int min_T[PROBE_NTASKS] = {5, 0, 8, 4};
+    static const int min_T[PROBE_NTASKS] = {5, 0, 8, 4, 4};
     if (p->task < 0 || p->task >= PROBE_NTASKS) {
         snprintf(err, errcap, "unknown task %d", p->task);
         return -1;
@@ -176,6 +181,60 @@ static void make_copy(uint16_t* doc, const ProbeParams* p, Rng* r) {
         doc[t] = PROBE_NOOP;
 }
 
+void probes_bb_table(double* P, int A) {
+    Rng r;
+    rng_seed(&r, 0x6262ULL + (uint64_t)A); // fixed: the table belongs to the task
+    for (int i = 0; i < A; i++) {
+        int perm[26];
+        for (int j = 0; j < A; j++)
+            perm[j] = j;
+        for (int j = A - 1; j > 0; j--) {
+            int k = (int)rng_below(&r, (uint64_t)(j + 1));
+            int t = perm[j];
+            perm[j] = perm[k];
+            perm[k] = t;
+        }
+        double z = 0.0;
+        for (int rank = 0; rank < A; rank++)
+            z += pow(rank + 1.0, -1.5);
+        for (int rank = 0; rank < A; rank++)
+            P[i * A + perm[rank]] = pow(rank + 1.0, -1.5) / z;
+    }
+}
+
+static int bb_is_trigger(int tok) {
+    return tok >= '0' && tok < '0' + PROBE_BB_NTRIG;
+}
+
+static void make_bb(uint16_t* doc, const ProbeParams* p, Rng* r) {
+    const int A = p->alphabet;
+    double P[26 * 26];
+    probes_bb_table(P, A);
+    doc[1] = (uint16_t)('a' + rng_below(r, (uint64_t)A));
+    for (int t = 2; t < p->T; t++) {
+        int prev = doc[t - 1];
+        if (bb_is_trigger(prev)) { // backcopy: the token before the trigger (always a letter)
+            doc[t] = doc[t - 2];
+            continue;
+        }
+        if (rng_below(r, (uint64_t)p->trigger_every) == 0) {
+            doc[t] = (uint16_t)('0' + rng_below(r, PROBE_BB_NTRIG));
+            continue;
+        }
+        const double* row = P + (prev - 'a') * A;
+        double u = rng_uniform(r), c = 0.0;
+        int next = A - 1;
+        for (int j = 0; j < A; j++) {
+            c += row[j];
+            if (u < c) {
+                next = j;
+                break;
+            }
+        }
+        doc[t] = (uint16_t)('a' + next);
+    }
+}
+
 void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
     doc[0] = PROBE_EOT;
     switch (p->task) {
@@ -187,6 +246,9 @@ void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index
         break;
     case PROBE_TASK_PASSKEY:
         make_passkey(doc, p, r, index);
+        break;
+    case PROBE_TASK_BB:
+        make_bb(doc, p, r);
         break;
     default:
         make_copy(doc, p, r);
@@ -244,6 +306,21 @@ int probes_answers(int8_t* bucket, const uint16_t* doc, int T, int task) {
             int x = doc[p - 1];
             if (x != PROBE_TRIGGER && !is_lower(x)) return -1;
             bucket[p] = (int8_t)(x == PROBE_TRIGGER ? 0 : 1);
+            n++;
+        }
+        return n;
+    }
+    if (task == PROBE_TASK_BB) {
+        if (!is_lower(doc[1])) return -1;
+        for (int t = 2; t < T; t++) {
+            int x = doc[t - 1], y = doc[t];
+            if (!is_lower(y) && !bb_is_trigger(y)) return -1;
+            if (bb_is_trigger(x)) {
+                if (y != doc[t - 2]) return -1; // not a backcopy
+                bucket[t] = 0;
+            } else {
+                bucket[t] = 1;
+            }
             n++;
         }
         return n;

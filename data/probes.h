@@ -18,6 +18,13 @@
 //            filler, and the answer K in the last position. Buckets: start, middle, end.
 //   copy     EOT s1..sL '|' s1..sL '.'...: a random letter segment of length L (uniform in
 //            [1, copy_len]), a separator, its copy, padding. Bucket: all.
+//   bb       Bigram-Backcopy (Guo et al. 2024, "Active-Dormant Attention Heads"): EOT x1 x2 ...
+//            over the letters 'a'.. (alphabet) and the PROBE_BB_NTRIG trigger tokens '0' '1' '2'.
+//            x1 is a uniform letter; after a letter the next token is a trigger with probability
+//            1/trigger_every, else a letter drawn from a fixed bigram table (probes_bb_table);
+//            after a trigger the next token copies the token before the trigger. Buckets:
+//            backcopy (deterministic, after a trigger), bigram (after a letter; its ceiling is
+//            the table's top-1 probability).
 #ifndef ATTNLAB_PROBES_H
 #define ATTNLAB_PROBES_H
 
@@ -34,8 +41,16 @@
 #define PROBE_QUERY       '?'
 #define PROBE_NEEDLE      '#'
 #define PROBE_MAX_BUCKETS 4
+#define PROBE_BB_NTRIG    3 // trigger tokens of the bb task: '0', '1', '2'
 
-enum { PROBE_TASK_TRIGGER, PROBE_TASK_RECALL, PROBE_TASK_PASSKEY, PROBE_TASK_COPY, PROBE_NTASKS };
+enum {
+    PROBE_TASK_TRIGGER,
+    PROBE_TASK_RECALL,
+    PROBE_TASK_PASSKEY,
+    PROBE_TASK_COPY,
+    PROBE_TASK_BB,
+    PROBE_NTASKS
+};
 
 typedef struct {
     int task;
@@ -43,7 +58,7 @@ typedef struct {
     int alphabet;      // symbols drawn from: trigger 'a'.. (default 4), recall values 'A'..,
                        // passkey filler 'a'.. and keys 'A'.., copy letters 'a'.. (default 26)
     int pairs;         // recall: key-value pairs per document (1..26, default 8)
-    int trigger_every; // trigger: a trigger appears with probability 1/trigger_every (default 8)
+    int trigger_every; // trigger, bb: a trigger appears with probability 1/trigger_every (8)
     int copy_len;      // copy: longest segment (0: (T-2)/2)
     int bucket_mask;   // passkey: buckets generated, bit 0 start, 1 middle, 2 end (default 7)
 } ProbeParams;
@@ -56,11 +71,17 @@ typedef struct {
     long malformed; // documents whose answers could not be located
 } ProbeScore;
 
-// "trigger", "recall", "passkey", "copy"; -1 for an unknown name.
+// "trigger", "recall", "passkey", "copy", "bb"; -1 for an unknown name.
 int probes_task_from_name(const char* name);
 const char* probes_task_name(int task);
 int probes_nbuckets(int task);
 const char* probes_bucket_name(int task, int bucket);
+
+// The bb task's bigram table over `alphabet` letters (row i: the distribution of the letter
+// after letter i; row-major, alphabet x alphabet). It is part of the task's definition, fixed
+// for an alphabet size and independent of the data seed: row i puts weight 1/(r+1)^1.5 on the
+// letter of rank r in a permutation drawn from a fixed stream.
+void probes_bb_table(double* P, int alphabet);
 
 // Defaults for `task` at document length T.
 void probes_defaults(ProbeParams* p, int task, int T);

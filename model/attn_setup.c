@@ -30,6 +30,14 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
                  c->residual);
         return -1;
     }
+    g->mlp = c->mlp;
+    if (!g->mlp && g->residual != GPT2_RESID_STANDARD) {
+        snprintf(err, errcap,
+                 "key 'mlp': mlp = 0 (attention-only blocks) cannot be combined with residual = %s "
+                 "(its routing assumes an attention and an MLP sublayer per block)",
+                 c->residual);
+        return -1;
+    }
     if (strcmp(c->pos_encoding, "learned") == 0)
         g->pos_encoding = ATTN_POS_LEARNED;
     else if (strcmp(c->pos_encoding, "rope") == 0)

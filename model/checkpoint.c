@@ -127,6 +127,7 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     h[10] = m->nspecs;
     h[17] = c->residual; // 0 (standard) in files written before the key existed
     h[18] = c->value_residual;
+    h[19] = c->mlp ? 0 : 1; // 0 in files written before the key: they have MLPs
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
     put64(h, 14, (int64_t)step);
@@ -183,7 +184,7 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         goto fail;
     }
     if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
-        h[17] > GPT2_RESID_DELTA || h[18] < 0 || h[18] > 1) {
+        h[17] > GPT2_RESID_DELTA || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
@@ -192,6 +193,7 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
     cf->cfg.qk_norm = h[9];
     cf->cfg.residual = h[17];
     cf->cfg.value_residual = h[18];
+    cf->cfg.mlp = h[19] ? 0 : 1;
     cf->step = (long)get64(h, 14);
     if (read_exact(f, cf->attention, 256, path, "the attention spec", err, errcap)) goto fail;
     cf->attention[255] = '\0';
@@ -239,6 +241,11 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                  "%s: model sizes differ from the config (file: block_size=%d "
                  "vocab_size=%d n_layer=%d n_head=%d n_embd=%d)",
                  path, h->block_size, h->vocab_size, h->n_layer, h->n_head, h->n_embd);
+        return -1;
+    }
+    if (cf->cfg.mlp != m->cfg.mlp) {
+        snprintf(err, errcap, "%s: saved with mlp = %d, the config says mlp = %d", cf->path,
+                 cf->cfg.mlp, m->cfg.mlp);
         return -1;
     }
     if (strict && strcmp(cf->attention, m->attention) != 0) {
@@ -346,6 +353,11 @@ static int llmc_spec(const GPT2* m, int slot) {
 
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
+    if (!c->mlp) {
+        snprintf(err, errcap,
+                 "%s: llm.c model files have an MLP in every block (this model has mlp = 0)", path);
+        return -1;
+    }
     int32_t h[256] = {0};
     h[0] = LLMC_MAGIC;
     h[1] = LLMC_VERSION;

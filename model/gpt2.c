@@ -1,7 +1,9 @@
 // model/gpt2.c: GPT-2 parameter table, initialisation, activations, forward and backward.
 //
 // Block l (pre-LayerNorm):  x1 = x + attnproj(attention(ln_1(x)));  x2 = x1 + mlp(ln_2(x1))
-// with mlp(h) = c_proj(gelu(c_fc(h))). Final ln_f, tied classifier logits = ln_f(x) @ wte^T
+// with mlp(h) = c_proj(gelu(c_fc(h))); with mlp = 0 the block is attention-only, x2 = x1 (ln_2
+// and the MLP tensors keep their place in the table with a layer dimension of 0, and
+// residual3 aliases residual2). Final ln_f, tied classifier logits = ln_f(x) @ wte^T
 // over the padded vocabulary (padded logits never enter the loss).
 // Backward walks the blocks in reverse, keeping one residual-stream gradient `dres` that every
 // branch adds into; per-layer gradient scratch is reused across layers.
@@ -22,7 +24,7 @@
 // parameter table
 
 // Symbolic sizes of the base rows, resolved against the config by dim_of.
-enum { D_VP, D_MAXT, D_L, D_C, D_3C, D_4C };
+enum { D_VP, D_MAXT, D_L, D_LM, D_C, D_3C, D_4C };
 
 static size_t dim_of(int d, const GPT2Config* c) {
     const size_t C = (size_t)c->n_embd;
@@ -33,6 +35,8 @@ static size_t dim_of(int d, const GPT2Config* c) {
         return (size_t)c->block_size;
     case D_L:
         return (size_t)c->n_layer;
+    case D_LM: // layers with an MLP: n_layer, or 0 under mlp = 0 (attention-only blocks)
+        return c->mlp ? (size_t)c->n_layer : 0;
     case D_C:
         return C;
     case D_3C:
@@ -66,13 +70,13 @@ static const ParamRow GPT2_TABLE[GPT2_NUM_LLMC] = {
     [P_ATTPROJW] =
         {"attprojw", 3, {D_L, D_C, D_C}, 1, PINIT_RESID, 1, 0, "attn.c_proj.weight", 1, 6},
     [P_ATTPROJB] = {"attprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "attn.c_proj.bias", 0, 7},
-    [P_LN2W] = {"ln2w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8},
-    [P_LN2B] = {"ln2b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9},
-    [P_FCW] = {"fcw", 3, {D_L, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10},
-    [P_FCB] = {"fcb", 2, {D_L, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11},
+    [P_LN2W] = {"ln2w", 2, {D_LM, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8},
+    [P_LN2B] = {"ln2b", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9},
+    [P_FCW] = {"fcw", 3, {D_LM, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10},
+    [P_FCB] = {"fcb", 2, {D_LM, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11},
     [P_FCPROJW] =
-        {"fcprojw", 3, {D_L, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12},
-    [P_FCPROJB] = {"fcprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13},
+        {"fcprojw", 3, {D_LM, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12},
+    [P_FCPROJB] = {"fcprojb", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13},
     [P_LNFW] = {"lnfw", 1, {D_C}, 0, PINIT_ONES, 0, 0, "ln_f.weight", 0, 14},
     [P_LNFB] = {"lnfb", 1, {D_C}, 0, PINIT_ZERO, 0, 0, "ln_f.bias", 0, 15},
 };
@@ -202,7 +206,7 @@ int gpt2_find_spec(const GPT2* m, const char* name) {
 float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     const ParamSpec* s = &m->specs[spec];
     size_t off = s->offset;
-    if (s->stacked) off += (size_t)l * (s->size / s->shape[0]);
+    if (s->stacked && s->shape[0]) off += (size_t)l * (s->size / s->shape[0]);
     return (float*)base + off;
 }
 
@@ -333,7 +337,7 @@ void gpt2_init(GPT2* m, uint64_t seed) {
 void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
     const size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd;
     const size_t NH = (size_t)m->cfg.n_head, Vp = (size_t)m->cfg.padded_vocab;
-    const size_t BT = (size_t)B * (size_t)T;
+    const size_t BT = (size_t)B * (size_t)T, LM = m->cfg.mlp ? L : 0;
     m->B = B;
     m->T = T;
     m->nthreads = nthreads;
@@ -350,13 +354,13 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         {&m->att, L * BT * NH * (size_t)T},
         {&m->attproj, L * BT * C},
         {&m->residual2, L * BT * C},
-        {&m->ln2, L * BT * C},
-        {&m->ln2_mean, L * BT},
-        {&m->ln2_rstd, L * BT},
-        {&m->fch, L * BT * 4 * C},
-        {&m->fch_gelu, L * BT * 4 * C},
-        {&m->fcproj, L * BT * C},
-        {&m->residual3, L * BT * C},
+        {&m->ln2, LM * BT * C},
+        {&m->ln2_mean, LM * BT},
+        {&m->ln2_rstd, LM * BT},
+        {&m->fch, LM * BT * 4 * C},
+        {&m->fch_gelu, LM * BT * 4 * C},
+        {&m->fcproj, LM * BT * C},
+        {&m->residual3, LM * BT * C},
         {&m->lnf, BT * C},
         {&m->lnf_mean, BT},
         {&m->lnf_rstd, BT},
@@ -367,8 +371,8 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         {&m->dln, BT * C},
         {&m->dqkv, BT * 3 * C},
         {&m->datty, BT * C},
-        {&m->dfch, BT * 4 * C},
-        {&m->dfch_gelu, BT * 4 * C},
+        {&m->dfch, (LM ? BT : 0) * 4 * C},
+        {&m->dfch_gelu, (LM ? BT : 0) * 4 * C},
         {&m->dlnf, BT * C},
     };
     size_t ntab = sizeof(tab) / sizeof(tab[0]), total = 0;
@@ -385,6 +389,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         *tab[i].p = m->acts + off;
         off += (tab[i].n + 15) & ~(size_t)15;
     }
+    if (!m->cfg.mlp) m->residual3 = m->residual2; // attention-only: x2 = x1
     size_t row_scratch = 0, extra = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerAttn* la = &m->la[l];
@@ -501,6 +506,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
                        gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
         residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
+        if (!m->cfg.mlp) continue; // residual3 is residual2
         const float* in2 = m->residual2 + l * BTC;
         if (rp) in2 = resid_forward(m, 2 * l + 1, in2, B, T);
         float* ln2 = m->ln2 + l * BTC;
@@ -564,22 +570,25 @@ void gpt2_backward(GPT2* m, float scale) {
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
         const float* dmlp = rp ? resid_branch_grad(m, 2 * l + 1, m->dres) : m->dres;
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
-        memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
-        matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l),
-                        gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
-                        gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
-        memset(m->dfch, 0, sizeof(float) * 4 * BTC);
-        gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
-        memset(m->dln, 0, sizeof(float) * BTC);
-        matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
-                        m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
-        layernorm_backward(
-            rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
-            gpt2_tensor(m, G, P_LN2B, l), m->dln,
-            rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC) : m->residual2 + l * BTC,
-            gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
-        if (rp) resid_backward(m, 2 * l + 1, m->dres);
-        const float* datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
+        const float* datt = m->dres; // mlp = 0: residual3 is residual2
+        if (m->cfg.mlp) {
+            memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
+            matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l),
+                            gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
+                            gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
+            memset(m->dfch, 0, sizeof(float) * 4 * BTC);
+            gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
+            memset(m->dln, 0, sizeof(float) * BTC);
+            matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
+                            m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
+            layernorm_backward(
+                rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
+                gpt2_tensor(m, G, P_LN2B, l), m->dln,
+                rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC) : m->residual2 + l * BTC,
+                gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
+            if (rp) resid_backward(m, 2 * l + 1, m->dres);
+            datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
+        }
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         memset(m->datty, 0, sizeof(float) * BTC);
         matmul_backward(m->datty, gpt2_tensor(m, G, P_ATTPROJW, l),

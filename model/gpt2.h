@@ -25,6 +25,8 @@ typedef struct {
     int qk_norm;
     int residual;       // GPT2_RESID_* (model/residual.h)
     int value_residual; // 0/1 (model/value_residual.h)
+    int mlp;            // 1: blocks have an MLP and ln_2; 0: attention-only (those rows have
+                        // a layer dimension of 0)
 } GPT2Config;
 
 enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA };

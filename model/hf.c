@@ -372,6 +372,11 @@ static int copy_file(const char* src, const char* dst, char* err, size_t errcap)
 int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* err, size_t errcap) {
     const GPT2Config* c = &m->cfg;
     const int L = c->n_layer;
+    if (!c->mlp) {
+        snprintf(err, errcap,
+                 "%s: Hugging Face GPT-2 has an MLP in every block (this model has mlp = 0)", dir);
+        return -1;
+    }
     int plain = hf_is_plain_gpt2(m);
     if (util_mkdirs(dir, err, errcap)) return -1;
     char* att_esc = json_escape(m->attention, strlen(m->attention)); // quoted

@@ -231,6 +231,11 @@ static const float* site_base(const GPT2* m, int site, int l) {
     }
 }
 
+// ln_2 and the MLP output exist only in blocks with an MLP.
+static int site_present(const GPT2* m, int site) {
+    return m->cfg.mlp || (site != 2 && site != 3);
+}
+
 // Entry [(site*L + l)*nseq + b0 + b] for sites 0..4; ln_f at [(5*L)*nseq + b0 + b].
 static void act_items(Metrics* mt, const GPT2* m, int b0) {
     const int B = m->cur_B, T = m->cur_T, C = m->cfg.n_embd, L = m->cfg.n_layer;
@@ -239,8 +244,9 @@ static void act_items(Metrics* mt, const GPT2* m, int b0) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mt->nthreads)
     for (int i = 0; i < n; i++) {
         int b = i % B, sl = i / B, site = sl < 5 * L ? sl / L : 5, l = sl < 5 * L ? sl % L : 0;
-        const float* x = site_base(m, site, l) + (size_t)b * TC;
         const size_t o = (size_t)sl * mt->nseq + b0 + b;
+        if (!site_present(m, site)) continue;
+        const float* x = site_base(m, site, l) + (size_t)b * TC;
         mt->act_kurt[o] = metrics_kurtosis(x, TC);
         mt->act_max[o] = metrics_max_abs(x, TC);
         mt->act_ratio[o] = metrics_massive(
@@ -401,6 +407,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
     int nmod = 0;
     for (int sl = 0; sl < 5 * L + 1; sl++) {
         const size_t o = (size_t)sl * mt->nseq;
+        if (!site_present(m, sl < 5 * L ? sl / L : 5)) continue;
         double a = 0.0;
         long mc = 0;
         for (int b = 0; b < n; b++) {
@@ -467,6 +474,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
     if (mt->have_grads) {
         for (int i = 0; i < m->nspecs; i++) {
             const ParamSpec* s = &m->specs[i];
+            if (!s->size) continue; // the MLP tensors of an attention-only model
             for (int l = 0; l < (s->stacked ? L : 1); l++) {
                 record_head(j, step, "grad");
                 json_str(j, "tensor", s->name);

@@ -3,7 +3,8 @@
 
     /usr/bin/python3 scripts/ablate_report.py OUT_DIR
 
-Reads OUT_DIR/ablate_sweep.tsv (written by scripts/ablate) and each run's metrics.jsonl,
+Reads OUT_DIR/ablate_sweep.tsv (written by scripts/ablate) and each run's metrics.jsonl (or
+the metrics.jsonl.gz and provenance.json of a committed result, scripts/results_export),
 ablate_status.json, probe.json, long_context.txt and passkey.txt. Writes OUT_DIR/results.csv,
 OUT_DIR/results.md (one row per run, then mean and spread over seeds per group), OUT_DIR/claims.md
 and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
@@ -19,6 +20,7 @@ group has a single seed (no spread is known) or a value is missing.
 """
 import bisect
 import csv
+import gzip
 import json
 import math
 import os
@@ -27,6 +29,21 @@ import sys
 
 SPIKE_FACTOR = 5.0   # a gradient-norm spike: > 5x the running median of the earlier steps
 SPIKE_MIN_HISTORY = 10
+# The positive control (docs/results.md): a run shows attention sinks when at least half the
+# heads of layers >= 1 have a raw sink fraction >= CONTROL_SINK_FRAC, and activation outliers
+# when kurtosis_max or the massive-activation ratio reaches CONTROL_OUTLIER.
+CONTROL_SINK_FRAC = 0.3
+CONTROL_OUTLIER = 100.0
+# two-sided 95% Student t quantiles by degrees of freedom (df > 30: 1.96 is within 2%)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
+        17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def t975(df):
+    if df in T975:
+        return T975[df]
+    return next((T975[k] for k in sorted(T975) if k >= df), 1.96)
 
 
 def fnum(x):
@@ -100,8 +117,11 @@ def run_metrics(d):
         reused = st.get("reused_from")
     train, evals, model, heads, events = [], [], [], {}, []
     mpath = os.path.join(d, "metrics.jsonl")
+    if not os.path.exists(mpath) and os.path.exists(mpath + ".gz"):
+        mpath += ".gz"  # a committed result (scripts/results_export)
     if os.path.exists(mpath):
-        with open(mpath) as f:
+        opener = gzip.open if mpath.endswith(".gz") else open
+        with opener(mpath, "rt") as f:
             for line in f:
                 try:
                     rec = json.loads(line)
@@ -132,8 +152,18 @@ def run_metrics(d):
     r["step_ms"] = median([fnum(t.get("step_ms")) for t in train])
     r["tok_per_s"] = median([fnum(t.get("tok_per_s")) for t in train])
     last = model[-1] if model else {}
-    for k in ("sink_rate", "kurtosis_mean", "kurtosis_max", "max_abs_act"):
+    for k in ("sink_rate", "sink_rate_raw", "kurtosis_mean", "kurtosis_max", "max_abs_act",
+              "massive_ratio_max"):
         r[k] = fnum(last.get(k))
+    # the positive control on the last metrics step: heads of layers >= 1 that sink
+    hl = [h for h in heads.get(max(heads), []) if h.get("layer", 0) >= 1] if heads else []
+    fr = [fnum(h.get("sink_frac_raw")) for h in hl]
+    fr = [f for f in fr if finite(f)]
+    r["sink_heads_l1"] = sum(f >= CONTROL_SINK_FRAC for f in fr) / len(fr) if fr else None
+    km, mr = r.get("kurtosis_max"), r.get("massive_ratio_max")
+    r["control_sink"] = int(r["sink_heads_l1"] is not None and r["sink_heads_l1"] >= 0.5)
+    r["control_outlier"] = int(any(finite(v) and v >= CONTROL_OUTLIER for v in (km, mr)
+                                   if v is not None))
     if heads:
         hs = heads[max(heads)]
         en = [fnum(h.get("entropy_norm")) for h in hs]
@@ -158,6 +188,10 @@ def run_metrics(d):
     skipped = any(e.get("event") == "skipped_nonfinite" for e in events)
     r["diverged"] = int(bool(rc == 3 or nonfinite or skipped))
     done = max_steps > 0 and os.path.exists(os.path.join(d, "model_%08d.bin" % max_steps))
+    prov = os.path.join(d, "provenance.json")  # a committed result (scripts/results_export)
+    if not done and os.path.exists(prov):
+        with open(prov) as f:
+            done = json.load(f).get("final_step") == max_steps
     if rc == 3:
         r["status"] = "diverged"
     elif rc not in (None, 0):
@@ -208,8 +242,9 @@ def run_metrics(d):
 
 
 BASE_COLS = ["val_loss", "best_val_loss", "train_loss", "step_ms", "tok_per_s", "sink_rate",
-             "kurtosis_mean", "kurtosis_max", "max_abs_act", "entropy_norm", "grad_spikes",
-             "diverged"]
+             "sink_rate_raw", "sink_heads_l1", "kurtosis_mean", "kurtosis_max", "max_abs_act",
+             "massive_ratio_max", "control_sink", "control_outlier", "entropy_norm",
+             "grad_spikes", "diverged"]
 
 
 def fmt(v, col=""):
@@ -217,7 +252,8 @@ def fmt(v, col=""):
         return ""
     if isinstance(v, str):
         return v
-    if isinstance(v, int) or col in ("grad_spikes", "diverged", "steps"):
+    if isinstance(v, int) or col in ("grad_spikes", "diverged", "steps", "control_sink",
+                                     "control_outlier"):
         return "%d" % v
     if not math.isfinite(v):
         return "nan"
@@ -306,7 +342,69 @@ def evaluate_claim(text, groups):
         else:
             verdict = "inconclusive (spread larger than effect)"
     res.update(verdict=verdict, diff=diff, spread=spread, sentence=nums)
+    paired_verdict(res, metric, op, fnum(tol) if tol else 0.0, groups.get(a, []),
+                   groups.get(b, []))
     return res
+
+
+def control_column(metric):
+    """The positive-control column a claim on `metric` needs, or None."""
+    if metric.startswith("sink"):
+        return "control_sink"
+    if metric.startswith(("kurtosis", "max_abs", "massive")):
+        return "control_outlier"
+    return None
+
+
+def paired_verdict(res, metric, op, tol, rows_a, rows_b):
+    """With >= 3 seeds run in both groups: the per-seed differences A - B, their mean and 95%
+    t interval, and the verdict from the interval (it replaces the range verdict): for < and >
+    reproduced when the interval excludes 0 on the claimed side, not reproduced when it excludes
+    0 on the other; for ~ TOL reproduced when the interval lies inside [-TOL, TOL], not
+    reproduced when it lies outside. A claim on sinks (outliers) is "untestable here" when a seed
+    of the group expected to show the phenomenon (B for <, A for >, both for ~) misses the
+    positive control."""
+    by_seed = lambda rows: {str(r.get("seed")): r for r in rows}
+    sa, sb = by_seed(rows_a), by_seed(rows_b)
+    pairs = []
+    for s in sorted(set(sa) & set(sb), key=lambda x: (len(x), x)):
+        va, vb = fnum(sa[s].get(metric)), fnum(sb[s].get(metric))
+        if va is not None and vb is not None and finite(va) and finite(vb):
+            pairs.append((s, va - vb))
+    ctl = control_column(metric)
+    if ctl:
+        need = rows_b if op == "<" else rows_a if op == ">" else rows_a + rows_b
+        if need and not all(r.get(ctl) == 1 for r in need):
+            res.update(verdict="untestable here", sentence=res.get("sentence", "") +
+                       "; the positive control (%s) is not met in every seed" % ctl)
+            res["untestable"] = True
+    if len(pairs) < 3:
+        return
+    d = [x for _, x in pairs]
+    n = len(d)
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    lo, hi = mean - half, mean + half
+    res.update(paired_n=n, paired_mean=mean, paired_lo=lo, paired_hi=hi,
+               paired_seeds=[s for s, _ in pairs])
+    res["sentence"] = res.get("sentence", "") + \
+        "; paired by seed (n = %d): mean difference %.4g, 95%% interval [%.4g, %.4g]" % (
+            n, mean, lo, hi)
+    if res.get("untestable"):
+        return
+    if op == "~":
+        v = "reproduced" if -tol <= lo and hi <= tol else \
+            "not reproduced" if lo > tol or hi < -tol else "inconclusive (interval not decided)"
+    else:
+        want_neg = op == "<"
+        if (hi < 0 and want_neg) or (lo > 0 and not want_neg):
+            v = "reproduced"
+        elif (lo > 0 and want_neg) or (hi < 0 and not want_neg):
+            v = "not reproduced"
+        else:
+            v = "inconclusive (interval includes 0)"
+    res["verdict"] = v
 
 
 def main():
@@ -541,7 +639,8 @@ def make_plots(out, rows, groups, opt_cols):
                 s = group_stats(groups[g], c)
                 if s is None:
                     continue
-                err = [[s["mean"] - s["min"]], [s["max"] - s["mean"]]]
+                # (clamped: the mean of equal values can round past them)
+                err = [[max(0.0, s["mean"] - s["min"])], [max(0.0, s["max"] - s["mean"])]]
                 a.bar(j, s["mean"], color=color[g], alpha=0.75,
                       yerr=err if s["n"] > 1 else None, capsize=3)
                 a.scatter([j] * s["n"], s["vals"], color="k", s=8, zorder=3)

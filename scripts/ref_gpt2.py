@@ -198,6 +198,8 @@ def forward_logits(m, inputs):
         f = y @ ly["projw"] + ly["projb"]
         x = x + f
         outs.append(f)
+        if not ly.get("mlp", True):  # attention-only block (mlp = 0): x2 = x1
+            continue
         h = layernorm(sub_input(2 * li + 1, x), ly["ln2w"], ly["ln2b"])
         f = gelu_tanh(h @ ly["fcw"] + ly["fcb"]) @ ly["fcprojw"] + ly["fcprojb"]
         x = x + f
@@ -219,23 +221,28 @@ def forward_loss(m, inputs, targets):
 
 def load_npy_dir(d):
     """A model written as .npy files: DIR/model.json {L, NH, C, V, maxT, pos, layers: [{variant,
-    hp, inner, inner_hp, T_train, P, tensors}]}, DIR/<llm.c name>.npy for the 16 llm.c tensors
-    in llm.c's shapes (Linear weights (out, in)), DIR/L<l>.rowp.npy (NH, P) and
-    DIR/L<l>.t.<name>.npy per layer; with "residual" (attnres | delta_attnres) DIR/resid.query.npy,
-    with "value_residual": 1 DIR/value_residual.lambda.npy."""
+    hp, inner, inner_hp, T_train, P, tensors}], mlp}, DIR/<llm.c name>.npy for the 16 llm.c
+    tensors in llm.c's shapes (Linear weights (out, in); with "mlp": 0 the blocks are
+    attention-only and ln2*/fc* are absent), DIR/L<l>.rowp.npy (NH, P) and DIR/L<l>.t.<name>.npy
+    per layer; with "residual" (attnres | delta_attnres) DIR/resid.query.npy, with
+    "value_residual": 1 DIR/value_residual.lambda.npy."""
     with open(os.path.join(d, "model.json")) as f:
         cfg = json.load(f)
     L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
+    mlp = bool(cfg.get("mlp", 1))
+    mlp_names = ("ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb")
     p = {}
-    for name in ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",
-                 "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"):
+    for name in ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb") + (
+            mlp_names if mlp else ()) + ("lnfw", "lnfb"):
         p[name] = np.load(os.path.join(d, name + ".npy")).astype(np.float64)
     layers, attn = [], []
     for l in range(L):
-        layers.append(dict(
-            ln1w=p["ln1w"][l], ln1b=p["ln1b"][l], qkvw=p["qkvw"][l].T, qkvb=p["qkvb"][l],
-            projw=p["attprojw"][l].T, projb=p["attprojb"][l], ln2w=p["ln2w"][l], ln2b=p["ln2b"][l],
-            fcw=p["fcw"][l].T, fcb=p["fcb"][l], fcprojw=p["fcprojw"][l].T, fcprojb=p["fcprojb"][l]))
+        ly = dict(ln1w=p["ln1w"][l], ln1b=p["ln1b"][l], qkvw=p["qkvw"][l].T, qkvb=p["qkvb"][l],
+                  projw=p["attprojw"][l].T, projb=p["attprojb"][l], mlp=mlp)
+        if mlp:
+            ly.update(ln2w=p["ln2w"][l], ln2b=p["ln2b"][l], fcw=p["fcw"][l].T, fcb=p["fcb"][l],
+                      fcprojw=p["fcprojw"][l].T, fcprojb=p["fcprojb"][l])
+        layers.append(ly)
         la = cfg["layers"][l]
         pre = os.path.join(d, f"L{l}")
         rowp = (np.load(pre + ".rowp.npy").astype(np.float64) if la.get("P", 0) > 0

@@ -309,6 +309,7 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
     int psig[ATTN_MAX_PPH] = {0}, pweak[ATTN_MAX_PPH] = {0}; // attnp: layers with signal, weak
     for (int si = 0; si < m.nspecs; si++) {
         const ParamSpec* s = &m.specs[si];
+        if (s->size == 0) continue; // ln_2 and the MLP of an attention-only model (mlp = 0)
         int nl = s->stacked ? L : 1;
         int tsig = 0, tweak = 0; // layers of this tensor with signal, and too weak to check
         size_t per = s->size / (size_t)nl;

@@ -70,6 +70,7 @@ START_TEST(test_defaults) {
     ck_assert_int_eq(c.qk_norm, 0);
     ck_assert_str_eq(c.residual, "standard");
     ck_assert_int_eq(c.value_residual, 0);
+    ck_assert_int_eq(c.mlp, 1);
     ck_assert_str_eq(c.init_from, "scratch");
     ck_assert_str_eq(c.attention, "softmax");
     ck_assert_int_eq(c.n_attn, 0);
@@ -133,6 +134,7 @@ START_TEST(test_defaults) {
                                        "qk_norm",
                                        "residual",
                                        "value_residual",
+                                       "mlp",
                                        "init_from",
                                        "attention",
                                        "train_data",

@@ -3,7 +3,9 @@
 //   - 1 thread vs 2 threads: identical loss and gradients, bit for bit;
 //   - save -> load (attnlab and llm.c files) gives identical logits;
 //   - bad attention names and keys are rejected with the key named;
-//   - attn.* keys reach the model (per-head parameter init, a window's effect on the logits).
+//   - attn.* keys reach the model (per-head parameter init, a window's effect on the logits);
+//   - attention-only blocks (mlp = 0): no MLP parameters, the key round-trips through the model
+//     file, a file of the other kind is refused, a file without the key loads as mlp = 1.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -96,6 +98,69 @@ START_TEST(test_save_load_logits) {
 }
 END_TEST
 
+START_TEST(test_attention_only_model) {
+    enum { V = 200, L = 2, NH = 2, C = 32, T = 16 };
+    Config c;
+    test_tiny_config(&c, V, L, NH, C, T);
+    c.mlp = 0;
+    GPT2 a, full;
+    test_build_model(&a, &c, 1, T, 11);
+    Config cf = c;
+    cf.mlp = 1;
+    test_build_model(&full, &cf, 1, T, 11);
+    // GPT-2's parameter count from its shapes: wte (Vp, C), wpe (T, C), per layer ln_1 2C,
+    // c_attn 3C^2 + 3C, c_proj C^2 + C, ln_2 2C, c_fc 4C^2 + 4C, mlp c_proj 4C^2 + C; ln_f 2C
+    const size_t Vp = 256, attn_l = 2 * C + 3 * C * C + 3 * C + C * C + C;
+    const size_t mlp_l = 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+    ck_assert_uint_eq(full.num_params, Vp * C + T * C + L * (attn_l + mlp_l) + 2 * C);
+    ck_assert_uint_eq(a.num_params, Vp * C + T * C + L * attn_l + 2 * C);
+    ck_assert_uint_eq(a.specs[P_FCW].size, 0);
+    ck_assert_uint_eq(a.specs[P_LN2W].size, 0);
+    // the block output is the attention residual itself
+    Rng r;
+    rng_seed(&r, 3);
+    int in[T];
+    test_random_tokens(in, T, V, &r);
+    gpt2_forward(&a, in, NULL, 1, T);
+    for (size_t i = 0; i < (size_t)T * C; i++)
+        ck_assert(a.residual3[i] == a.residual2[i]);
+    // the key round-trips through the model file and is checked on load
+    const char* dir = test_tmpdir();
+    char path[600], path1[600], err[1024];
+    snprintf(path, sizeof(path), "%s/model_mlp0.bin", dir);
+    ck_assert_msg(ckpt_save_model(&a, path, 7, "mlp = 0\n", err, sizeof(err)) == 0, "%s", err);
+    GPT2Config info;
+    long step;
+    ck_assert_int_eq(ckpt_read_info(path, &info, NULL, 0, NULL, &step, err, sizeof(err)), 0);
+    ck_assert_int_eq(info.mlp, 0);
+    GPT2 b;
+    test_build_model(&b, &c, 1, T, 12);
+    ck_assert_msg(ckpt_load_model(&b, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
+    gpt2_forward(&b, in, NULL, 1, T);
+    ck_assert(memcmp(a.logits, b.logits, sizeof(float) * T * a.cfg.padded_vocab) == 0);
+    ck_assert_int_eq(ckpt_load_model(&full, path, 0, &step, NULL, 0, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, path) && strstr(err, "mlp = 0"), "%s", err);
+    // a file whose header field 17 is 0 (every file written before the key) is mlp = 1
+    snprintf(path1, sizeof(path1), "%s/model_mlp1.bin", dir);
+    ck_assert_msg(ckpt_save_model(&full, path1, 7, "", err, sizeof(err)) == 0, "%s", err);
+    FILE* f = fopen(path1, "rb");
+    ck_assert(f != NULL);
+    int32_t h[256];
+    ck_assert_uint_eq(fread(h, sizeof(int32_t), 256, f), 256);
+    fclose(f);
+    ck_assert_int_eq(h[17], 0);
+    ck_assert_int_eq(ckpt_read_info(path1, &info, NULL, 0, NULL, &step, err, sizeof(err)), 0);
+    ck_assert_int_eq(info.mlp, 1);
+    ck_assert_int_eq(ckpt_load_model(&a, path1, 0, &step, NULL, 0, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "mlp = 1"), "%s", err);
+    // llm.c files have an MLP in every block
+    snprintf(path1, sizeof(path1), "%s/model_llmc.bin", dir);
+    ck_assert_int_eq(llmc_save(&a, path1, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "mlp = 0"), "%s", err);
+    gpt2_free(&a), gpt2_free(&b), gpt2_free(&full);
+}
+END_TEST
+
 START_TEST(test_bad_attention_config) {
     Config c;
     test_tiny_config(&c, 64, 2, 2, 8, 8);
@@ -154,6 +219,7 @@ static Suite* gpt2_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_model_threads_identical);
     tcase_add_test(tc, test_save_load_logits);
+    tcase_add_test(tc, test_attention_only_model);
     tcase_add_test(tc, test_bad_attention_config);
     tcase_add_test(tc, test_attn_keys_reach_model);
     suite_add_tcase(s, tc);

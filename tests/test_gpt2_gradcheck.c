@@ -8,6 +8,7 @@
 //   - each position encoding (learned, rope, alibi, none) once, on a mixed model;
 //   - the residual-path options (residual = attnres | delta_attnres, value_residual = 1), alone,
 //     together and on a mixed model: resid.query and value_residual.lambda in every layer.
+//   - attention-only blocks (mlp = 0).
 // Tensors the math leaves unused under a choice are listed below with the reason; any other
 // tensor with no gradient signal fails the check.
 #include <omp.h>
@@ -216,6 +217,24 @@ START_TEST(test_residual_gradcheck) {
 }
 END_TEST
 
+START_TEST(test_attention_only_gradcheck) {
+    // mlp = 0: ln_2 and the MLP tensors have no entries; every other tensor is checked, with a
+    // row map with per-head parameters in layer 0 and a layer-level variant in layer 1
+    omp_set_num_threads(1);
+    Config c;
+    mgc_tiny_config(&c);
+    util_strlcpy(c.attention, "0:ssmax,1:gated", sizeof(c.attention));
+    set_keys(&c, "mlp=0 attn.bias=learn");
+    MgcReport r = mgc_check(&c, "mlp=0 0:ssmax,1:gated", NULL, 0, 17);
+    ck_assert_int_eq(r.unused, 0);
+    // ln1w, ln1b, qkvw, qkvb, attprojw, attprojb x 2 layers + wte, wpe, lnfw, lnfb + attnp
+    // (layer 0) + gated.w, gated.b (layer 1)
+    ck_assert_int_ge(r.slices_checked, 12 + 4 + 1 + 2);
+    // wte's padded rows, attnp of layer 1, gated.* of layer 0
+    ck_assert_int_eq(r.zero_checks, 1 + 2 + 2);
+}
+END_TEST
+
 static Suite* gradcheck_suite(void) {
     Suite* s = suite_create("gpt2_gradcheck");
     TCase* tc = tcase_create("variants");
@@ -226,6 +245,7 @@ static Suite* gradcheck_suite(void) {
     tcase_set_timeout(tm, 120);
     tcase_add_test(tm, test_mixed_layers_stride_gradcheck);
     tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 4);
+    tcase_add_test(tm, test_attention_only_gradcheck);
     suite_add_tcase(s, tm);
     TCase* tr = tcase_create("residual");
     tcase_set_timeout(tr, 120);

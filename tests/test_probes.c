@@ -3,6 +3,7 @@
 // tokens with separate code), answer positions are located, and accuracy is computed from
 // logits as argmax on the answer positions only.
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +27,8 @@ static unsigned char* slurp(const char* path, size_t* n) {
 }
 
 START_TEST(test_shards_valid_and_deterministic) {
-    const char* tasks[] = {"trigger", "recall", "passkey", "copy"};
-    for (int k = 0; k < 4; k++) {
+    const char* tasks[] = {"trigger", "recall", "passkey", "copy", "bb"};
+    for (int k = 0; k < 5; k++) {
         int task = probes_task_from_name(tasks[k]);
         ck_assert_int_eq(task, k);
         ProbeParams p;
@@ -283,6 +284,105 @@ START_TEST(test_accuracy_from_logits) {
 }
 END_TEST
 
+START_TEST(test_bb_answers_and_table) {
+    enum { T = 64, N = 400, A = 16 };
+    // the table: rows sum to 1 and hold the weights (r+1)^-1.5 / sum, each in its own order
+    double P[A * A], Q[A * A], w[A], z = 0;
+    for (int r = 0; r < A; r++)
+        z += w[r] = 1.0 / ((r + 1.0) * sqrt(r + 1.0));
+    probes_bb_table(P, A);
+    probes_bb_table(Q, A);
+    ck_assert(memcmp(P, Q, sizeof(P)) == 0); // fixed for an alphabet
+    int same_argmax = 0, top0 = -1;
+    for (int i = 0; i < A; i++) {
+        double s = 0, row[A];
+        int top = 0;
+        for (int j = 0; j < A; j++) {
+            s += row[j] = P[i * A + j];
+            if (row[j] > row[top]) top = j;
+        }
+        ck_assert_double_eq_tol(s, 1.0, 1e-12);
+        for (int r = 0; r < A; r++) { // the r-th largest entry is w[r] / z
+            int best = 0;
+            for (int j = 1; j < A; j++)
+                if (row[j] > row[best]) best = j;
+            ck_assert_double_eq_tol(row[best], w[r] / z, 1e-12);
+            row[best] = -1;
+        }
+        if (i == 0) top0 = top;
+        same_argmax += top == top0;
+    }
+    ck_assert_int_lt(same_argmax, A); // the rows are not one permutation
+    // documents: backcopy after every trigger, letters elsewhere, bigram frequencies and the
+    // trigger rate as specified
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_BB, T);
+    ck_assert_int_eq(p.alphabet, A);
+    uint16_t* docs = probes_generate(&p, 5, N);
+    long cnt[A][A], rowtot[A], ntrig = 0, nletter = 0;
+    memset(cnt, 0, sizeof(cnt));
+    memset(rowtot, 0, sizeof(rowtot));
+    int8_t bucket[T];
+    for (int d = 0; d < N; d++) {
+        const uint16_t* doc = docs + (size_t)d * T;
+        ck_assert_int_eq(doc[0], PROBE_EOT);
+        ck_assert(doc[1] >= 'a' && doc[1] < 'a' + A);
+        int nback = 0, nbig = 0;
+        for (int t = 2; t < T; t++) {
+            int x = doc[t - 1], y = doc[t];
+            if (x >= '0' && x <= '2') {
+                ck_assert_int_eq(y, doc[t - 2]);
+                ck_assert(y >= 'a' && y < 'a' + A); // a trigger follows a letter only
+                nback++;
+                continue;
+            }
+            ck_assert(x >= 'a' && x < 'a' + A);
+            nbig++;
+            nletter++;
+            if (y >= '0' && y <= '2') {
+                ntrig++;
+            } else {
+                ck_assert(y >= 'a' && y < 'a' + A);
+                cnt[x - 'a'][y - 'a']++;
+                rowtot[x - 'a']++;
+            }
+        }
+        ck_assert_int_eq(probes_answers(bucket, doc, T, PROBE_TASK_BB), T - 2);
+        int b0 = 0, b1 = 0;
+        ck_assert_int_eq(bucket[0], -1);
+        ck_assert_int_eq(bucket[1], -1);
+        for (int t = 2; t < T; t++) {
+            int trig = doc[t - 1] >= '0' && doc[t - 1] <= '2';
+            ck_assert_int_eq(bucket[t], trig ? 0 : 1);
+            b0 += bucket[t] == 0;
+            b1 += bucket[t] == 1;
+        }
+        ck_assert_int_eq(b0, nback);
+        ck_assert_int_eq(b1, nbig);
+    }
+    double frac = (double)ntrig / (double)nletter;
+    ck_assert_msg(fabs(frac - 1.0 / 8) < 0.02, "trigger rate %.3f", frac);
+    for (int i = 0; i < A; i++) {
+        ck_assert_int_gt(rowtot[i], 300);
+        for (int j = 0; j < A; j++) { // within ~5 standard errors of the table
+            double f = (double)cnt[i][j] / (double)rowtot[i], e = P[i * A + j];
+            double se = sqrt(e * (1 - e) / (double)rowtot[i]);
+            ck_assert_msg(fabs(f - e) < 5 * se + 1e-3, "row %d col %d: %.4f vs %.4f", i, j, f, e);
+        }
+    }
+    // a broken backcopy is not a bb document
+    uint16_t bad[T];
+    memcpy(bad, docs, sizeof(bad));
+    int t = 2;
+    while (t < T && !(bad[t - 1] >= '0' && bad[t - 1] <= '2'))
+        t++;
+    ck_assert_int_lt(t, T);
+    bad[t] = bad[t] == 'a' ? 'b' : 'a';
+    ck_assert_int_eq(probes_answers(bucket, bad, T, PROBE_TASK_BB), -1);
+    free(docs);
+}
+END_TEST
+
 START_TEST(test_malformed_and_validation) {
     int8_t bucket[32];
     uint16_t junk[32];
@@ -328,6 +428,7 @@ static Suite* probes_suite(void) {
     tcase_add_test(tc, test_recall_answers);
     tcase_add_test(tc, test_passkey_answers);
     tcase_add_test(tc, test_copy_answers);
+    tcase_add_test(tc, test_bb_answers_and_table);
     tcase_add_test(tc, test_accuracy_from_logits);
     tcase_add_test(tc, test_malformed_and_validation);
     suite_add_tcase(s, tc);

@@ -11,7 +11,8 @@
 // every position encoding (learned, rope, alibi, none), and variants with learnable parameters:
 // gated (layer tensors) mixed with ssmax (per-head attnp parameters, a different P per layer),
 // ssmax as gated's inner map, asentmax, ssa with its value temperature, boosted, and sigmoid
-// with a learnable bias (P = 1) next to ssmax (P = 2), so that attnp's stride maxP matters.
+// with a learnable bias (P = 1) next to ssmax (P = 2), so that attnp's stride maxP matters;
+// attention-only blocks (mlp = 0) with softmax and with ssmax/gated.
 // Parameters are the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the
 // GELU's cubic term matters); the tolerance is tight enough that a GELU constant 0.05 instead of
 // 0.044715 or a LayerNorm epsilon 1e-3 instead of 1e-5 in model/layers.c fails (docs/testing.md).
@@ -92,6 +93,8 @@ static const ModelCase MODELS[] = {
     {"softmax", "learned", "value_residual=1"},
     {"0:gated,1:ssmax", "alibi", "residual=attnres value_residual=1"},
     {"0:ssmax,1:softmax", "none", "residual=delta_attnres value_residual=1"},
+    {"softmax", "learned", "mlp=0"},                       // attention-only blocks
+    {"0:ssmax,1:gated", "rope", "mlp=0"},
 };
 
 static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
@@ -136,6 +139,7 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
     char path[12288];
     for (int s = 0; s < GPT2_NUM_LLMC; s++) {
         const ParamSpec* sp = &m->specs[s];
+        if (sp->size == 0) continue; // ln_2 and the MLP of an attention-only model
         int shape[4];
         for (int q = 0; q < sp->ndim; q++)
             shape[q] = (int)sp->shape[q];
@@ -145,8 +149,8 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
     FILE* f = fopen(path, "w");
     ck_assert(f != NULL);
     const int L = m->cfg.n_layer, NH = m->cfg.n_head;
-    fprintf(f, "{\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"pos\":\"%s\",", L, NH, m->cfg.n_embd,
-            m->cfg.vocab_size, pos);
+    fprintf(f, "{\"L\":%d,\"NH\":%d,\"C\":%d,\"V\":%d,\"pos\":\"%s\",\"mlp\":%d,", L, NH,
+            m->cfg.n_embd, m->cfg.vocab_size, pos, m->cfg.mlp);
     // residual-path tensors (model-owned, after the llm.c ones): saved under their own names
     static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
     fprintf(f, "\"residual\":\"%s\",\"value_residual\":%d,\"layers\":[", RES[m->cfg.residual],

@@ -1,0 +1,153 @@
+// tests/test_results.c: committed sweep results and their verdicts (scripts/ablate_report.py on a
+// directory like those scripts/results_export writes): runs with a provenance.json and a gzipped
+// metrics.jsonl count as finished without a checkpoint; a claim with 3 seeds in both groups gets
+// the paired-by-seed mean difference and 95% t interval (recomputed here from the per-seed
+// numbers), "reproduced" only when the interval excludes 0; a sink claim whose baseline misses
+// the positive control (half the heads of layers >= 1 with a raw sink fraction >= 0.3) is
+// "untestable here"; the control columns reach results.csv.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "common/util.h"
+#include "tests/testutil.h"
+
+#define PY "/usr/bin/python3"
+
+// Per seed (1, 2, 3): massive_ratio_max and kurtosis_max of the two groups, and whether the
+// softmax baseline's layer-1 heads sink.
+static const double MR_SM1[3] = {50, 60, 70}, MR_SM[3] = {150, 200, 160};
+static const double KM_SM1[3] = {30, 20, 31}, KM_SM[3] = {25, 25, 30};
+
+static void write_run(const char* dir, const char* att, int seed, double mr, double km,
+                      double sink_l1) {
+    char d[1200], p[1400];
+    snprintf(d, sizeof(d), "%s/attention=%s,seed=%d", dir, att, seed);
+    ck_assert_int_eq(mkdir(d, 0755), 0);
+    snprintf(p, sizeof(p), "%s/config.conf", d);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "attention = %s\nseed = %d\nmax_steps = 10\n", att, seed);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/provenance.json", d);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"final_step\": 10, \"run\": \"attention=%s,seed=%d\", \"command\": \"x\"}\n", att,
+            seed);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
+    gzFile g = gzopen(p, "wb");
+    ck_assert_ptr_nonnull(g);
+    gzprintf(g, "{\"step\":10,\"train_loss\":1.5,\"step_ms\":3,\"tok_per_s\":100}\n");
+    gzprintf(g, "{\"step\":10,\"val_loss\":1.6}\n");
+    gzprintf(g,
+             "{\"step\":10,\"kind\":\"model\",\"sink_rate\":0.2,\"sink_rate_raw\":%g,"
+             "\"kurtosis_mean\":5,\"kurtosis_max\":%g,\"max_abs_act\":9,"
+             "\"massive_ratio_max\":%g}\n",
+             sink_l1 / 2, km, mr);
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 2; h++) // layer 1: head 0 sinks in sink_l1 of the sequences
+            gzprintf(g,
+                     "{\"step\":10,\"kind\":\"head\",\"layer\":%d,\"head\":%d,"
+                     "\"entropy_norm\":0.5,\"sink_frac_raw\":%g}\n",
+                     l, h, l == 1 && h == 0 ? sink_l1 : 0.0);
+    gzclose(g);
+}
+
+static double claim_num(const char* json, const char* claim, const char* key) {
+    const char* c = strstr(json, claim);
+    ck_assert_msg(c != NULL, "claim %s missing", claim);
+    const char* k = strstr(c, key);
+    ck_assert_msg(k != NULL, "%s: no %s", claim, key);
+    return atof(k + strlen(key) + 2);
+}
+
+static void claim_verdict(const char* json, const char* claim, char* out, size_t cap) {
+    const char* c = strstr(json, claim);
+    ck_assert_ptr_nonnull(c);
+    const char* v = strstr(c, "\"verdict\": \"");
+    ck_assert_ptr_nonnull(v);
+    v += 12;
+    size_t n = strcspn(v, "\"");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, v, n);
+    out[n] = '\0';
+}
+
+START_TEST(test_committed_sweep_paired_verdicts) {
+    char dir[1024], p[1400], cmd[3000];
+    snprintf(dir, sizeof(dir), "%s/results_sweep", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "sweep\tx.conf\ncommand\tscripts/ablate x.conf\nkey\tattention\nkey\tseed\n");
+    fprintf(f, "claim\tmassive_ratio_max: softmax1 < softmax | lower massive ratio\n");
+    fprintf(f, "claim\tkurtosis_max: softmax1 < softmax | lower kurtosis\n");
+    fprintf(f, "claim\tsink_rate_raw: softmax1 < softmax | fewer sinks\n");
+    for (int s = 1; s <= 3; s++)
+        fprintf(f, "run\tattention=softmax,seed=%d\tattention=softmax\tseed=%d\n", s, s);
+    for (int s = 1; s <= 3; s++)
+        fprintf(f, "run\tattention=softmax1,seed=%d\tattention=softmax1\tseed=%d\n", s, s);
+    fclose(f);
+    for (int s = 0; s < 3; s++) {
+        // the baseline's seed 3 sinks in only 0.2 of the sequences: the control fails there
+        write_run(dir, "softmax", s + 1, MR_SM[s], KM_SM[s], s == 2 ? 0.2 : 0.9);
+        write_run(dir, "softmax1", s + 1, MR_SM1[s], KM_SM1[s], 0.0);
+    }
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ablate_report.py %s >/dev/null", test_repo_root(),
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(p, sizeof(p), "%s/claims.json", dir);
+    size_t n;
+    char* json = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(json);
+    // massive ratio: d = softmax1 - softmax per seed; mean, sd, t(2) = 4.303
+    double d[3], mean = 0, ss = 0;
+    for (int s = 0; s < 3; s++)
+        mean += (d[s] = MR_SM1[s] - MR_SM[s]) / 3;
+    for (int s = 0; s < 3; s++)
+        ss += (d[s] - mean) * (d[s] - mean);
+    double half = 4.303 * sqrt(ss / 2) / sqrt(3.0);
+    ck_assert_double_eq_tol(claim_num(json, "massive_ratio_max: softmax1", "\"paired_mean\""), mean,
+                            1e-9);
+    ck_assert_double_eq_tol(claim_num(json, "massive_ratio_max: softmax1", "\"paired_lo\""),
+                            mean - half, 1e-6);
+    ck_assert_double_eq_tol(claim_num(json, "massive_ratio_max: softmax1", "\"paired_hi\""),
+                            mean + half, 1e-6);
+    ck_assert(mean + half < 0); // so the interval excludes 0 on the claimed side
+    char v[128];
+    claim_verdict(json, "massive_ratio_max: softmax1", v, sizeof(v));
+    ck_assert_str_eq(v, "reproduced");
+    // kurtosis: differences +5, -5, +1 -> the interval holds 0
+    claim_verdict(json, "kurtosis_max: softmax1", v, sizeof(v));
+    ck_assert_str_eq(v, "inconclusive (interval includes 0)");
+    // sinks: the baseline's seed 3 misses the control
+    claim_verdict(json, "sink_rate_raw: softmax1", v, sizeof(v));
+    ck_assert_str_eq(v, "untestable here");
+    free(json);
+    // the control columns and the committed runs' status in results.csv
+    snprintf(p, sizeof(p), "%s/results.csv", dir);
+    char* csv = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(strstr(csv, "sink_heads_l1"));
+    ck_assert_ptr_nonnull(strstr(csv, "control_sink"));
+    ck_assert_ptr_nonnull(strstr(csv, "control_outlier"));
+    ck_assert_ptr_null(strstr(csv, "not run"));
+    free(csv);
+}
+END_TEST
+
+static Suite* results_suite(void) {
+    Suite* s = suite_create("results");
+    TCase* tc = tcase_create("report");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_committed_sweep_paired_verdicts);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(results_suite)
