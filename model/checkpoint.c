@@ -109,6 +109,7 @@ static void config_from_header(GPT2Config* c, const int32_t* h) {
     c->n_head = h[5];
     c->n_embd = h[6];
     c->padded_vocab = h[7];
+    c->mlp = 1; // llm.c files always have MLPs; attnlab headers override it from slot 19
 }
 
 // ---------------------------------------------------------------------------------------------

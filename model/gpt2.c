@@ -114,7 +114,10 @@ static void add_base_specs(GPT2* m) {
     }
 }
 
-size_t gpt2_llmc_floats(const GPT2Config* cfg) {
+size_t gpt2_llmc_floats(const GPT2Config* cfg_in) {
+    GPT2Config c1 = *cfg_in;
+    c1.mlp = 1; // llm.c model files have an MLP in every block
+    const GPT2Config* cfg = &c1;
     size_t n = 0;
     for (int i = 0; i < GPT2_NUM_LLMC; i++) {
         size_t k = 1;

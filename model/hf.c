@@ -268,6 +268,7 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
     free(text);
     int rc = -1;
     memset(cfg, 0, sizeof(*cfg));
+    cfg->mlp = 1; // Hugging Face GPT-2 has an MLP in every block
     if (root.t != JV_OBJ) {
         snprintf(err, errcap, "%s: not a JSON object", path);
         goto done;
