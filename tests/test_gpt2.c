@@ -140,7 +140,7 @@ START_TEST(test_attention_only_model) {
     ck_assert(memcmp(a.logits, b.logits, sizeof(float) * T * a.cfg.padded_vocab) == 0);
     ck_assert_int_eq(ckpt_load_model(&full, path, 0, &step, NULL, 0, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "mlp = 0"), "%s", err);
-    // a file whose header field 17 is 0 (every file written before the key) is mlp = 1
+    // a file whose header field 19 is 0 (every file written before the key) is mlp = 1
     snprintf(path1, sizeof(path1), "%s/model_mlp1.bin", dir);
     ck_assert_msg(ckpt_save_model(&full, path1, 7, "", err, sizeof(err)) == 0, "%s", err);
     FILE* f = fopen(path1, "rb");
@@ -148,7 +148,7 @@ START_TEST(test_attention_only_model) {
     int32_t h[256];
     ck_assert_uint_eq(fread(h, sizeof(int32_t), 256, f), 256);
     fclose(f);
-    ck_assert_int_eq(h[17], 0);
+    ck_assert_int_eq(h[19], 0);
     ck_assert_int_eq(ckpt_read_info(path1, &info, NULL, 0, NULL, &step, err, sizeof(err)), 0);
     ck_assert_int_eq(info.mlp, 1);
     ck_assert_int_eq(ckpt_load_model(&a, path1, 0, &step, NULL, 0, err, sizeof(err)), -1);
