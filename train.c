@@ -1,6 +1,8 @@
 // train.c: the attnlab trainer. config -> model -> loop (train, evaluate, sample, checkpoint,
 // log) -> free. Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help;
 // ./train --list-attention; ./train CONFIG [overrides] --print-config.
+// Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, model/run_dist.h); only
+// rank 0 writes the console and files.
 //
 // defines: Config, config_* (common/config.h); GPT2, gpt2_* (model/gpt2.h); checkpoints
 // (model/checkpoint.h); sampling (model/sample.h); the run loop helpers (model/run.h)
@@ -10,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
+#include "common/dist.h"
 #include "common/matmul.h"
 #include "common/util.h"
 #include "model/run.h"
@@ -49,7 +53,26 @@ static void usage(FILE* f) {
                "2 bad config or input (nothing written), 3 non-finite loss or gradient.\n");
 }
 
+// A config or input error: the ranks agree on it, the lowest failing rank reports it once (rank 0
+// when every rank fails, as a config error does), and every rank exits 2.
+static void exit_if_failed(int failed, const char* err) {
+    const int n = dist_size(), me = dist_rank();
+    int v = dist_max_int(failed ? n - me : 0, "config check");
+    if (!v) return;
+    if (me == n - v) {
+        if (n > 1 && me > 0)
+            fprintf(stderr, "attnlab: rank %d of %d: %s\n", me, n, err);
+        else
+            fprintf(stderr, "attnlab: %s\n", err);
+    }
+    fflush(NULL);
+    dist_finalize();
+    _exit(EXIT_USAGE); // as die(): no atexit handlers for a run that never started
+}
+
 int main(int argc, char** argv) {
+    dist_init(&argc, &argv); // joins MPI only when started by mpirun / srun
+    if (!dist_is_root() && !freopen("/dev/null", "w", stdout)) return 1; // rank 0 prints
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -92,23 +115,26 @@ int main(int argc, char** argv) {
     }
     Config cfg;
     config_defaults(&cfg);
-    char err[2048];
-    int first = 1, print_only = 0;
+    char err[2048] = "";
+    int first = 1, print_only = 0, bad = 0;
     if (!strchr(argv[1], '=') && strncmp(argv[1], "--", 2) != 0) {
-        if (config_load(&cfg, argv[1], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        bad = config_load(&cfg, argv[1], err, sizeof(err)) != 0;
         first = 2;
     }
-    for (int i = first; i < argc; i++) {
+    for (int i = first; i < argc && !bad; i++) {
         if (!strcmp(argv[i], "--print-config")) {
             print_only = 1;
             continue;
         }
-        if (config_apply_arg(&cfg, argv[i], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        bad = config_apply_arg(&cfg, argv[i], err, sizeof(err)) != 0;
     }
-    if (config_validate(&cfg, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
+    exit_if_failed(bad, err);
     if (print_only) { // scripts/ablate compares runs by their resolved keys
         printf("# attnlab resolved config (./train --print-config)\n");
-        return config_write(&cfg, stdout) ? 1 : 0;
+        int prc = config_write(&cfg, stdout) ? 1 : 0;
+        dist_finalize();
+        return prc;
     }
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
@@ -117,11 +143,12 @@ int main(int argc, char** argv) {
     omp_set_num_threads(nthreads);
 
     Run run;
-    if (run_setup(&run, &cfg, nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    exit_if_failed(run_setup(&run, &cfg, nthreads, err, sizeof(err)) != 0, err);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc = run_train(&run, &g_stop);
     run_free(&run);
     print_peak_rss();
+    dist_finalize();
     return rc;
 }

@@ -3,6 +3,8 @@
 // evaluation, sampling, JSONL/llm.c-style logs, checkpoints and exact resume.
 #include "model/run.h"
 #include "common/matmul.h"
+#include "common/dist.h"
+#include "model/run_dist.h"
 
 #include <math.h>
 #include <omp.h>
@@ -219,10 +221,11 @@ int run_setup(Run* r, const Config* cfg, int nthreads, char* err, size_t errcap)
     gpt2_set_precision(m, prec);
     r->config_text = resolved_config_text(r);
     r->peak_flops = run_measure_sgemm_peak(nthreads, 8);
-    return 0;
+    return run_dist_setup(r, err, errcap); // [dist] sharded optimizer, gradient hook
 }
 
 void run_free(Run* r) {
+    run_dist_free(r); // [dist]
     gpt2_free(&r->model);
     if (r->cfg.max_steps > 0) dataloader_free(&r->train);
     if (r->have_val) dataloader_free(&r->val);
@@ -290,9 +293,14 @@ static int save_checkpoint(Run* r, long step) {
     snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", r->cfg.out_dir, step);
     r->rs.step = step;
     if (r->cfg.max_steps > 0) dataloader_get_state(&r->train, &r->rs.train_data);
+    Optimizer tmp;
+    const Optimizer* opt = run_dist_state_for_save(r, &tmp); // [dist] full state; NULL: not rank 0
+    if (!opt) return 0;
     // model first, state second: a checkpoint counts only when both exist and verify
-    if (ckpt_save_model(&r->model, mp, step, r->config_text, err, sizeof(err)) ||
-        ckpt_save_state(&r->opt, &r->rs, sp, err, sizeof(err))) {
+    int rc = ckpt_save_model(&r->model, mp, step, r->config_text, err, sizeof(err)) ||
+             ckpt_save_state(opt, &r->rs, sp, err, sizeof(err));
+    run_dist_state_done(r, &tmp); // [dist]
+    if (rc) {
         fprintf(stderr,
                 "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
                 "intact)\n",
@@ -420,13 +428,14 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     int resumed = 0;
     if (c->resume) {
         long latest = ckpt_find_latest(c->out_dir);
+        dist_bcast(&latest, sizeof(latest), 0, "resume step"); // [dist] rank 0's choice
         if (latest >= 0) {
             char mp[1100], sp[1100];
             snprintf(mp, sizeof(mp), "%s/model_%08ld.bin", c->out_dir, latest);
             snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", c->out_dir, latest);
             long s;
             if (ckpt_load_model(m, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-                ckpt_load_state(&r->opt, &r->rs, sp, err, sizeof(err)))
+                run_dist_load_state(r, sp, err, sizeof(err))) // [dist] a shard with zero = 1
                 die(EXIT_USAGE, "cannot resume: %s", err);
             if (c->max_steps > 0 &&
                 dataloader_set_state(&r->train, &r->rs.train_data, err, sizeof(err)))
@@ -441,15 +450,16 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     }
     char path[1100];
     snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
+    const int root = dist_is_root(); // [dist] only rank 0 writes files
     AtomicFile af;
-    if (atomic_open(&af, path) || atomic_write(&af, r->config_text, strlen(r->config_text)) ||
-        atomic_commit(&af))
+    if (root && (atomic_open(&af, path) ||
+                 atomic_write(&af, r->config_text, strlen(r->config_text)) || atomic_commit(&af)))
         die(1, "%s", af.err);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
-    if (resumed) truncate_jsonl(path, start);
-    r->jsonl = fopen(path, resumed ? "a" : "w");
+    if (root && resumed) truncate_jsonl(path, start);
+    r->jsonl = fopen(root ? path : "/dev/null", resumed ? "a" : "w");
     snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
-    r->log = fopen(path, resumed ? "a" : "w");
+    r->log = fopen(root ? path : "/dev/null", resumed ? "a" : "w");
     if (!r->jsonl || !r->log) die(1, "%s: cannot open log files", c->out_dir);
 
     const int B = c->batch_size, T = c->seq_len;
@@ -463,6 +473,7 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
            "start-up); model FLOPs/token %.6g\n",
            r->precision_info, pname, gpt2_flops_per_token(m, T));
+    if (r->dist) printf("%s", strstr(r->config_text, "# data parallel:") + 2); // [dist]
     fflush(stdout);
     fprintf(r->log, "# precision: %s | %s peak %.1f GFLOP/s\n", r->precision_info, pname,
             r->peak_flops / 1e9);
@@ -505,7 +516,7 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     SpikeWindow spikes = {.n = 0};
     for (;; step++) {
         int last = step >= c->max_steps;
-        if (r->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
+        if (root && r->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
             float vl = run_evaluate(r);
             if (r->rs.best_val < 0 || vl < r->rs.best_val) r->rs.best_val = vl;
             json_begin(&j);
@@ -518,9 +529,9 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
         }
-        if (c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
+        if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
             write_sample(r, step);
-        if (last || *stop) break;
+        if (last || dist_max_int(*stop, "stop agreement")) break; // [dist] every rank stops
 
         // ---- one optimizer step
         double t0 = util_now();
@@ -528,24 +539,26 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         gpt2_zero_grad(m);
         double loss = 0;
         for (int k = 0; k < c->grad_accum; k++) {
-            dataloader_next(&r->train, r->inputs, r->targets);
+            run_dist_next_batch(r, k); // [dist] this rank's slice of the global batch
             check_tokens(r, r->inputs, BT, "train_data");
             check_tokens(r, r->targets, BT, "train_data");
             gpt2_forward(m, r->inputs, r->targets, B, T);
-            gpt2_backward(m, 1.0f / (float)c->grad_accum);
+            gpt2_backward(m, 1.0f / (float)(c->grad_accum * dist_size()));
             loss += m->mean_loss;
         }
         loss /= c->grad_accum;
-        double norm = grad_global_norm(m->grads, m->num_params);
+        double norm = run_dist_reduce(r, &loss); // [dist] global gradient, loss and norm
         float lr = lr_schedule_get(&r->sched, (int)step);
         if (!isfinite(loss) || !isfinite(norm)) {
             char where[256];
+            run_dist_full_grads(r); // [dist]
             describe_nonfinite(m, where, sizeof(where));
             if (strcmp(c->nan_policy, "skip") == 0 && ++r->rs.skips <= c->max_skips) {
-                fprintf(stderr,
-                        "attnlab: non-finite loss or gradient at step %ld (first in %s): "
-                        "update skipped (%d consecutive)\n",
-                        step, where, r->rs.skips);
+                if (root) // [dist] once
+                    fprintf(stderr,
+                            "attnlab: non-finite loss or gradient at step %ld (first in %s): "
+                            "update skipped (%d consecutive)\n",
+                            step, where, r->rs.skips);
                 json_begin(&j);
                 json_int(&j, "step", step + 1);
                 json_str(&j, "event", "skipped_nonfinite");
@@ -554,7 +567,9 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
                 json_write_line(&j, r->jsonl);
                 continue;
             }
-            fprintf(stderr,
+            if (root) // [dist] once
+                fprintf(
+                    stderr,
                     "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; "
                     "first non-finite value in %s. Stopping without a checkpoint of this state; "
                     "the last checkpoint in %s is intact.\n",
@@ -566,17 +581,17 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         // diagnostics: gradient norms are read here, before clipping (read-only)
         const int metrics_now = metrics_due(&mt, step + 1, step + 1 == c->max_steps);
         const int dump_now = metrics_dump_due(&mt, step + 1, step + 1 == c->max_steps);
+        if (metrics_now) run_dist_full_grads(r); // [dist]
         if (metrics_now) metrics_grads(&mt, m, norm);
-        grad_clip(m->grads, m->num_params, norm, c->grad_clip);
-        optim_step(&r->opt, m->params, m->grads, r->ranges, r->nranges, lr, &r->oh);
-        gpt2_params_changed(m); // the bf16 weight copy is refreshed by the next forward
+        run_dist_update(r, norm, lr); // [dist] clip + optimizer step (a shard with zero = 1)
+        gpt2_params_changed(m);       // the bf16 weight copy is refreshed by the next forward
         double dt = util_now() - t0;
         if (step > start) { // the first step warms caches up; keep it out of the ETA
             t_sum += dt;
             t_n++;
         }
-        double tok_s = (double)BT * c->grad_accum / dt;
-        double rate = gpt2_flops_per_token(m, T) * tok_s;
+        double tok_s = (double)BT * c->grad_accum * dist_size() / dt;
+        double rate = gpt2_flops_per_token(m, T) * tok_s / dist_size(); // per rank
         if (rate > r->peak_flops) { // the start-up peak came out low (busy machine): raise it
             r->peak_flops = rate;
             if (!r->peak_raised)
@@ -591,10 +606,11 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         int spike_hist = spikes.n;
         double spike_med = spike_push(&spikes, loss);
         if (spike_med >= 0) {
-            fprintf(stderr,
-                    "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
-                    "last %d steps\n",
-                    step + 1, loss, SPIKE_K, spike_med, spike_hist);
+            if (root) // [dist] once
+                fprintf(stderr,
+                        "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
+                        "last %d steps\n",
+                        step + 1, loss, SPIKE_K, spike_med, spike_hist);
             json_begin(&j);
             json_int(&j, "step", step + 1);
             json_str(&j, "event", "loss_spike");
@@ -612,11 +628,12 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
         json_num(&j, "step_ms", dt * 1e3);
         json_num(&j, "tok_per_s", tok_s);
         json_num(&j, "mfu", mfu);
+        run_dist_record(r, &j); // [dist] ranks, comm_ms, comm_mb
         json_end(&j);
         json_write_line(&j, r->jsonl);
         fprintf(r->log, "s:%ld trl:%f\n", step + 1, loss);
         // diagnostics: probe forward on the updated model, records, attention dump
-        if ((metrics_now || dump_now) &&
+        if (root && (metrics_now || dump_now) &&
             metrics_probe(&mt, m, step + 1, metrics_now, dump_now, r->tok, c->out_dir, r->jsonl,
                           r->log, err, sizeof(err)))
             fprintf(stderr, "attnlab: attention dump at step %ld failed: %s\n", step + 1, err);

@@ -37,6 +37,7 @@ typedef struct {
     int peak_raised;   // a step's rate beat the measured peak, which was raised to it
     char precision_info[384]; // the precision in effect and oneDNN's implementation
     int eval_T;
+    struct RunDist* dist; // data parallelism (model/run_dist.c); NULL in a single process
 } Run;
 
 // Everything that can fail on bad input happens here, before anything is written:
