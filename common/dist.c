@@ -126,13 +126,6 @@ static void watch(MPI_Request* req, const char* what, int peer) {
     }
 }
 
-void dist_barrier(const char* what) {
-    if (g_size < 2) return;
-    MPI_Request q;
-    check(MPI_Ibarrier(MPI_COMM_WORLD, &q), what);
-    watch(&q, what, -1);
-}
-
 void dist_bcast(void* buf, size_t bytes, int root, const char* what) {
     if (g_size < 2) return;
     // in pieces below INT_MAX bytes
@@ -228,27 +221,6 @@ void dist_gather_shards(const float* shard, float* full, const size_t* b, int ro
     watch(&q, what, -1);
     free(cnt);
     free(dsp);
-}
-
-void dist_allreduce_sum_ordered(float* buf, size_t n, const char* what) {
-    if (g_size < 2) return;
-    const size_t chunk = (size_t)1 << 18;
-    float* all = mallocCheck(sizeof(float) * chunk * (size_t)g_size);
-    for (size_t o = 0; o < n; o += chunk) {
-        size_t m = n - o < chunk ? n - o : chunk;
-        MPI_Request q;
-        check(
-            MPI_Iallgather(buf + o, (int)m, MPI_FLOAT, all, (int)m, MPI_FLOAT, MPI_COMM_WORLD, &q),
-            what);
-        watch(&q, what, -1);
-        for (size_t i = 0; i < m; i++) {
-            float s = all[i];
-            for (int r = 1; r < g_size; r++)
-                s += all[(size_t)r * m + i];
-            buf[o + i] = s;
-        }
-    }
-    free(all);
 }
 
 // An indexed MPI type over the slices (displacements and lengths in floats).

@@ -32,7 +32,6 @@ _Noreturn void dist_abort(int code, const char* fmt, ...) __attribute__((format(
 
 // Collectives (every rank calls them in the same order). `what` names the operation in
 // watchdog and error messages.
-void dist_barrier(const char* what);
 void dist_bcast(void* buf, size_t bytes, int root, const char* what);
 // The largest of every rank's flag (agreement on stopping).
 int dist_max_int(int flag, const char* what);
@@ -46,10 +45,6 @@ void dist_allgather_shards(float* buf, const size_t* b, const char* what);
 // only read on root).
 void dist_gather_shards(const float* shard, float* full, const size_t* b, int root,
                         const char* what);
-// Fixed-order sum: buf = sum over ranks r = 0, 1, .. of rank r's buf, added left to right in
-// rank order on every rank, so the result does not depend on timing or on the MPI library's
-// reduction tree. Moves size * n floats per rank (in chunks); for small buffers (diagnostics).
-void dist_allreduce_sum_ordered(float* buf, size_t n, const char* what);
 
 // Point-to-point transfer of a set of slices of one float buffer (one message per call, the
 // slices as an MPI indexed type, no packing). Sends are asynchronous: the slices must not be

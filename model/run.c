@@ -477,6 +477,7 @@ int run_train(Run* r, volatile sig_atomic_t* stop) {
     fflush(stdout);
     fprintf(r->log, "# precision: %s | %s peak %.1f GFLOP/s\n", r->precision_info, pname,
             r->peak_flops / 1e9);
+    if (r->dist) fprintf(r->log, "%s", strstr(r->config_text, "# data parallel:")); // [dist]
     fflush(r->log);
     JsonBuf j;
     json_init(&j);
