@@ -26,6 +26,11 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
 CFLAGS   := -std=c11 $(OPT) -fopenmp $(WARN) -D_GNU_SOURCE -I. -I$(BLASINC) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS   := -L$(BLASDIR) -Wl,-rpath,$(BLASDIR) -lopenblas -ldnnl -lutf8proc -lz -lm $(EXTRA_LDLIBS)
 CHECKLIB := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm -lpthread)
+# OpenMPI (data-parallel training, common/dist.c; docs/distributed.md): one build, always linked.
+# Only common/dist.c includes mpi.h; a process started without mpirun/srun never calls MPI.
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi)
+LDLIBS   += $(MPI_LIBS)
 
 LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
@@ -92,6 +97,7 @@ $(ATTN64_TEST_BINS): $(BUILD)/tests/test_attn64_%: $(BUILD)/attn64/tests/test_at
 	bash scripts/embed explorer_template $< >$@.tmp && mv -f $@.tmp $@
 $(BUILD)/model/explorer.o: $(BUILD)/gen/explorer_template.h
 $(BUILD)/model/explorer.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/common/dist.o: CFLAGS += $(MPI_CFLAGS)
 
 # ---- setup: Debian packages, tokenizer files (npm), default corpus -------------------------
 deps:
@@ -207,6 +213,7 @@ $(FUZZ_OBJS): $(FUZZ_BUILD)/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 $(FUZZ_BUILD)/model/explorer.o: $(FUZZ_BUILD)/gen/explorer_template.h
 $(FUZZ_BUILD)/model/explorer.o: FUZZ_CFLAGS += -I$(FUZZ_BUILD)/gen
+$(FUZZ_BUILD)/common/dist.o: FUZZ_CFLAGS += $(MPI_CFLAGS)
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(LDLIBS) -o $@

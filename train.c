@@ -9,6 +9,8 @@
 //   teardown  the final checkpoint (also after SIGINT/SIGTERM), free.
 // Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention;
 // ./train CONFIG [overrides] --print-config.
+// Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, optim/data_parallel.h):
+// only rank 0 writes the console and files.
 //
 // Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
 // model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
@@ -21,8 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/config.h"
+#include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
 #include "common/spike.h"
@@ -36,6 +40,7 @@
 #include "model/open.h"
 #include "model/sample.h"
 #include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
+#include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
 
@@ -52,7 +57,8 @@ typedef struct {
     GPT2 model;
     DataLoader train, val;
     int have_train, have_val;
-    Optimizer opt;
+    Optimizer opt; // with zero = 1 under mpirun: this rank's shard of the state
+    DataParallel* dp; // N ranks (optim/data_parallel.h); NULL in a single process
     OptimHParams oh;
     OptimRange ranges[GPT2_MAX_SPECS]; // one per tensor, with its weight-decay flag
     int nranges;
@@ -81,6 +87,48 @@ static void on_signal(int sig) {
 
 // =============================================================================================
 // setup
+
+// The model's gradient hook under mpirun: the in-order gradient chain of optim/data_parallel.h.
+static void grad_hook(void* ctx, int seg, int phase) {
+    Trainer* t = ctx;
+    dp_grad_hook(t->dp, t->model.grads, seg, phase, t->model.mean_loss, t->model.step + 1);
+}
+
+// N ranks (mpirun -np N): the optimizer shard (zero = 1), the gradient segments and hook, and
+// the global batch in the resolved config. Nothing in a single process.
+static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
+    const Config* c = &t->cfg;
+    GPT2* m = &t->model;
+    dist_set_timeout(c->dist_timeout);
+    if (dist_size() < 2) return 0;
+    if (m->cfg.residual != GPT2_RESID_STANDARD || m->cfg.value_residual) {
+        snprintf(err, errcap,
+                 "data parallel training (mpirun) supports residual = standard and "
+                 "value_residual = 0 only: their gradients accumulate across the segments the "
+                 "ranks pass on");
+        return -1;
+    }
+    const int nseg = gpt2_grad_segments(m);
+    if (dp_new(&t->dp, c->grad_accum, c->zero, m->num_params, nseg, &t->opt, err, errcap))
+        return -1;
+    for (int sgi = 0; sgi < nseg; sgi++) {
+        size_t off[GPT2_MAX_SPECS], len[GPT2_MAX_SPECS];
+        dp_set_segment(t->dp, sgi, gpt2_segment_slices(m, sgi, off, len), off, len);
+    }
+    m->grad_hook = grad_hook;
+    m->grad_hook_ctx = t;
+    const int N = dist_size();
+    char line[256];
+    snprintf(line, sizeof(line),
+             "# data parallel: %d ranks x batch_size %d x grad_accum %d = global batch of %d "
+             "sequences of %d tokens; zero = %d\n",
+             N, c->batch_size, c->grad_accum, N * c->batch_size * c->grad_accum, c->seq_len,
+             c->zero);
+    size_t len = strlen(t->config_text);
+    t->config_text = reallocCheck(t->config_text, len + strlen(line) + 1);
+    memcpy(t->config_text + len, line, strlen(line) + 1);
+    return 0;
+}
 
 // Everything that can fail on bad input: returns -1 with err (main exits 2).
 static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
@@ -164,10 +212,12 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     gpt2_set_precision(m, prec);
     t->config_text = gpt2_config_text(m, c, t->precision_info);
     t->peak_flops = mm_measure_peak(nthreads, 8);
-    return 0;
+    return setup_data_parallel(t, err, errcap);
 }
 
 static void teardown(Trainer* t) {
+    dp_free(t->dp);
+    t->model.grad_hook = NULL;
     gpt2_free(&t->model);
     if (t->have_train) dataloader_free(&t->train);
     if (t->have_val) dataloader_free(&t->val);
@@ -200,9 +250,10 @@ static int64_t get64(const int32_t* h) {
     return (int64_t)(((uint64_t)(uint32_t)h[1] << 32) | (uint32_t)h[0]);
 }
 
-static int save_run_state(const Trainer* t, const char* path, char* err, size_t errcap) {
+static int save_run_state(const Trainer* t, const Optimizer* opt, const char* path, char* err,
+                          size_t errcap) {
     OptimStateHeader oh;
-    optim_state_header(&t->opt, &oh);
+    optim_state_header(opt, &oh);
     int32_t h[256] = {0};
     h[0] = STATE_MAGIC;
     h[1] = CKPT_VERSION;
@@ -228,11 +279,11 @@ static int save_run_state(const Trainer* t, const char* path, char* err, size_t 
     atomic_write(&af, h, sizeof(h));
     atomic_write(&af, oh.name, OPTIM_NAME_BYTES);
     atomic_write(&af, rec, sizeof(rec));
-    optim_state_write(&t->opt, &af);
+    optim_state_write(opt, &af);
     return ckpt_finish_file(&af, err, errcap);
 }
 
-static int load_run_state(Trainer* t, const char* path, char* err, size_t errcap) {
+static int load_run_state(Trainer* t, Optimizer* opt, const char* path, char* err, size_t errcap) {
     if (ckpt_verify_file(path, 1024 + OPTIM_NAME_BYTES + LOOP_RECORD_BYTES, err, errcap)) return -1;
     FILE* f = fopen(path, "rb");
     if (!f) {
@@ -256,8 +307,7 @@ static int load_run_state(Trainer* t, const char* path, char* err, size_t errcap
     oh.n = get64(h + 2);
     oh.t = get64(h + 4);
     oh.state_per_param = h[6];
-    if (optim_state_accept(&t->opt, &oh, path, err, errcap) ||
-        optim_state_read(&t->opt, f, path, err, errcap))
+    if (optim_state_accept(opt, &oh, path, err, errcap) || optim_state_read(opt, f, path, err, errcap))
         goto done;
     int64_t step;
     int32_t skips;
@@ -285,8 +335,13 @@ static int save_checkpoint(Trainer* t, long step) {
     char mp[1100], sp[1100], err[2048];
     checkpoint_paths(t, step, mp, sp, sizeof(mp));
     t->ls.step = step;
-    if (ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-        save_run_state(t, sp, err, sizeof(err))) {
+    Optimizer full;
+    const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
+    if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
+    int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
+              save_run_state(t, opt, sp, err, sizeof(err));
+    dp_state_done(t->dp, &full);
+    if (bad) {
         fprintf(stderr,
                 "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
                 "intact)\n",
@@ -301,6 +356,7 @@ static int save_checkpoint(Trainer* t, long step) {
 static long resume(Trainer* t) {
     const char* dir = t->cfg.out_dir;
     long latest = t->cfg.resume ? ckpt_find_latest(dir) : -1;
+    dist_bcast(&latest, sizeof(latest), 0, "resume step"); // every rank takes rank 0's choice
     if (latest < 0) {
         if (t->cfg.resume)
             printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n", dir);
@@ -309,9 +365,16 @@ static long resume(Trainer* t) {
     char mp[1100], sp[1100], err[2048];
     checkpoint_paths(t, latest, mp, sp, sizeof(mp));
     long s;
+    Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
+    if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
+    Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
     if (ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-        load_run_state(t, sp, err, sizeof(err)))
+        load_run_state(t, into, sp, err, sizeof(err)))
         die(EXIT_USAGE, "cannot resume: %s", err);
+    if (dp_sharded(t->dp)) {
+        dp_take_shard(t->dp, &full, &t->opt);
+        optim_free(&full);
+    }
     printf("resuming from step %ld (%s)\n", t->ls.step, mp);
     t->resumed = 1;
     return t->ls.step;
@@ -401,15 +464,16 @@ static void open_logs(Trainer* t, long start) {
     const GPT2* m = &t->model;
     char path[1100];
     snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
+    const int root = dist_is_root(); // under mpirun only rank 0 writes files
     AtomicFile af;
-    if (atomic_open(&af, path) || atomic_write(&af, t->config_text, strlen(t->config_text)) ||
-        atomic_commit(&af))
+    if (root && (atomic_open(&af, path) ||
+                 atomic_write(&af, t->config_text, strlen(t->config_text)) || atomic_commit(&af)))
         die(1, "%s", af.err);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
-    if (t->resumed) jsonl_keep_steps(path, start);
-    t->jsonl = fopen(path, t->resumed ? "a" : "w");
+    if (root && t->resumed) jsonl_keep_steps(path, start);
+    t->jsonl = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
     snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
-    t->log = fopen(path, t->resumed ? "a" : "w");
+    t->log = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
     if (!t->jsonl || !t->log) die(1, "%s: cannot open log files", c->out_dir);
     const char* pname = mm_precision_name(m->precision);
     printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
@@ -420,9 +484,12 @@ static void open_logs(Trainer* t, long start) {
     printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
            "start-up); model FLOPs/token %.6g\n",
            t->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
+    const char* dpl = t->dp ? strstr(t->config_text, "# data parallel:") : NULL;
+    if (dpl) printf("%s", dpl + 2); // the global batch
     fflush(stdout);
     fprintf(t->log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
             t->peak_flops / 1e9);
+    if (dpl) fprintf(t->log, "%s", dpl);
     fflush(t->log);
     char against[128];
     snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
@@ -455,10 +522,11 @@ static int train(Trainer* t) {
     int t_n = 0, rc = 0;
     long step = start;
     SpikeWindow spikes = {.n = 0};
+    const int root = dist_is_root(), N = dp_size(t->dp);
     for (;; step++) {
         const int last = step >= c->max_steps;
         // ---- evaluation and samples (at step 0, every eval_every / sample_every, and the end)
-        if (t->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
+        if (root && t->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
             float vl = evaluate(t);
             if (t->ls.best_val < 0 || vl < t->ls.best_val) t->ls.best_val = vl;
             json_begin(&t->j);
@@ -471,9 +539,9 @@ static int train(Trainer* t) {
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
         }
-        if (c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
+        if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
             write_sample(t, step);
-        if (last || g_stop) break;
+        if (last || dist_max_int(g_stop, "stop agreement")) break; // every rank stops together
 
         // ---- one optimizer step: micro-batches, gradients accumulate into m->grads
         double t0 = util_now();
@@ -481,23 +549,26 @@ static int train(Trainer* t) {
         gpt2_zero_grad(m);
         double loss = 0;
         for (int k = 0; k < accum; k++) {
-            dataloader_next(&t->train, t->inputs, t->targets);
+            dp_begin_micro(t->dp, k); // N ranks: this rank's micro-batch of the global batch
+            dataloader_next_slice(&t->train, dp_rank(t->dp), N, t->inputs, t->targets);
             check_tokens(t, t->inputs, BT, "train_data");
             check_tokens(t, t->targets, BT, "train_data");
             gpt2_forward(m, t->inputs, t->targets, B, T);
-            gpt2_backward(m, 1.0f / (float)accum);
+            gpt2_backward(m, 1.0f / (float)(accum * N)); // (hook: the ranks' gradient chain)
             loss += m->mean_loss;
         }
         loss /= accum;
 
         // ---- gradients ready: global norm, non-finite guard
-        double norm = grad_global_norm(m->grads, m->num_params);
+        double norm = dp_reduce(t->dp, m->grads, m->num_params, &loss); // global: every rank
         float lr = lr_schedule_get(&t->sched, (int)step);
         if (!isfinite(loss) || !isfinite(norm)) {
             char where[256];
+            dp_full_grads(t->dp, m->grads, m->num_params);
             metrics_describe_nonfinite(m, where, sizeof(where));
             if (strcmp(c->nan_policy, "skip") == 0 && ++t->ls.skips <= c->max_skips) {
-                fprintf(stderr,
+                if (root)
+                    fprintf(stderr,
                         "attnlab: non-finite loss or gradient at step %ld (first in %s): "
                         "update skipped (%d consecutive)\n",
                         step, where, t->ls.skips);
@@ -509,7 +580,8 @@ static int train(Trainer* t) {
                 json_write_line(&t->j, t->jsonl);
                 continue;
             }
-            fprintf(stderr,
+            if (root)
+                fprintf(stderr,
                     "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; first "
                     "non-finite value in %s. Stopping without a checkpoint of this state; the "
                     "last checkpoint in %s is intact.\n",
@@ -521,11 +593,12 @@ static int train(Trainer* t) {
         // diagnostics read the gradient norms here, before clipping (read-only)
         const int metrics_now = metrics_due(&t->mt, step + 1, step + 1 == c->max_steps);
         const int dump_now = metrics_dump_due(&t->mt, step + 1, step + 1 == c->max_steps);
+        if (metrics_now) dp_full_grads(t->dp, m->grads, m->num_params);
         if (metrics_now) metrics_grads(&t->mt, m, norm);
 
         // ---- clip, then the optimizer step
-        grad_clip(m->grads, m->num_params, norm, c->grad_clip);
-        optim_step(&t->opt, m->params, m->grads, t->ranges, t->nranges, lr, &t->oh);
+        dp_update(t->dp, &t->opt, m->params, m->grads, m->num_params, t->ranges, t->nranges, norm,
+                  c->grad_clip, lr, &t->oh); // zero = 1: this rank's shard, then all-gather
         gpt2_params_changed(m); // the bf16 weight copy is refreshed by the next forward
 
         // ---- logs: throughput, MFU, loss spikes, the step record
@@ -534,8 +607,8 @@ static int train(Trainer* t) {
             t_sum += dt;
             t_n++;
         }
-        double tok_s = (double)BT * accum / dt;
-        double rate = gpt2_flops_per_token(m, T) * tok_s;
+        double tok_s = (double)BT * accum * N / dt;                // the global batch
+        double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
         if (rate > t->peak_flops) { // the start-up peak came out low (busy machine): raise it
             t->peak_flops = rate;
             if (!t->peak_raised)
@@ -549,7 +622,8 @@ static int train(Trainer* t) {
         int spike_hist = spikes.n;
         double spike_med = spike_push(&spikes, loss);
         if (spike_med >= 0) {
-            fprintf(stderr,
+            if (root)
+                fprintf(stderr,
                     "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
                     "last %d steps\n",
                     step + 1, loss, SPIKE_K, spike_med, spike_hist);
@@ -570,13 +644,14 @@ static int train(Trainer* t) {
         json_num(&t->j, "step_ms", dt * 1e3);
         json_num(&t->j, "tok_per_s", tok_s);
         json_num(&t->j, "mfu", mfu);
+        dp_record(t->dp, &t->j); // N ranks: ranks, comm_ms, comm_mb
         json_end(&t->j);
         json_write_line(&t->j, t->jsonl);
         fprintf(t->log, "s:%ld trl:%f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
         const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
-        if ((metrics_now || dump_now) &&
+        if (root && (metrics_now || dump_now) &&
             metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->jsonl,
                           t->log, err, sizeof(err)))
             fprintf(stderr, "attnlab: attention dump at step %ld failed: %s\n", step + 1, err);
@@ -643,7 +718,26 @@ static int print_peak(const char* precision) {
     return 0;
 }
 
+// A config or input error: the ranks agree on it, the lowest failing rank reports it once (rank 0
+// when every rank fails, as a config error does), and every rank exits 2.
+static void exit_if_failed(int failed, const char* err) {
+    const int n = dist_size(), me = dist_rank();
+    int v = dist_max_int(failed ? n - me : 0, "config check");
+    if (!v) return;
+    if (me == n - v) {
+        if (n > 1 && me > 0)
+            fprintf(stderr, "attnlab: rank %d of %d: %s\n", me, n, err);
+        else
+            fprintf(stderr, "attnlab: %s\n", err);
+    }
+    fflush(NULL);
+    dist_finalize();
+    _exit(EXIT_USAGE); // as die(): no atexit handlers for a run that never started
+}
+
 int main(int argc, char** argv) {
+    dist_init(&argc, &argv); // joins MPI only when started by mpirun / srun
+    if (!dist_is_root() && !freopen("/dev/null", "w", stdout)) return 1; // rank 0 prints
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -669,23 +763,26 @@ int main(int argc, char** argv) {
     }
     Config cfg;
     config_defaults(&cfg);
-    char err[2048];
-    int first = 1, print_only = 0;
+    char err[2048] = "";
+    int first = 1, print_only = 0, bad = 0;
     if (!strchr(argv[1], '=') && strncmp(argv[1], "--", 2) != 0) {
-        if (config_load(&cfg, argv[1], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        bad = config_load(&cfg, argv[1], err, sizeof(err)) != 0;
         first = 2;
     }
-    for (int i = first; i < argc; i++) {
+    for (int i = first; i < argc && !bad; i++) {
         if (!strcmp(argv[i], "--print-config")) {
             print_only = 1;
             continue;
         }
-        if (config_apply_arg(&cfg, argv[i], err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+        bad = config_apply_arg(&cfg, argv[i], err, sizeof(err)) != 0;
     }
-    if (config_validate(&cfg, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
+    exit_if_failed(bad, err);
     if (print_only) { // scripts/ablate compares runs by their resolved keys
         printf("# attnlab resolved config (./train --print-config)\n");
-        return config_write(&cfg, stdout) ? 1 : 0;
+        int prc = config_write(&cfg, stdout) ? 1 : 0;
+        dist_finalize();
+        return prc;
     }
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
@@ -694,11 +791,12 @@ int main(int argc, char** argv) {
     omp_set_num_threads(nthreads);
 
     static Trainer t; // large (the config and the parameter table): not on the stack
-    if (setup(&t, &cfg, nthreads, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    exit_if_failed(setup(&t, &cfg, nthreads, err, sizeof(err)) != 0, err);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc = train(&t);
     teardown(&t);
     util_print_peak_rss(); // for the benchmark
+    dist_finalize();
     return rc;
 }

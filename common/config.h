@@ -37,6 +37,8 @@ typedef struct {
     int shuffle;                                       // 0 sequential, 1 seeded shuffle
     // ---- training
     int batch_size, seq_len, max_steps, grad_accum, threads, resume;
+    int zero;           // data parallel: 1 shards the optimizer state (ZeRO-1)
+    float dist_timeout; // data parallel: seconds without progress before the job is aborted
     char precision[16]; // fp32 | bf16 | auto | bf16_ref: the matmuls' precision
     long long seed;
     // ---- optimizer

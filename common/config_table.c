@@ -73,6 +73,12 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("grad_accum", grad_accum, "1", 1, 65536, "training",
           "micro-batches accumulated into each optimizer step"),
     F_INT("threads", threads, "0", 0, 4096, "training", "OpenMP threads; 0: all cores"),
+    F_INT("zero", zero, "0", 0, 1, "training",
+          "data parallel (mpirun -np N): 1 shards the optimizer state over the ranks (ZeRO-1: "
+          "reduce-scatter, shard update, all-gather); results are bit-identical to 0"),
+    F_FLOAT("dist_timeout", dist_timeout, "300", 1, 1e6, "training",
+            "data parallel: seconds a rank waits for another in a collective before it aborts "
+            "the job naming the rank it waited for"),
     F_STR("precision", precision, "fp32", 1, "fp32|bf16|auto|bf16_ref", "training",
           "matmul precision: fp32; bf16 (bf16 operands, fp32 accumulation and master weights, "
           "on oneDNN; refused without AVX512-BF16/AMX); auto (bf16 where native, else fp32); "

@@ -292,6 +292,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
             gemm_blk(0, 0, N, hi - lo, OC, D, 0, OC, W, (size_t)lo, C, 1.0f, dinp + lo, C);
         }
     }
+    if (!dweight) return; // the input gradient only (dbias then must be NULL too)
     // dweight[lo:hi, :] += dout[:, lo:hi]^T @ inp ; dbias[lo:hi] += column sums
     const Opnd X = opnd(inp, N, C, BUF_X1);
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;

@@ -60,8 +60,9 @@ void mm_bf16_unregister(const float* base);
 // out (N,OC) = inp (N,C) @ weight^T (weight is (OC,C)) + bias (OC, may be NULL)
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC);
-// dinp (N,C) += dout @ weight (dinp may be NULL); dweight (OC,C) += dout^T @ inp;
-// dbias (OC) += column sums of dout (may be NULL)
+// dinp (N,C) += dout @ weight (dinp may be NULL); dweight (OC,C) += dout^T @ inp (dweight may
+// be NULL: then dbias must be NULL and only dinp is computed); dbias (OC) += column sums of dout
+// (may be NULL)
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
 // bf16 precisions round the linear layer's activations (inp, and dout in backward) into buffers

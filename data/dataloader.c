@@ -212,14 +212,17 @@ void dataloader_reset(DataLoader* dl) {
     dl->nwindows = 0; // window order re-derived on the next batch
 }
 
-void dataloader_next(DataLoader* dl, int* inputs, int* targets) {
+// Copy the batch at the current position (if inputs) and advance to the next one.
+static void next_batch(DataLoader* dl, int* inputs, int* targets) {
     ensure_current(dl);
-    size_t bt = (size_t)dl->B * (size_t)dl->T;
-    size_t start = (size_t)dl->window_order[dl->st.window_pos] * bt;
-    const uint16_t* tok = dl->shard.tokens + start;
-    for (size_t i = 0; i < bt; i++) {
-        inputs[i] = tok[i];
-        targets[i] = tok[i + 1];
+    if (inputs) {
+        size_t bt = (size_t)dl->B * (size_t)dl->T;
+        size_t start = (size_t)dl->window_order[dl->st.window_pos] * bt;
+        const uint16_t* tok = dl->shard.tokens + start;
+        for (size_t i = 0; i < bt; i++) {
+            inputs[i] = tok[i];
+            targets[i] = tok[i + 1];
+        }
     }
     // advance: next window, next shard, next epoch
     dl->st.window_pos++;
@@ -234,6 +237,16 @@ void dataloader_next(DataLoader* dl, int* inputs, int* targets) {
     dl->st.shard_pos = 0;
     dl->st.epoch++;
     derive_epoch(dl, &dl->st.rng, NULL, NULL);
+}
+
+void dataloader_next(DataLoader* dl, int* inputs, int* targets) {
+    next_batch(dl, inputs, targets);
+}
+
+void dataloader_next_slice(DataLoader* dl, int rank, int nranks, int* inputs, int* targets) {
+    ASSERT(rank >= 0 && rank < nranks);
+    for (int r = 0; r < nranks; r++)
+        next_batch(dl, r == rank ? inputs : NULL, r == rank ? targets : NULL);
 }
 
 void dataloader_get_state(const DataLoader* dl, DataLoaderState* st) {

@@ -43,6 +43,12 @@ int dataloader_init(DataLoader* dl, const char* glob, int B, int T, int shuffle,
                     char* err, size_t errcap);
 // Fill inputs[B*T] and targets[B*T] with the next batch and advance.
 void dataloader_next(DataLoader* dl, int* inputs, int* targets);
+// Data parallelism: the next `nranks` batches form one slice each; rank `rank` gets batch number
+// `rank` of them into inputs/targets and the position advances past all of them. Every rank
+// calling this in step keeps the same position (the global one), and the ranks' batches are
+// disjoint and are exactly the batches one process calling dataloader_next would read, in rank
+// order.
+void dataloader_next_slice(DataLoader* dl, int rank, int nranks, int* inputs, int* targets);
 // Back to the first batch of epoch 0 (validation calls this before every evaluation).
 void dataloader_reset(DataLoader* dl);
 void dataloader_get_state(const DataLoader* dl, DataLoaderState* st);

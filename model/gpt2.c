@@ -552,11 +552,16 @@ void gpt2_backward(GPT2* m, float scale) {
     const size_t BT = (size_t)B * T, BTC = BT * C;
     const float* P = m->params;
     float* G = m->grads;
+    // data parallelism: with a hook the classifier's wte gradient waits for the embedding segment
+    const int hook = m->grad_hook != NULL;
+#define GRAD_HOOK(seg, phase)                                                                      \
+    if (hook) m->grad_hook(m->grad_hook_ctx, (seg), (phase))
+    GRAD_HOOK(0, 0);
     // classifier: dlogits overwrite logits in place
     crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT, V,
                           Vp);
     memset(m->dlnf, 0, sizeof(float) * BTC);
-    matmul_backward(m->dlnf, G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
+    matmul_backward(m->dlnf, hook ? NULL : G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
                     P + m->specs[P_WTE].offset, (int)BT, C, Vp);
     memset(m->dres, 0, sizeof(float) * BTC);
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
@@ -569,7 +574,9 @@ void gpt2_backward(GPT2* m, float scale) {
                           : m->residual3 + (L - 1) * BTC,
                        P + m->specs[P_LNFW].offset, m->lnf_mean, m->lnf_rstd, (int)BT, C);
     if (rp) resid_backward(m, 2 * L, m->dres);
+    GRAD_HOOK(0, 1);
     for (int l = L - 1; l >= 0; l--) {
+        GRAD_HOOK(L - l, 0);
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
         const float* dmlp = rp ? resid_branch_grad(m, 2 * l + 1, m->dres) : m->dres;
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
@@ -612,10 +619,49 @@ void gpt2_backward(GPT2* m, float scale) {
                            rp ? resid_input(m, 2 * l, res) : res, gpt2_tensor(m, P, P_LN1W, l),
                            m->ln1_mean + l * BT, m->ln1_rstd + l * BT, (int)BT, C);
         if (rp) resid_backward(m, 2 * l, m->dres);
+        GRAD_HOOK(L - l, 1);
     }
     if (rp) resid_embed_grad(m, m->dres);
+    GRAD_HOOK(L + 1, 0);
+    if (hook) // the classifier's weight gradient (dlogits are still in m->logits)
+        matmul_backward(NULL, G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
+                        P + m->specs[P_WTE].offset, (int)BT, C, Vp);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
     encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C);
+    GRAD_HOOK(L + 1, 1);
+#undef GRAD_HOOK
+}
+
+int gpt2_grad_segments(const GPT2* m) {
+    return m->cfg.n_layer + 2;
+}
+
+int gpt2_segment_slices(const GPT2* m, int seg, size_t* off, size_t* len) {
+    const int L = m->cfg.n_layer;
+    ASSERT(seg >= 0 && seg <= L + 1);
+    int n = 0;
+    for (int i = 0; i < m->nspecs; i++) {
+        const ParamSpec* s = &m->specs[i];
+        if (s->size == 0) continue; // ln_2 and the MLP under mlp = 0
+        int in;
+        if (s->stacked)
+            in = seg >= 1 && seg <= L;
+        else if (i == P_LNFW || i == P_LNFB)
+            in = seg == 0;
+        else
+            in = seg == L + 1; // wte, wpe
+        if (!in) continue;
+        if (s->stacked) {
+            size_t per = s->size / s->shape[0];
+            off[n] = s->offset + (size_t)(L - seg) * per;
+            len[n] = per;
+        } else {
+            off[n] = s->offset;
+            len[n] = s->size;
+        }
+        n++;
+    }
+    return n;
 }
 
 const float* gpt2_logits(const GPT2* m, int b, int t) {

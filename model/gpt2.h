@@ -151,7 +151,23 @@ typedef struct {
     // only tally: the memory estimate (model/memory.h) runs the allocation code this way.
     int size_only;
     GPT2Bytes bytes;
+    // ---- data parallelism (optim/data_parallel.h, train.c). gpt2_backward accumulates the gradient in
+    // segments (gpt2_grad_segments) and calls grad_hook(ctx, seg, 0) before it first adds to
+    // segment seg and grad_hook(ctx, seg, 1) once the segment is final for this micro-batch.
+    // NULL (a single process): no calls, and the backward runs as without this field.
+    void (*grad_hook)(void* ctx, int seg, int phase);
+    void* grad_hook_ctx;
 } GPT2;
+
+// The gradient segments in the order gpt2_backward finishes them: 0 = final layernorm (lnfw,
+// lnfb); 1 + (L-1-l) = layer l (its slice of every stacked tensor); L+1 = embeddings (wte, wpe;
+// with a hook set, the classifier's wte gradient is added here, after the layers, so every
+// segment is written in one contiguous stretch of the backward). Every parameter is in exactly
+// one segment.
+int gpt2_grad_segments(const GPT2* m);
+// The (offset, size) slices of segment seg into off[], len[] (at most GPT2_MAX_SPECS); returns
+// their number.
+int gpt2_segment_slices(const GPT2* m, int seg, size_t* off, size_t* len);
 
 // Resolve the attention spec ("softmax" or per layer "0-3:softmax,4-11:ssmax") and the
 // attn.* keys of `c` into m->la. Every attn.* key must belong to a variant in use; errors name

@@ -31,6 +31,7 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n) {
     ASSERT(def != NULL);
     o->def = def;
     o->n = n;
+    o->base = 0;
     o->t = 0;
     size_t nstate = (size_t)def->state_per_param * n;
     o->state = nstate ? allocFloats(nstate) : NULL; // zeroed
@@ -39,14 +40,29 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n) {
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h) {
     long t = ++o->t; // one update count per step, shared by every range
+    const size_t lo = o->base, hi = o->base + o->n;
     for (int i = 0; i < nranges; i++) {
         const OptimRange* r = &ranges[i];
-        ASSERT(r->offset <= o->n && r->size <= o->n - r->offset);
-        if (r->size == 0) continue;
+        size_t a = r->offset > lo ? r->offset : lo;
+        size_t e = r->offset + r->size < hi ? r->offset + r->size : hi;
+        if (e <= a) continue;
         float wd = r->decay ? h->weight_decay : 0.0f;
-        float* state = o->state ? o->state + r->offset : NULL;
-        o->def->update(params + r->offset, grads + r->offset, state, o->n, r->size, lr, wd, h, t);
+        float* state = o->state ? o->state + (a - lo) : NULL;
+        o->def->update(params + a, grads + a, state, o->n, e - a, lr, wd, h, t);
     }
+}
+
+void optim_shard_bounds(size_t n, int nranks, size_t* b) {
+    ASSERT(nranks >= 1);
+    for (int r = 0; r < nranks; r++)
+        b[r] = n / (size_t)nranks * (size_t)r / 16 * 16;
+    b[nranks] = n;
+}
+
+void optim_init_shard(Optimizer* o, const OptimizerDef* def, size_t lo, size_t hi) {
+    ASSERT(lo <= hi);
+    optim_init(o, def, hi - lo);
+    o->base = lo;
 }
 
 void optim_free(Optimizer* o) {
@@ -54,6 +70,7 @@ void optim_free(Optimizer* o) {
     o->state = NULL;
     o->def = NULL;
     o->n = 0;
+    o->base = 0;
     o->t = 0;
 }
 

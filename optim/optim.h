@@ -48,14 +48,25 @@ const OptimizerDef* optim_get(int i);
 
 typedef struct {
     const OptimizerDef* def;
-    size_t n;     // parameters
+    size_t n;     // parameters the state covers
+    size_t base;  // first parameter index the state covers (0 unless sharded)
     float* state; // def->state_per_param * n floats, zero-initialised
     long t;       // updates done
 } Optimizer;
 
 void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
+// Update the parameters [o->base, o->base + o->n) of the flat buffer: each range is clipped to
+// that span. Unsharded (base 0, n = all) this is every range in full.
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h);
+
+// ZeRO-1 sharding (as llm.c): the parameters 0..n split into `nranks` contiguous shards,
+// b[r] = floor(n / nranks) * r rounded down to a multiple of 16 floats (b[0] = 0, b[nranks] = n).
+// Updates are elementwise, so a rank stepping its shard changes exactly the values the
+// unsharded step would, bit for bit.
+void optim_shard_bounds(size_t n, int nranks, size_t* b);
+// State for the shard [lo, hi) only: (hi - lo) * state_per_param floats.
+void optim_init_shard(Optimizer* o, const OptimizerDef* def, size_t lo, size_t hi);
 void optim_free(Optimizer* o);
 
 // State serialisation, for run-state files. The optimizer's part is two pieces the caller places

@@ -174,7 +174,9 @@ START_TEST(test_defaults) {
                                        "nan_policy",
                                        "max_skips",
                                        "eval_seq_len",
-                                       "precision"};
+                                       "precision",
+                                       "zero",
+                                       "dist_timeout"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
         ck_assert_msg(config_field(KEYS[i]) != NULL, "%s", KEYS[i]);
@@ -189,6 +191,14 @@ START_TEST(test_defaults) {
     ck_assert_str_eq(c.precision, "auto");
     ck_assert_int_ne(config_apply_arg(&c, "precision=fp16", err, sizeof(err)), 0);
     ck_assert_msg(strstr(err, "precision") != NULL, "%s", err);
+    // data parallel: zero is 0 or 1, the watchdog at least a second
+    ck_assert_int_eq(c.zero, 0);
+    ck_assert(c.dist_timeout == 300.0f);
+    ck_assert_int_ne(config_apply_arg(&c, "zero=2", err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "zero") != NULL, "%s", err);
+    ck_assert_int_ne(config_apply_arg(&c, "dist_timeout=0", err, sizeof(err)), 0);
+    ck_assert_int_eq(config_apply_arg(&c, "zero=1", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.zero, 1);
 }
 END_TEST
 

@@ -1,0 +1,68 @@
+// common/dist.h: data-parallel processes over MPI (OpenMPI), the only file of attnlab that
+// talks to MPI. A process started by mpirun or srun (the launcher's environment says so) joins
+// MPI_COMM_WORLD; one started without a launcher never initialises MPI and is rank 0 of 1, so
+// the single-process trainer runs exactly as it does without this layer.
+//
+// Every wait (collective or point-to-point) runs non-blocking under a watchdog: a peer that
+// makes no progress for dist_set_timeout() seconds ends the whole job with MPI_Abort and a
+// message naming this rank, the operation and the peer it waited for. A rank that dies is seen
+// by the launcher, which ends the others. MPI errors return to the caller here (not the default
+// abort) and are reported the same way. Buffers are floats or bytes; collectives that split a
+// buffer into per-rank shards take the shard bounds `b[0..size]` (rank r owns [b[r], b[r+1])).
+#ifndef ATTNLAB_DIST_H
+#define ATTNLAB_DIST_H
+
+#include <stddef.h>
+
+// Join MPI when launched by mpirun/srun (OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK set),
+// else stay single-process. Call first thing in main.
+void dist_init(int* argc, char*** argv);
+void dist_finalize(void);
+int dist_active(void); // MPI was initialised
+int dist_rank(void);
+int dist_size(void);
+int dist_is_root(void); // rank 0: the only rank that writes files and the console
+// Seconds a wait may go without progress before the job is aborted (default 300).
+void dist_set_timeout(double seconds);
+double dist_timeout(void);
+
+// Print "attnlab: rank R of N: MESSAGE" and end every rank (MPI_Abort with `code`; exit(code)
+// when single-process).
+_Noreturn void dist_abort(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Collectives (every rank calls them in the same order). `what` names the operation in
+// watchdog and error messages.
+void dist_bcast(void* buf, size_t bytes, int root, const char* what);
+// The largest of every rank's flag (agreement on stopping).
+int dist_max_int(int flag, const char* what);
+// recv[r * n .. r * n + n) = rank r's send[0..n), on every rank.
+void dist_allgather_doubles(const double* send, size_t n, double* recv, const char* what);
+// In place: root's buf[b[r], b[r+1]) goes to rank r's buf at the same place.
+void dist_scatter_shards(float* buf, const size_t* b, int root, const char* what);
+// In place: every rank's buf[b[r], b[r+1]) goes to every rank.
+void dist_allgather_shards(float* buf, const size_t* b, const char* what);
+// shard (b[rank+1] - b[rank] floats) of every rank into full[b[r], b[r+1]) on root (full is
+// only read on root).
+void dist_gather_shards(const float* shard, float* full, const size_t* b, int root,
+                        const char* what);
+
+// Point-to-point transfer of a set of slices of one float buffer (one message per call, the
+// slices as an MPI indexed type, no packing). Sends are asynchronous: the slices must not be
+// written until dist_wait_sends(tag) or dist_wait_all_sends() returns. Messages between two
+// ranks with the same tag arrive in the order they were sent.
+typedef struct {
+    size_t offset, size;
+} DistSlice;
+void dist_send_slices(const float* base, const DistSlice* s, int n, int to, int tag);
+void dist_recv_slices(float* base, const DistSlice* s, int n, int from, int tag, const char* what);
+void dist_wait_sends(int tag);
+void dist_wait_all_sends(void);
+void dist_progress(void); // let pending sends advance (call between pieces of work)
+
+// Counters since start: seconds this rank spent waiting for communication to complete, and
+// bytes it sent (point-to-point exactly; a broadcast root counts bytes x (size - 1), a scatter
+// root every shard but its own, an all-gather its shard x (size - 1), a gather its shard).
+double dist_wait_seconds(void);
+double dist_bytes_sent(void);
+
+#endif

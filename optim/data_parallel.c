@@ -1,0 +1,209 @@
+// optim/data_parallel.c: data-parallel optimizer steps (see data_parallel.h for the scheme and
+// why it is bit-identical to one process): the in-order gradient chain through the model's
+// segment hook, broadcast or ZeRO-1 shard update, the full optimizer state for checkpoints and
+// the per-step communication record.
+#include "optim/data_parallel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/dist.h"
+#include "common/gradnorm.h"
+#include "common/util.h"
+#include "optim/clip.h"
+
+struct DataParallel {
+    int rank, size, accum, zero;
+    int k;              // micro-batch of this rank in the current step
+    size_t* bounds;     // shard bounds (size + 1) of the parameters
+    int nseg;           // gradient segments
+    DistSlice** slices; // per segment
+    int* nslices;
+    double* losses;       // this rank's micro-batch losses of the step (accum)
+    double* all_losses;   // every rank's (size * accum), rank-major
+    int full;             // the full gradient is on every rank this step (zero = 1)
+    double wait0, bytes0; // counters at the start of the step
+};
+
+int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Optimizer* opt,
+           char* err, size_t errcap) {
+    *out = NULL;
+    if (dist_size() < 2) return 0;
+    if (nparams < (size_t)dist_size() * 16) {
+        snprintf(err, errcap, "%d ranks for a model of %zu parameters: use fewer ranks",
+                 dist_size(), nparams);
+        return -1;
+    }
+    if (nparams > (size_t)2147483647) {
+        snprintf(err, errcap, "data parallel training supports up to 2^31 parameters (%zu)",
+                 nparams);
+        return -1;
+    }
+    DataParallel* d = callocCheck(1, sizeof(DataParallel));
+    d->rank = dist_rank();
+    d->size = dist_size();
+    d->accum = accum;
+    d->zero = zero;
+    d->bounds = mallocCheck(sizeof(size_t) * (size_t)(d->size + 1));
+    optim_shard_bounds(nparams, d->size, d->bounds);
+    d->nseg = nseg;
+    d->slices = callocCheck((size_t)nseg, sizeof(DistSlice*));
+    d->nslices = callocCheck((size_t)nseg, sizeof(int));
+    d->losses = mallocCheck(sizeof(double) * (size_t)d->accum);
+    d->all_losses = mallocCheck(sizeof(double) * (size_t)d->accum * (size_t)d->size);
+    if (d->zero) { // the optimizer state of this rank's shard only
+        const OptimizerDef* od = opt->def;
+        optim_free(opt);
+        optim_init_shard(opt, od, d->bounds[d->rank], d->bounds[d->rank + 1]);
+    }
+    *out = d;
+    return 0;
+}
+
+void dp_set_segment(DataParallel* d, int seg, int n, const size_t* off, const size_t* len) {
+    ASSERT(d && seg >= 0 && seg < d->nseg);
+    free(d->slices[seg]);
+    d->slices[seg] = mallocCheck(sizeof(DistSlice) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++)
+        d->slices[seg][i] = (DistSlice){off[i], len[i]};
+    d->nslices[seg] = n;
+}
+
+void dp_free(DataParallel* d) {
+    if (!d) return;
+    dist_wait_all_sends();
+    for (int s = 0; s < d->nseg; s++)
+        free(d->slices[s]);
+    free(d->slices);
+    free(d->nslices);
+    free(d->bounds);
+    free(d->losses);
+    free(d->all_losses);
+    free(d);
+}
+
+int dp_rank(const DataParallel* d) {
+    return d ? d->rank : 0;
+}
+
+int dp_size(const DataParallel* d) {
+    return d ? d->size : 1;
+}
+
+void dp_begin_micro(DataParallel* d, int k) {
+    if (!d) return;
+    if (k == 0) {
+        d->wait0 = dist_wait_seconds();
+        d->bytes0 = dist_bytes_sent();
+        d->full = 0;
+    }
+    d->k = k;
+}
+
+// Micro-batch j = k * size + rank of the step adds onto the running sum of micro-batches
+// 0..j-1, received from the rank of j-1, and passes its sum to the rank of j+1.
+void dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    const long j = (long)d->k * d->size + d->rank, last = (long)d->accum * d->size - 1;
+    if (phase == 0) {
+        if (seg == 0) d->losses[d->k] = loss;
+        if (j == 0) return;   // the first micro-batch starts from the zeroed gradient
+        dist_wait_sends(seg); // this rank's last send of the segment has left the buffer
+        char what[96];
+        snprintf(what, sizeof(what), "gradient segment %d of step %ld", seg, step);
+        dist_recv_slices(G, d->slices[seg], d->nslices[seg], (d->rank + d->size - 1) % d->size, seg,
+                         what);
+    } else {
+        if (j < last)
+            dist_send_slices(G, d->slices[seg], d->nslices[seg], (d->rank + 1) % d->size, seg);
+        dist_progress();
+    }
+}
+
+double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {
+    if (!d) return grad_global_norm(G, n);
+    dist_wait_all_sends();
+    dist_allgather_doubles(d->losses, (size_t)d->accum, d->all_losses, "loss gather");
+    double s = 0;
+    const long nj = (long)d->accum * d->size;
+    for (long j = 0; j < nj; j++) // in micro-batch order, as one process sums them
+        s += d->all_losses[(j % d->size) * d->accum + j / d->size];
+    *loss = s / (double)nj;
+    const int owner = d->size - 1; // rank of the last micro-batch: holds the global gradient
+    double norm = 0;
+    if (!d->zero) {
+        dist_bcast(G, sizeof(float) * n, owner, "gradient broadcast");
+        norm = grad_global_norm(G, n);
+    } else {
+        if (d->rank == owner) norm = grad_global_norm(G, n);
+        dist_bcast(&norm, sizeof(norm), owner, "gradient norm broadcast");
+    }
+    return norm;
+}
+
+void dp_full_grads(DataParallel* d, float* G, size_t n) {
+    if (!d || !d->zero || d->full) return;
+    dist_bcast(G, sizeof(float) * n, d->size - 1, "gradient broadcast (diagnostics)");
+    d->full = 1;
+}
+
+void dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads, size_t n,
+               const OptimRange* ranges, int nranges, double norm, float max_norm, float lr,
+               const OptimHParams* h) {
+    if (!d || !d->zero) {
+        grad_clip(grads, n, norm, max_norm);
+        optim_step(opt, params, grads, ranges, nranges, lr, h);
+        return;
+    }
+    if (!d->full) dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
+    const size_t lo = d->bounds[d->rank], hi = d->bounds[d->rank + 1];
+    grad_clip(grads + lo, hi - lo, norm, max_norm);
+    optim_step(opt, params, grads, ranges, nranges, lr, h);
+    dist_allgather_shards(params, d->bounds, "parameter all-gather");
+}
+
+const Optimizer* dp_state_for_save(DataParallel* d, Optimizer* opt, Optimizer* tmp, size_t n) {
+    if (!d) return opt;
+    if (!d->zero) return dist_is_root() ? opt : NULL;
+    const int root = dist_is_root(), sp = opt->def->state_per_param;
+    if (root) {
+        optim_init(tmp, opt->def, n);
+        tmp->t = opt->t;
+    }
+    for (int k = 0; k < sp; k++)
+        dist_gather_shards(opt->state + (size_t)k * opt->n, root ? tmp->state + k * n : NULL,
+                           d->bounds, 0, "optimizer state gather");
+    return root ? tmp : NULL;
+}
+
+void dp_state_done(DataParallel* d, Optimizer* tmp) {
+    if (d && d->zero && dist_is_root()) optim_free(tmp);
+}
+
+int dp_sharded(const DataParallel* d) {
+    return d && d->zero;
+}
+
+void dp_take_shard(const DataParallel* d, const Optimizer* full, Optimizer* shard) {
+    const size_t lo = d->bounds[d->rank], n = shard->n;
+    for (int k = 0; k < full->def->state_per_param; k++)
+        memcpy(shard->state + (size_t)k * n, full->state + (size_t)k * full->n + lo,
+               sizeof(float) * n);
+    shard->t = full->t;
+}
+
+void dp_record(const DataParallel* d, JsonBuf* j) {
+    if (!d) return;
+    double mine[2] = {dist_wait_seconds() - d->wait0, dist_bytes_sent() - d->bytes0};
+    double* all = mallocCheck(sizeof(double) * 2 * (size_t)d->size);
+    dist_allgather_doubles(mine, 2, all, "communication statistics");
+    double wmax = 0, bytes = 0;
+    for (int i = 0; i < d->size; i++) {
+        if (all[2 * i] > wmax) wmax = all[2 * i];
+        bytes += all[2 * i + 1];
+    }
+    free(all);
+    json_int(j, "ranks", d->size);
+    json_num(j, "comm_ms", wmax * 1e3);
+    json_num(j, "comm_mb", bytes / 1e6);
+}
