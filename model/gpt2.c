@@ -60,6 +60,7 @@ typedef struct {
     int llmc; // slot in llm.c's file
 } ParamRow;
 
+// {name, ndim, dims, stacked, init, decay, vocab_rows, hf, hf_transpose, llmc}
 static const ParamRow GPT2_TABLE[GPT2_NUM_LLMC] = {
     [P_WTE] = {"wte", 2, {D_VP, D_C}, 0, PINIT_NORMAL, 1, 1, "wte.weight", 0, 0},
     [P_WPE] = {"wpe", 2, {D_MAXT, D_C}, 0, PINIT_NORMAL, 1, 0, "wpe.weight", 0, 1},
