@@ -57,7 +57,7 @@ typedef struct {
     GPT2 model;
     DataLoader train, val;
     int have_train, have_val;
-    Optimizer opt; // with zero = 1 under mpirun: this rank's shard of the state
+    Optimizer opt;    // with zero = 1 under mpirun: this rank's shard of the state
     DataParallel* dp; // N ranks (optim/data_parallel.h); NULL in a single process
     OptimHParams oh;
     OptimRange ranges[GPT2_MAX_SPECS]; // one per tensor, with its weight-decay flag
@@ -307,7 +307,8 @@ static int load_run_state(Trainer* t, Optimizer* opt, const char* path, char* er
     oh.n = get64(h + 2);
     oh.t = get64(h + 4);
     oh.state_per_param = h[6];
-    if (optim_state_accept(opt, &oh, path, err, errcap) || optim_state_read(opt, f, path, err, errcap))
+    if (optim_state_accept(opt, &oh, path, err, errcap) ||
+        optim_state_read(opt, f, path, err, errcap))
         goto done;
     int64_t step;
     int32_t skips;
@@ -569,9 +570,9 @@ static int train(Trainer* t) {
             if (strcmp(c->nan_policy, "skip") == 0 && ++t->ls.skips <= c->max_skips) {
                 if (root)
                     fprintf(stderr,
-                        "attnlab: non-finite loss or gradient at step %ld (first in %s): "
-                        "update skipped (%d consecutive)\n",
-                        step, where, t->ls.skips);
+                            "attnlab: non-finite loss or gradient at step %ld (first in %s): "
+                            "update skipped (%d consecutive)\n",
+                            step, where, t->ls.skips);
                 json_begin(&t->j);
                 json_int(&t->j, "step", step + 1);
                 json_str(&t->j, "event", "skipped_nonfinite");
@@ -582,10 +583,10 @@ static int train(Trainer* t) {
             }
             if (root)
                 fprintf(stderr,
-                    "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; first "
-                    "non-finite value in %s. Stopping without a checkpoint of this state; the "
-                    "last checkpoint in %s is intact.\n",
-                    loss, norm, step, where, c->out_dir);
+                        "attnlab: non-finite loss (%g) or gradient norm (%g) at step %ld; first "
+                        "non-finite value in %s. Stopping without a checkpoint of this state; the "
+                        "last checkpoint in %s is intact.\n",
+                        loss, norm, step, where, c->out_dir);
             rc = EXIT_NONFINITE;
             break;
         }
@@ -607,7 +608,7 @@ static int train(Trainer* t) {
             t_sum += dt;
             t_n++;
         }
-        double tok_s = (double)BT * accum * N / dt;                // the global batch
+        double tok_s = (double)BT * accum * N / dt;                   // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
         if (rate > t->peak_flops) { // the start-up peak came out low (busy machine): raise it
             t->peak_flops = rate;
@@ -624,9 +625,9 @@ static int train(Trainer* t) {
         if (spike_med >= 0) {
             if (root)
                 fprintf(stderr,
-                    "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
-                    "last %d steps\n",
-                    step + 1, loss, SPIKE_K, spike_med, spike_hist);
+                        "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
+                        "last %d steps\n",
+                        step + 1, loss, SPIKE_K, spike_med, spike_hist);
             json_begin(&t->j);
             json_int(&t->j, "step", step + 1);
             json_str(&t->j, "event", "loss_spike");

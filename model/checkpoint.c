@@ -254,8 +254,8 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                  cf->attention, m->attention);
         return -1;
     }
-    if (strict && (cf->cfg.residual != m->cfg.residual ||
-                   cf->cfg.value_residual != m->cfg.value_residual)) {
+    if (strict &&
+        (cf->cfg.residual != m->cfg.residual || cf->cfg.value_residual != m->cfg.value_residual)) {
         static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
         snprintf(err, errcap,
                  "%s: saved with residual=%s value_residual=%d, the config says residual=%s "

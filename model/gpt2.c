@@ -183,11 +183,13 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     m->resid_spec = m->vres_spec = -1;
     if (resid_query_rows(cfg) > 0)
         m->resid_spec = (int)(add_spec(m, "resid.query", 2,
-                                       SHAPE((size_t)resid_query_rows(cfg), (size_t)cfg->n_embd), 0, PINIT_ZERO, 0) -
+                                       SHAPE((size_t)resid_query_rows(cfg), (size_t)cfg->n_embd), 0,
+                                       PINIT_ZERO, 0) -
                               m->specs);
     if (cfg->value_residual)
         m->vres_spec =
-            (int)(add_spec(m, "value_residual.lambda", 2, SHAPE(L, 2), 1, PINIT_HALF, 0) - m->specs);
+            (int)(add_spec(m, "value_residual.lambda", 2, SHAPE(L, 2), 1, PINIT_HALF, 0) -
+                  m->specs);
     size_t off = 0;
     for (int i = 0; i < m->nspecs; i++) {
         m->specs[i].offset = off;
@@ -590,13 +592,15 @@ void gpt2_backward(GPT2* m, float scale) {
             memset(m->dfch, 0, sizeof(float) * 4 * BTC);
             gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
             memset(m->dln, 0, sizeof(float) * BTC);
-            matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l), m->dfch,
-                            m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
-            layernorm_backward(
-                rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
-                gpt2_tensor(m, G, P_LN2B, l), m->dln,
-                rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC) : m->residual2 + l * BTC,
-                gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT, m->ln2_rstd + l * BT, (int)BT, C);
+            matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l),
+                            m->dfch, m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C,
+                            4 * C);
+            layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
+                               gpt2_tensor(m, G, P_LN2B, l), m->dln,
+                               rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC)
+                                  : m->residual2 + l * BTC,
+                               gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT,
+                               m->ln2_rstd + l * BT, (int)BT, C);
             if (rp) resid_backward(m, 2 * l + 1, m->dres);
             datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
         }

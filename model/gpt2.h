@@ -151,10 +151,10 @@ typedef struct {
     // only tally: the memory estimate (model/memory.h) runs the allocation code this way.
     int size_only;
     GPT2Bytes bytes;
-    // ---- data parallelism (optim/data_parallel.h, train.c). gpt2_backward accumulates the gradient in
-    // segments (gpt2_grad_segments) and calls grad_hook(ctx, seg, 0) before it first adds to
-    // segment seg and grad_hook(ctx, seg, 1) once the segment is final for this micro-batch.
-    // NULL (a single process): no calls, and the backward runs as without this field.
+    // ---- data parallelism (optim/data_parallel.h, train.c). gpt2_backward accumulates the
+    // gradient in segments (gpt2_grad_segments) and calls grad_hook(ctx, seg, 0) before it first
+    // adds to segment seg and grad_hook(ctx, seg, 1) once the segment is final for this
+    // micro-batch. NULL (a single process): no calls, and the backward runs as without this field.
     void (*grad_hook)(void* ctx, int seg, int phase);
     void* grad_hook_ctx;
 } GPT2;

@@ -1,7 +1,7 @@
 // model/memory.h: the memory a training configuration needs (parameters, gradients, optimizer
 // state, the bf16 weight copy and operand buffers, activations including the (L, B, NH, T, T)
-// attention maps, variant caches, attention workspace), and the check the trainer's setup (train.c) makes against
-// MemAvailable from /proc/meminfo before allocating anything.
+// attention maps, variant caches, attention workspace), and the check the trainer's setup (train.c)
+// makes against MemAvailable from /proc/meminfo before allocating anything.
 //
 // The estimate is not a formula: it runs the model's own allocation code (gpt2_build,
 // gpt2_alloc_acts, gpt2_set_precision) in size-only mode, which allocates nothing and sums the

@@ -93,7 +93,7 @@ static const ModelCase MODELS[] = {
     {"softmax", "learned", "value_residual=1"},
     {"0:gated,1:ssmax", "alibi", "residual=attnres value_residual=1"},
     {"0:ssmax,1:softmax", "none", "residual=delta_attnres value_residual=1"},
-    {"softmax", "learned", "mlp=0"},                       // attention-only blocks
+    {"softmax", "learned", "mlp=0"}, // attention-only blocks
     {"0:ssmax,1:gated", "rope", "mlp=0"},
 };
 
