@@ -10,11 +10,11 @@ usage:
   /usr/bin/python3 scripts/ref_layers.py --list      names of the layer-level variants covered
   /usr/bin/python3 scripts/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
       inputs DIR/<id>.x.npy (B,T,C), <id>.qkv.npy (B,T,3C), <id>.rowp.npy (NH,P) when P > 0 and
-      <id>.t.<name>.npy (the variant's layer tensors), write <id>.ref_out.npy (B,T,C) and
-      <id>.ref_att.npy (B,NH,T,T).
+      <id>.t.<name>.npy (the variant's layer tensors), <id>.fire.npy (the FIRE vector) under
+      pos = fire, write <id>.ref_out.npy (B,T,C) and <id>.ref_att.npy (B,NH,T,T).
 
 A case line is a JSON object: id, variant, hp {name: number or choice word}, inner, inner_hp,
-pos (learned | rope | alibi | none), B, T, C, NH, P, tensors [names]. An unknown variant,
+pos (learned | rope | alibi | none | xpos | fire), B, T, C, NH, P, tensors [names]. An unknown variant,
 hyperparameter or choice word is an error naming it (exit 2).
 
 Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
@@ -23,6 +23,9 @@ RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 1000
 (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554, Sec. 3.2):
 the RoPE rotation times zeta_i^(t/512) on q and zeta_i^(-t/512) on k, zeta_i = (2i/hs + 0.4)/1.4
 (gamma = 0.4, scale base 512; positions not centred). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
+FIRE (Li et al. 2023, arXiv 2310.04418, eq. for b(i, j) in Sec. 3): s_tj += f_h(psi(t - j) / psi(max(L, t))),
+psi(r) = ln(c r + 1), f an MLP of the scalar with one ReLU hidden layer (32 units) and one output per
+head; the vector is [c, l, W1 (32), b1 (32), W2 (NH, 32), b2 (NH)] with c used as |c| and L = 512 |l|.
 A learned position embedding (and none) leaves the attention layer unchanged.
 Linear weights (out, in) act as y = x W^T + b, as in PyTorch's nn.Linear.
 """
@@ -33,7 +36,8 @@ import sys
 
 import numpy as np
 
-POS = ("learned", "rope", "alibi", "none", "xpos")
+POS = ("learned", "rope", "alibi", "none", "xpos", "fire")
+FIRE_H = 32
 
 
 class RefError(Exception):
@@ -77,6 +81,24 @@ def xpos(x, is_key):
 def alibi_slopes(NH):
     """Press et al., ALiBi: the geometric sequence 2^(-8/NH), 2^(-16/NH), ..."""
     return 2.0 ** (-8.0 * (np.arange(NH) + 1) / NH)
+
+
+def fire_bias(theta, NH, T):
+    """(NH, T, T) FIRE bias b_h(t, j) for j <= t (0 above the diagonal), from the paper's formula:
+    x = psi(t - j) / psi(max(L, t)) in [0, 1], b = W2 relu(W1 x + b1) + b2."""
+    H = FIRE_H
+    if theta.shape != (2 + 2 * H + NH * H + NH,):
+        raise RefError(f"fire: parameter vector of shape {theta.shape} for NH = {NH}")
+    c, L = abs(theta[0]), 512.0 * abs(theta[1])
+    W1, b1 = theta[2:2 + H], theta[2 + H:2 + 2 * H]
+    W2 = theta[2 + 2 * H:2 + 2 * H + NH * H].reshape(NH, H)
+    b2 = theta[2 + 2 * H + NH * H:]
+    t = np.arange(T, dtype=np.float64)
+    r = t[:, None] - t[None, :]
+    x = np.log(c * np.maximum(r, 0.0) + 1.0) / np.log(c * np.maximum(L, t) + 1.0)[:, None]
+    g = np.maximum(x[..., None] * W1 + b1, 0.0)  # (T, T, H)
+    b = (g @ W2.T + b2).transpose(2, 0, 1)       # (NH, T, T)
+    return np.where((r >= 0)[None], b, 0.0)
 
 
 def rel(T):
@@ -195,7 +217,7 @@ def relu_form(form, S, mask):
 class Layer:
     """One case: inputs split into heads, position encoding, the inner map and its params."""
 
-    def __init__(self, case, x, qkv, rowp, tensors):
+    def __init__(self, case, x, qkv, rowp, tensors, fire=None):
         self.B, self.T, self.C, self.NH = case["B"], case["T"], case["C"], case["NH"]
         self.hs = self.C // self.NH
         self.pos = case["pos"]
@@ -208,6 +230,11 @@ class Layer:
         self.layer = case.get("layer", 0)  # 0-based layer index (diff's depth schedule)
         self.x, self.qkv, self.rowp, self.t = x, qkv, rowp, tensors
         self.dj, self.mask = rel(self.T)
+        self.fire = 0.0  # additive (1, NH, T, T) logit bias under fire
+        if self.pos == "fire":
+            if fire is None:
+                raise RefError("pos = fire without a FIRE parameter vector")
+            self.fire = fire_bias(fire, self.NH, self.T)[None]
 
     def heads(self, a):  # (B, T, C) -> (B, NH, T, hs)
         return a.reshape(self.B, self.T, self.NH, self.hs).transpose(0, 2, 1, 3)
@@ -232,7 +259,7 @@ class Layer:
         S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
         if self.pos == "alibi":
             S = S + alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
-        return S
+        return S + self.fire
 
     def inner_map(self, S, name=None, hp=None):
         return rowmap(name or self.inner, self.inner_hp if hp is None else hp, S, self.mask,
@@ -528,8 +555,8 @@ def v_diff(L):
     ali = 0.0
     if L.pos == "alibi":
         ali = alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None]
-    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
-    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
+    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
+    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
     D = np.where(L.mask, L.inner_map(S1) - lam * L.inner_map(S2), 0.0)
     U = D @ v
     o = (1.0 - lam0) * t["w"] * U / np.sqrt((U * U).mean(-1, keepdims=True) + 1e-5)
@@ -616,9 +643,9 @@ def default_attention(L):
     return L.merge(O), A
 
 
-def layer_forward(case, x, qkv, rowp, tensors):
+def layer_forward(case, x, qkv, rowp, tensors, fire=None):
     """out (B,T,C), att (B,NH,T,T) of one attention layer (a layer-level variant or a row map)."""
-    L = Layer(case, x, qkv, rowp, tensors)
+    L = Layer(case, x, qkv, rowp, tensors, fire)
     fn = LAYER_VARIANTS.get(case["variant"])
     if fn is None:
         L.inner, L.inner_hp = case["variant"], case.get("hp", {})
@@ -644,9 +671,10 @@ def run_dir(d):
             pre = os.path.join(d, cid)
             rowp = load(pre + ".rowp.npy") if case.get("P", 0) > 0 else np.zeros((case["NH"], 0))
             tensors = {nm: load(f"{pre}.t.{nm}.npy") for nm in case.get("tensors", [])}
+            fire = load(pre + ".fire.npy") if case["pos"] == "fire" else None
             try:
                 out, att = layer_forward(case, load(pre + ".x.npy"), load(pre + ".qkv.npy"),
-                                         rowp, tensors)
+                                         rowp, tensors, fire)
             except (RefError, KeyError) as e:
                 raise RefError(f"cases.jsonl:{lineno} ({cid}, {case['variant']}): {e}")
             np.save(pre + ".ref_out.npy", out.astype(np.float32))

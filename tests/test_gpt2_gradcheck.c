@@ -5,7 +5,8 @@
 //   - layer-level variants also around an inner row map with per-head parameters (ssmax);
 //   - mixed per-layer variants whose row maps have different parameter counts (the attnp
 //     stride plumbing), and a wrapper in one layer only;
-//   - each position encoding (learned, rope, alibi, none) once, on a mixed model.
+//   - each position encoding (learned, rope, alibi, none, xpos, fire) once, on a mixed model
+//     (under fire its per-layer "fire" tensor is checked with the others).
 // Tensors the math leaves unused under a choice are listed below with the reason; any other
 // tensor with no gradient signal fails the check.
 #include <omp.h>
@@ -176,7 +177,7 @@ END_TEST
 START_TEST(test_posenc_gradcheck) {
     // each position encoding once, on a row map with parameters and a layer-level variant
     omp_set_num_threads(1);
-    static const char* const POS[] = {"learned", "rope", "alibi", "none"};
+    static const char* const POS[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
     int p = _i;
     MgcReport r = run_spec("0:ssmax,1:gated", "attn.bias=learn", POS[p], NULL, 0);
     ck_assert_int_eq(r.unused, 0);
@@ -195,7 +196,7 @@ static Suite* gradcheck_suite(void) {
     TCase* tm = tcase_create("plumbing");
     tcase_set_timeout(tm, 120);
     tcase_add_test(tm, test_mixed_layers_stride_gradcheck);
-    tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 4);
+    tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 6);
     suite_add_tcase(s, tm);
     return s;
 }

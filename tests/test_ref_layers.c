@@ -6,7 +6,8 @@
 // several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
-// once under xpos; the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
+// once under xpos and, when the variant forms logits, once under fire (c = 0.25, L = 5.5 < T);
+// the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
 // besides the default softmax, each under rope and alibi; every choice value of every choice
 // hyperparameter (twice, under different position encodings and sizes); three values of every
 // numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter without an entry fails the
@@ -33,7 +34,7 @@
 #define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
 #define MAXCASE 400
 
-static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos"};
+static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
 
 // Numeric hyperparameters of the layer-level variants: three values each (the default among
 // them), with the setting (if any) under which the key takes effect.
@@ -168,6 +169,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     rng_seed(&r, 77 + (uint64_t)cs->n);
     for (int k = 0; k < NH * P; k++) // row parameters well away from their init
         h.rowp[k] += 0.3f * rng_normal(&r);
+    if (pos == ATTN_POS_FIRE) { // c off its init, the threshold L = 5.5 inside the rows
+        h.posp[0] = 0.25f;
+        h.posp[1] = 5.5f / 512.0f;
+    }
     attention_forward(&h.L);
     c->nout = (size_t)B * T * C;
     c->natt = (size_t)B * NH * T * T;
@@ -179,6 +184,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     save(cs, c->id, "x", h.x, sx, 3);
     save(cs, c->id, "qkv", h.qkv, sq, 3);
     if (P > 0) save(cs, c->id, "rowp", h.rowp, sp, 2);
+    if (pos == ATTN_POS_FIRE) {
+        int sf[1] = {(int)h.nposp};
+        save(cs, c->id, "fire", h.posp, sf, 1);
+    }
     FILE* f = cs->manifest;
     fprintf(f, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,\"C\":%d,",
             c->id, v->name, POS_NAMES[pos], B, T, C);
@@ -212,6 +221,8 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
         add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
     add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
     add_case(cs, v, "", "softmax", ATTN_POS_XPOS, 33, 3);  // rotation with decay
+    if (attn_pos_supported(v, ATTN_POS_FIRE))
+        add_case(cs, v, "", "softmax", ATTN_POS_FIRE, 33, 3); // learned bias, T > L
     const char* with = inner_setting(v->name);
     static const char* const INNERS[] = {"ssmax", "sigmoid"};
     if (with) {
@@ -284,9 +295,9 @@ START_TEST(test_layer_variants_match_reference) {
     // the default pipeline's position encodings, under row maps the reference also implements
     static const char* const ROWMAPS[] = {"softmax", "ssmax", "sigmoid"};
     for (int i = 0; i < 3; i++)
-        for (int pos = 0; pos < 5; pos++)
-            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos, TS[(i + pos) % NTS],
-                     2 + pos % 2);
+        for (int pos = 0; pos < 6; pos++)
+            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos,
+                     pos == ATTN_POS_FIRE ? 9 : TS[(i + pos) % NTS], 2 + pos % 2);
     fclose(cs.manifest);
     if (test_variant_selected("")) ck_assert_int_ge(nlayer, 8); // unless a subset was selected
     snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);
