@@ -319,6 +319,13 @@ void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads);
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
                         int nthreads);
 
+// Performer FAVOR+ (attention/linear.c, attn.feature = performer): the orthogonal random
+// features W (m, hs) of head h of layer `layer`: blocks of hs Gram-Schmidt-orthonormalised
+// Gaussian rows, each scaled by the norm of an independent N(0, I_hs) vector. Draw
+// e = floor(step / redraw) (0 when redraw = 0 or step < 0) from (seed, layer, h, e) only.
+void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, int h, long step,
+                             int redraw);
+
 // ---- extra per-thread scratch for layer-level variants
 // Reserve n floats per thread (call outside parallel regions; grows, never shrinks), then, in a
 // region run with attn_workspace_threads(ws) threads, attn_thread_scratch returns the calling

@@ -36,12 +36,9 @@ import sys
 
 import numpy as np
 
+from ref_posenc import RefError, alibi_slopes, fire_bias, rope, xpos  # noqa: F401 (re-exported)
+
 POS = ("learned", "rope", "alibi", "none", "xpos", "fire")
-FIRE_H = 32
-
-
-class RefError(Exception):
-    pass
 
 
 def sigmoid(z):
@@ -54,51 +51,6 @@ def softplus(z):
 
 # ---------------------------------------------------------------------------------------------
 # position encodings
-
-
-def rope(x):
-    """x (B, NH, T, hs): rotate interleaved pairs by t * 10000^(-2i/hs) (RoFormer eq. 13-15)."""
-    T, hs = x.shape[2], x.shape[3]
-    theta = 10000.0 ** (-2.0 * np.arange(hs // 2) / hs)
-    ang = np.arange(T)[:, None] * theta[None, :]  # (T, hs/2)
-    c, s = np.cos(ang), np.sin(ang)
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    out = np.empty_like(x)
-    out[..., 0::2] = x0 * c - x1 * s
-    out[..., 1::2] = x0 * s + x1 * c
-    return out
-
-
-def xpos(x, is_key):
-    """x (B, NH, T, hs): RoPE, then pair i of position t scaled by zeta_i^(+-t/512) (xPos eq. in
-    Sec. 3.2: q_n zeta^(n/B), k_m zeta^(-m/B), zeta_i = (i/(d/2) + gamma)/(1 + gamma))."""
-    T, hs = x.shape[2], x.shape[3]
-    zeta = (2.0 * np.arange(hs // 2) / hs + 0.4) / 1.4
-    sc = zeta[None, :] ** ((-1.0 if is_key else 1.0) * np.arange(T)[:, None] / 512.0)  # (T, hs/2)
-    return rope(x) * np.repeat(sc, 2, axis=1)
-
-
-def alibi_slopes(NH):
-    """Press et al., ALiBi: the geometric sequence 2^(-8/NH), 2^(-16/NH), ..."""
-    return 2.0 ** (-8.0 * (np.arange(NH) + 1) / NH)
-
-
-def fire_bias(theta, NH, T):
-    """(NH, T, T) FIRE bias b_h(t, j) for j <= t (0 above the diagonal), from the paper's formula:
-    x = psi(t - j) / psi(max(L, t)) in [0, 1], b = W2 relu(W1 x + b1) + b2."""
-    H = FIRE_H
-    if theta.shape != (2 + 2 * H + NH * H + NH,):
-        raise RefError(f"fire: parameter vector of shape {theta.shape} for NH = {NH}")
-    c, L = abs(theta[0]), 512.0 * abs(theta[1])
-    W1, b1 = theta[2:2 + H], theta[2 + H:2 + 2 * H]
-    W2 = theta[2 + 2 * H:2 + 2 * H + NH * H].reshape(NH, H)
-    b2 = theta[2 + 2 * H + NH * H:]
-    t = np.arange(T, dtype=np.float64)
-    r = t[:, None] - t[None, :]
-    x = np.log(c * np.maximum(r, 0.0) + 1.0) / np.log(c * np.maximum(L, t) + 1.0)[:, None]
-    g = np.maximum(x[..., None] * W1 + b1, 0.0)  # (T, T, H)
-    b = (g @ W2.T + b2).transpose(2, 0, 1)       # (NH, T, T)
-    return np.where((r >= 0)[None], b, 0.0)
 
 
 def rel(T):
@@ -400,8 +352,15 @@ def v_linear(L):
     feature = galerkin (Cao 2021, arXiv 2105.14995): K_tj = q_t . LN(k_j) w_tj, A = K / n_t, values
     LN(v_j); LN over the head's channels, eps 1e-5, no affine.
     feature = flatten (Han et al. 2023, arXiv 2308.00442): phi = |r| r^3 / |r^3|, r = ReLU(x) + 1e-6,
-    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output."""
-    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
+    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output.
+    feature = performer (Choromanski et al. 2021, arXiv 2009.14794, FAVOR+ positive random
+    features): phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x / hs^(1/4), with the case's random
+    matrix W (NH, m, hs) read from <id>.perf_w.npy (the draw itself is checked in test_linear_maps).
+    feature = cottention (Mongaras et al. 2024, arXiv 2409.18747): K = cos(q_t, k_j) =
+    q^.k^, x^ = x / sqrt(|x|^2 + 1e-6); under divide A = K / n_t (the cosine is signed).
+    feature = slay (Luna et al. 2026, arXiv 2602.04915): the spherical Yat kernel
+    (q^.k^)^2 / (|q^ - k^|^2 + yat_eps), with |q^ - k^|^2 computed from the unit vectors."""
+    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm", "rf_m", "redraw", "yat_eps"))
     q, k, v = L.qkv_heads(L.qkv)
     q, k = L.rotate(q, k)
     f = L.hp.get("feature", "elu1")
@@ -422,6 +381,20 @@ def v_linear(L):
             rp = r ** 3
             return np.linalg.norm(r, axis=-1, keepdims=True) * rp / np.linalg.norm(
                 rp, axis=-1, keepdims=True)
+    elif f == "performer":
+        W = L.t["perf_w"]  # (NH, m, hs)
+        m = W.shape[1]
+        if int(float(L.hp.get("rf_m", 0))) not in (0, m) or (
+                int(float(L.hp.get("rf_m", 0))) == 0 and m != 2 * L.hs):
+            raise RefError(f"performer: {m} random features for rf_m = {L.hp.get('rf_m', 0)}")
+
+        def phi(z):
+            zs = z / L.hs ** 0.25
+            return np.exp(np.einsum("bhti,hmi->bhtm", zs, W)
+                          - 0.5 * (zs * zs).sum(-1, keepdims=True)) / math.sqrt(m)
+    elif f in ("cottention", "slay"):
+        def phi(z):
+            return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-6)
     elif f == "hedgehog":
         I = np.eye(L.hs)
 
@@ -435,6 +408,11 @@ def v_linear(L):
         raise RefError(f"linear: unknown feature '{f}'")
     if f == "galerkin":
         K = q @ ln(k).transpose(0, 1, 3, 2)
+    elif f == "slay":  # Yat kernel on the unit vectors: (q.k)^2 / (|q - k|^2 + eps)
+        qh, kh = phi(q), phi(k)
+        dot = qh @ kh.transpose(0, 1, 3, 2)
+        d2 = (qh * qh).sum(-1)[..., :, None] + (kh * kh).sum(-1)[..., None, :] - 2.0 * dot
+        K = dot ** 2 / (d2 + float(L.hp.get("yat_eps", 1e-2)))
     else:
         K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
     w = np.ones((L.T, L.T))[None, None]
@@ -448,7 +426,7 @@ def v_linear(L):
     if norm == "subtract":  # InLine (Han et al. 2024): K - mean_{j<=t} K + 1/n_t over the prefix
         n = L.n()[None, None, :, None]
         A = np.where(L.mask, K - K.sum(-1, keepdims=True) / n + 1.0 / n, 0.0)
-    elif norm == "divide" and f == "galerkin":  # 1/n_t, the causal count of keys
+    elif norm == "divide" and f in ("galerkin", "cottention"):  # 1/n_t, the causal key count
         A = K / L.n()[None, None, :, None]
     elif norm == "divide":
         A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))

@@ -52,6 +52,9 @@ static const NumValues NUM_VALUES[] = {
     {"rela", "rela_eps", {"1e-5", "0.01", "0.5"}, NULL},
     {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
     {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
+    {"linear", "rf_m", {"0", "5", "12"}, "feature=performer"},
+    {"linear", "redraw", {"0", "1", "2"}, "feature=performer"},
+    {"linear", "yat_eps", {"0.01", "0.001", "0.5"}, "feature=slay"},
     {"diff", "lambda0", {"0.8", "0.3", "-0.5"}, "lambda_mode=fixed"},
 };
 
@@ -204,6 +207,23 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
         snprintf(what, sizeof(what), "t.%s", h.specs[k].name);
         save(cs, c->id, what, h.tp[k], shape, h.specs[k].ndim);
         fprintf(f, "%s\"%s\"", k ? "," : "", h.specs[k].name);
+    }
+    const int fi = attn_hparam_index(v, "feature");
+    char fw[64] = "";
+    if (strcmp(v->name, "linear") == 0 && fi >= 0)
+        choice_word(fw, sizeof(fw), v->hparams[fi].choices, (int)h.hp.v[fi]);
+    if (strcmp(fw, "performer") == 0) {
+        // the layer's random features (the draw is checked in test_linear_maps): the reference
+        // takes them as given
+        const int mm = h.hp.v[4] > 0 ? (int)h.hp.v[4] : 2 * hs;
+        float* W = mallocCheck(sizeof(float) * (size_t)NH * mm * hs);
+        for (int hd = 0; hd < NH; hd++)
+            attn_performer_features(W + (size_t)hd * mm * hs, mm, hs, h.L.seed, h.L.layer, hd,
+                                    h.L.step, (int)h.hp.v[5]);
+        int sw[3] = {NH, mm, hs};
+        save(cs, c->id, "t.perf_w", W, sw, 3);
+        fprintf(f, "%s\"perf_w\"", h.ntens ? "," : "");
+        free(W);
     }
     fprintf(f, "]}\n");
     harness_free(&h);
