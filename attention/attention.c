@@ -69,6 +69,8 @@ struct AttnWorkspace {
     size_t posgrad_n;
     real* extra; // nthreads * extra_n: scratch reserved by layer-level variants
     size_t extra_n;
+    real* fire_bias;  // (NH,T,T) FIRE bias of the layer being run (built on first use)
+    real* fire_dbias; // (B,NH,T,T) its gradient slots
 };
 
 // per-thread layout: S (T*T) | dA (T*T) | dS (T*T) | srow (T) | key_sq (T) | dkey_sq (T) | row
@@ -135,6 +137,8 @@ void attn_workspace_free(AttnWorkspace* ws) {
     free(ws->xpos_scale);
     free(ws->posgrad);
     free(ws->extra);
+    free(ws->fire_bias);
+    free(ws->fire_dbias);
     free(ws);
 }
 
@@ -148,15 +152,41 @@ static real* thread_buf(AttnWorkspace* ws) {
     return ws->buf + (size_t)tid * ws->per_thread;
 }
 
-// S = scale * q k^T (+ ALiBi) for one (b, h): q, k point at row 0 of that head.
+// S = scale * q k^T (+ ALiBi) (+ the FIRE bias of head h) for one (b, h): q, k point at row 0
+// of that head.
 static void scores(real* S, const real* q, size_t ldq, const real* k, size_t ldk, int T, int hs,
-                   real scale, real slope) {
+                   real scale, real slope, const real* bias) {
     real_gemm(0, 1, T, T, hs, scale, q, (int)ldq, k, (int)ldk, 0.0f, S, T);
     if (slope != 0.0f) {
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++)
                 S[(size_t)t * T + j] -= slope * (real)(t - j);
     }
+    if (bias)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j <= t; j++)
+                S[(size_t)t * T + j] += bias[(size_t)t * T + j];
+}
+
+void attn_score_bias_add(real* S, const AttnCore* c, int h, int T) {
+    if (!c->score_bias) return;
+    const real* bias = c->score_bias + (size_t)h * T * T;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++)
+            S[(size_t)t * T + j] += bias[(size_t)t * T + j];
+}
+
+void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T) {
+    if (!c->dscore_bias) return;
+    const int NH = c->dscore_nh;
+    real* slot = c->dscore_bias + ((size_t)b * NH + h) * T * T;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j <= t; j++)
+            slot[(size_t)t * T + j] += dS[(size_t)t * T + j];
+}
+
+int attn_pos_supported(const AttnVariant* v, int pos) {
+    return !(pos == ATTN_POS_FIRE && v->ignores_inner);
 }
 
 static void key_norms(real* key_sq, const real* k, size_t ldk, int T, int hs) {
@@ -186,7 +216,8 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
             const real* k = c->k + bt * c->ldk + (size_t)h * hs;
             const real* v = c->v + bt * c->ldv + (size_t)h * hs;
             real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
-            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
+            const real* bias = c->score_bias ? c->score_bias + (size_t)h * T * T : NULL;
+            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope, bias);
             if (c->row->needs_key_sq) key_norms(key_sq, k, c->ldk, T, hs);
             AttnRowCtx ctx = {.hp = c->hp,
                               .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
@@ -238,7 +269,8 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
             const real* dout = c->dout + bt * c->ldo + (size_t)h * hs;
             const real* A = c->att + ((size_t)b * NH + h) * T * T;
             real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
-            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope);
+            const real* bias = c->score_bias ? c->score_bias + (size_t)h * T * T : NULL;
+            scores(S, q, c->ldq, k, c->ldk, T, hs, c->scale, slope, bias);
             int need_ks = c->row->needs_key_sq;
             if (need_ks) {
                 key_norms(key_sq, k, c->ldk, T, hs);
@@ -280,6 +312,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                         dsr[j] *= rs[t];
                 }
             }
+            attn_score_bias_grad(c, b, h, dS, T); // dS is dL/ds of the biased scores
             real* dq = c->dq + bt * c->ldq + (size_t)h * hs;
             real* dk = c->dk + bt * c->ldk + (size_t)h * hs;
             real* dv = c->dv + bt * c->ldv + (size_t)h * hs;
@@ -380,8 +413,26 @@ void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims
     rope_apply(out, ldo, in, ldi, d, ws, inverse, accumulate, is_key ? -1 : 1);
 }
 
+// FIRE: this layer's bias table into the workspace; the core then adds it to its scores
+static void fire_forward(AttnCore* c, const AttnLayer* L) {
+    AttnWorkspace* ws = L->ws;
+    if (!attn_pos_supported(L->v, L->pos_encoding))
+        die(EXIT_USAGE,
+            "attention layer %d: pos_encoding = fire adds a bias to attention logits, which %s "
+            "does not form",
+            L->layer, L->v->name);
+    if (!L->posp)
+        die(EXIT_USAGE, "attention layer %d: pos_encoding = fire but no FIRE parameters", L->layer);
+    if (!ws->fire_bias) ws->fire_bias = real_alloc((size_t)ws->NH * ws->T * ws->T);
+    attn_fire_bias(ws->fire_bias, L->posp, L->d.NH, L->d.T, ws->nthreads);
+    c->score_bias = ws->fire_bias;
+    c->dscore_nh = L->d.NH;
+}
+
 void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
     c->score_bias_slopes = L->pos_encoding == ATTN_POS_ALIBI ? L->ws->slopes : NULL;
+    c->score_bias = NULL;
+    if (L->pos_encoding == ATTN_POS_FIRE) fire_forward(c, L);
     if (!attn_pos_rotates(L->pos_encoding)) return;
     if (!qk)
         die(EXIT_USAGE,
@@ -415,6 +466,15 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
     save->ldq = c->ldq;
     save->ldk = c->ldk;
     attn_pos_forward(c, L, qk);
+    c->dscore_bias = NULL;
+    if (L->pos_encoding == ATTN_POS_FIRE && L->dposp) {
+        AttnWorkspace* ws = L->ws;
+        const size_t n = (size_t)L->d.B * L->d.NH * L->d.T * L->d.T;
+        if (!ws->fire_dbias) ws->fire_dbias = real_alloc((size_t)ws->B * ws->NH * ws->T * ws->T);
+        memset(ws->fire_dbias, 0, sizeof(real) * n);
+        c->dscore_bias = ws->fire_dbias;
+        save->fire = 1;
+    }
     if (!attn_pos_rotates(L->pos_encoding)) return;
     AttnWorkspace* ws = L->ws;
     const size_t C = (size_t)L->d.C, n = (size_t)L->d.B * (size_t)L->d.T * 2 * C;
@@ -431,6 +491,9 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
 
 void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L) {
     (void)c;
+    if (save->fire)
+        attn_fire_backward(L->dposp, L->ws->fire_dbias, L->d.B, L->posp, L->d.NH, L->d.T,
+                           L->ws->nthreads);
     if (!save->active) return;
     const size_t C = (size_t)L->d.C;
     const real* g = L->ws->posgrad;

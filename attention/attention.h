@@ -113,8 +113,10 @@ typedef struct {
     uint64_t seed;
     int pos_encoding; // ATTN_POS_*
     int qk_norm;
-    real* qk_pos; // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
-                  // owned by the caller (the model allocates one per layer)
+    real* qk_pos;     // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
+                      // owned by the caller (the model allocates one per layer)
+    const real* posp; // this layer's FIRE parameters (attn_fire_nparams(NH)) under fire
+    real* dposp;      // their gradient (+=), or NULL in forward
     // parameters (this layer's slices) and their gradients
     const real* rowp; // (NH, rowp_stride) or NULL; head h's params at rowp + h*rowp_stride
     real* drowp;
@@ -134,7 +136,14 @@ typedef struct {
     AttnWorkspace* ws;
 } AttnLayer;
 
-enum { ATTN_POS_LEARNED, ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS };
+enum {
+    ATTN_POS_LEARNED,
+    ATTN_POS_ROPE,
+    ATTN_POS_ALIBI,
+    ATTN_POS_NONE,
+    ATTN_POS_XPOS,
+    ATTN_POS_FIRE
+};
 
 // 1 when the encoding rotates q and k (rope, xpos): the layer then needs a (B,T,2C) qk_pos buffer
 static inline int attn_pos_rotates(int pos) {
@@ -247,6 +256,9 @@ typedef struct {
     real scale;                    // score scale, usually 1/sqrt(hs)
     const real* row_scale;         // (B,NH,T) per-row multiplier of s before the row map, or NULL
     const real* score_bias_slopes; // (NH) ALiBi slopes: s_tj += slope_h*(j - t), or NULL
+    const real* score_bias;        // (NH,T,T) additive bias s_tj += bias_h[t][j] (FIRE), or NULL
+    real* dscore_bias;             // (B,NH,T,T) its gradient slots (+=, j <= t), or NULL
+    int dscore_nh;                 // NH of the slots
     const AttnVariant* row;
     const AttnHParams* hp;
     const real* rowp; // (NH, rowp_stride) or NULL
@@ -304,10 +316,45 @@ typedef struct {
     real *dq, *dk;
     size_t ldq, ldk;
     int active;
+    int fire; // the core accumulates FIRE bias gradients; _end runs the FIRE backward
 } AttnPosSave;
 void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk);
 void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, real* qk);
 void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L);
+
+// Additive score bias of a core (pos_encoding = fire), for variants that form their scores
+// themselves: S (T,T) of head h gets S_tj += bias_h[t][j] for j <= t (no-op without a bias);
+// the gradient adds dS_tj (j <= t) into the (b, h) slot, which only that (b, h) writes.
+void attn_score_bias_add(real* S, const AttnCore* c, int h, int T);
+void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T);
+
+// 1 when variant v can run under position encoding pos. fire adds a learned bias to the
+// attention logits; variants that form no logits (attn_variant.ignores_inner: linear, the
+// delta-rule memories, multiscreen) refuse it.
+int attn_pos_supported(const AttnVariant* v, int pos);
+
+// ---- FIRE (attention/fire.c; Li et al. 2023, arXiv 2310.04418): the bias of head h between
+// query t and key j <= t is b_h(t, j) = f_h(psi(t - j) / psi(max(L, t))), psi(x) = ln(|c| x + 1),
+// L = 512 |l|, f an MLP 1 -> ATTN_FIRE_HIDDEN (ReLU) -> NH. One parameter vector per layer:
+// [c, l, W1 (H), b1 (H), W2 (NH,H), b2 (NH)].
+#define ATTN_FIRE_HIDDEN 32
+#define ATTN_FIRE_L0     512.0
+int attn_fire_nparams(int NH);
+// initial values from `seed`: c = 0.1, l = 1 (L = 512), the MLP as PyTorch's nn.Linear default
+// (W1, b1 ~ U(-1, 1) for one input; W2, b2 ~ U(-1/sqrt(H), 1/sqrt(H)))
+void attn_fire_init(real* theta, int NH, uint64_t seed);
+// bias (NH,T,T): entries j <= t of every row, zeros above the diagonal
+void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads);
+// dtheta += dL/dtheta given dbias (B,NH,T,T) slots (entries j <= t are read); thread-invariant
+void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
+                        int nthreads);
+
+// Performer FAVOR+ (attention/linear.c, attn.feature = performer): the orthogonal random
+// features W (m, hs) of head h of layer `layer`: blocks of hs Gram-Schmidt-orthonormalised
+// Gaussian rows, each scaled by the norm of an independent N(0, I_hs) vector. Draw
+// e = floor(step / redraw) (0 when redraw = 0 or step < 0) from (seed, layer, h, e) only.
+void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, int h, long step,
+                             int redraw);
 
 // ---- extra per-thread scratch for layer-level variants
 // Reserve n floats per thread (call outside parallel regions; grows, never shrinks), then, in a

@@ -142,6 +142,8 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
                 S1[(size_t)t * T + j] -= slope * (real)(t - j);
                 S2[(size_t)t * T + j] -= slope * (real)(t - j);
             }
+    attn_score_bias_add(S1, c, h, T); // FIRE: the same bias on both maps
+    attn_score_bias_add(S2, c, h, T);
 }
 
 static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, real* scratch) {
@@ -282,6 +284,8 @@ static void diff_backward(AttnLayer* L) {
             const real* kk = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
             real* dq = c.dq + (size_t)b * T * c.ldq + (size_t)h * hs;
             real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
+            attn_score_bias_grad(&c, b, h, dS, T); // FIRE: dS1 + dS2
+            attn_score_bias_grad(&c, b, h, S1, T);
             real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
             real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
             real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);

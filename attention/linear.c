@@ -41,6 +41,32 @@
 //              Backward: with a = |r|, u = r^p, w = u/|u|: dr_i = (dy.w) r_i/a + p r_i^(p-1) a
 //              (dy_i - w_i (w.dy))/|u|, dx = dr [x > 0]; conv: dv_(t-i),c += w_c,i dO_t,c,
 //              dw_c,i += dO_t,c v_(t-i),c, db_c += dO_t,c (per (b,h) slots, reduced over b).
+//   performer  Choromanski et al. 2021 "Rethinking Attention with Performers" (ICLR, arXiv
+//              2009.14794), FAVOR+: with x' = x / hs^(1/4) and m = attn.rf_m (0: 2 hs) random
+//              rows w_i, phi_i(x) = exp(w_i . x' - |x'|^2 / 2) / sqrt(m), positive, so that
+//              E phi(q) . phi(k) = exp(q . k / sqrt(hs)) (the softmax kernel). W is orthogonal
+//              random features: blocks of hs rows, Gaussian matrices orthonormalised by
+//              Gram-Schmidt, row i scaled by the norm of an independent N(0, I_hs) vector
+//              (attn_performer_features). Redrawn every attn.redraw training steps (0: one draw
+//              for the run): draw e = floor(step / redraw) of head h, layer l is a pure function
+//              of (seed, l, h, e), so resume and any thread count see the same features;
+//              evaluation (step -1) uses draw 0. Backward: dx' = sum_i dphi_i phi_i (w_i - x'),
+//              dx = dx' / hs^(1/4). Features exp(.) are not max-stabilised (|x'|^2 up to ~80).
+//   cottention Mongaras et al. 2024 "Cottention: Linear Transformers With Cosine Attention"
+//              (arXiv 2409.18747): cosine similarity K_tj = q^_t . k^_j w_tj with
+//              x^ = x / sqrt(|x|^2 + 1e-6). The cosine is signed, so under divide the row
+//              normaliser is the causal prefix count n_t = t + 1 (as galerkin; no eps, no
+//              quotient rule) rather than the signed prefix sum; subtract works as for any map.
+//              The paper's learned length-scaling stabiliser is not included (unverified).
+//              Backward: dx = r (dy - x^ (x^ . dy)), r = 1/sqrt(|x|^2 + 1e-6).
+//   slay       Luna, Bouhsine, Choromanski 2026 "SLAY: Geometry-Aware Spherical Linearized
+//              Attention with Yat-Kernel" (arXiv 2602.04915): the spherical Yat kernel
+//              (q^ . k^)^2 / (|q^ - k^|^2 + eps_y) on unit q^, k^, i.e. kappa(c) = c^2 / (2 - 2c +
+//              eps_y) of the cosine c (eps_y = attn.yat_eps). Computed exactly in this quadratic
+//              form (the paper's Bernstein / Gauss-Laguerre mixture with positive random features
+//              is its linear-time approximation of this kernel). kappa >= 0, so the divide
+//              normaliser applies. Backward: dc = dK kappa'(c), kappa'(c) = (2c (2 - 2c + eps_y)
+//              + 2c^2) / (2 - 2c + eps_y)^2, then the cosine features' VJP.
 // Row normalisation (attn.norm, default divide):
 //   divide     A_tj = K_tj / Z_t as above (the linear-attention prefix normaliser)
 //   subtract   A_tj = K_tj - (1/n_t) sum_{l<=t} K_tl + 1/n_t, n_t = t + 1: InLine (Han et al.
@@ -48,7 +74,8 @@
 //              arXiv 2412.06590), the injective form that subtracts the causal prefix mean instead
 //              of dividing by the prefix sum; rows sum to 1, weights may be negative; eps unused.
 //              The paper's local-attention residual is not part of this layer.
-// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin | flatten; attn.eps
+// Hyperparameters: attn.feature = elu1 | relu | cosformer | hedgehog | galerkin | flatten |
+// performer | cottention | slay; attn.rf_m, attn.redraw (performer); attn.yat_eps (slay); attn.eps
 // = 1e-6 (the denominator guard: with ReLU features a row can be all zero, then A = 0);
 // attn.cos_len = 0; attn.norm = divide | subtract. The inner row map (attn.inner) is not used:
 // linear attention replaces it.
@@ -67,9 +94,21 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 #include "common/matmul.h"
+#include "common/rng.h"
 
-enum { F_ELU1, F_RELU, F_COSFORMER, F_HEDGEHOG, F_GALERKIN, F_FLATTEN };
+enum {
+    F_ELU1,
+    F_RELU,
+    F_COSFORMER,
+    F_HEDGEHOG,
+    F_GALERKIN,
+    F_FLATTEN,
+    F_PERFORMER,
+    F_COSINE,
+    F_SLAY
+};
 enum { F_IDENT = 100, F_LNORM }; // galerkin's maps of q (identity) and of k, v (LayerNorm)
 #define GAL_LN_EPS 1e-5f
 #define FL_P       3     // FLatten focusing factor p
@@ -77,14 +116,22 @@ enum { F_IDENT = 100, F_LNORM }; // galerkin's maps of q (identity) and of k, v 
 #define FL_EPS     1e-6f // FLatten: r = relu(x) + eps keeps the norms nonzero
 
 static const AttnHParamSpec linear_hparams[] = {
-    {"feature", F_ELU1, 0, 0, "elu1|relu|cosformer|hedgehog|galerkin|flatten",
+    {"feature", F_ELU1, 0, 0,
+     "elu1|relu|cosformer|hedgehog|galerkin|flatten|performer|cottention|slay",
      "feature map phi: elu+1, ReLU, ReLU with cos((t-j) pi/2M) reweighting, learnable softmax map, "
      "Galerkin (q . LN(k_j) / n_t, values LN(v_j)), FLatten focused map p = 3 + causal depthwise "
-     "conv on v"},
+     "conv on v, Performer FAVOR+ positive orthogonal random features, Cottention cosine "
+     "(q^.k^ / n_t), SLAY spherical Yat kernel c^2/(2 - 2c + yat_eps) of the cosine c"},
     {"eps", 1e-6f, 0.0f, 1.0f, NULL, "added to the row normaliser sum_j phi(q).phi(k_j)"},
     {"cos_len", 0.0f, 0.0f, 1e9f, NULL, "cosformer M (0: the sequence length of the call)"},
     {"norm", 0, 0, 0, "divide|subtract",
      "row normaliser: divide by the causal prefix sum, or InLine: subtract the prefix mean, + 1/n"},
+    {"rf_m", 0.0f, 0.0f, 4096.0f, NULL,
+     "performer: number of random features, integer (0: 2 x head size)"},
+    {"redraw", 0.0f, 0.0f, 1e9f, NULL,
+     "performer: redraw the random features every this many training steps, integer (0: one "
+     "draw for the run)"},
+    {"yat_eps", 1e-2f, 1e-6f, 10.0f, NULL, "slay: eps of the Yat kernel c^2 / (2 - 2c + eps)"},
 };
 
 enum { N_DIVIDE, N_SUBTRACT };
@@ -104,7 +151,104 @@ static int lin_role_kind(int kind, int role) {
 }
 
 static int lin_fdim(const AttnHParams* hp, int hs) {
+    if (lin_kind(hp) == F_PERFORMER) return hp->v[4] > 0.0f ? (int)hp->v[4] : 2 * hs;
     return lin_kind(hp) == F_HEDGEHOG ? 2 * hs : hs;
+}
+
+// the row normaliser under divide is the prefix count n_t (galerkin, cottention)
+static int lin_count_norm(int kind) {
+    return kind == F_GALERKIN || kind == F_COSINE;
+}
+
+// cottention and slay share the unit-normalised features
+static int lin_role_kind2(int kind, int role) {
+    return kind == F_SLAY ? F_COSINE : lin_role_kind(kind, role);
+}
+
+#define COS_EPS 1e-6f
+
+// Performer's orthogonal random features of head h, layer `layer`: W (m, hs), draw
+// e = floor(step / redraw) (0 when redraw = 0 or step < 0), from (seed, layer, h, e) only.
+void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, int h, long step,
+                             int redraw) {
+    const long e = redraw > 0 && step >= 0 ? step / redraw : 0;
+    uint64_t s = rowops_mix64(seed ^ 0x5045524641564fULL); // "PERFAVO"
+    s = rowops_mix64(s ^ (uint64_t)(layer + 1));
+    s = rowops_mix64(s ^ ((uint64_t)(h + 1) << 20));
+    s = rowops_mix64(s ^ ((uint64_t)e << 32));
+    Rng r;
+    rng_seed(&r, s);
+    double G[64 * 64];
+    ASSERT(hs <= 64);
+    for (int b0 = 0; b0 < m; b0 += hs) {
+        for (int i = 0; i < hs * hs; i++)
+            G[i] = (double)rng_normal(&r);
+        for (int i = 0; i < hs; i++) { // modified Gram-Schmidt on the rows
+            double* gi = G + (size_t)i * hs;
+            for (int j = 0; j < i; j++) {
+                const double* gj = G + (size_t)j * hs;
+                double d = 0;
+                for (int c = 0; c < hs; c++)
+                    d += gi[c] * gj[c];
+                for (int c = 0; c < hs; c++)
+                    gi[c] -= d * gj[c];
+            }
+            double n = 0;
+            for (int c = 0; c < hs; c++)
+                n += gi[c] * gi[c];
+            n = sqrt(n);
+            for (int c = 0; c < hs; c++)
+                gi[c] /= n;
+        }
+        for (int i = 0; i < hs && b0 + i < m; i++) { // row norms of Gaussian vectors
+            double n = 0;
+            for (int c = 0; c < hs; c++) {
+                const double z = (double)rng_normal(&r);
+                n += z * z;
+            }
+            n = sqrt(n);
+            for (int c = 0; c < hs; c++)
+                W[(size_t)(b0 + i) * hs + c] = (real)(n * G[(size_t)i * hs + c]);
+        }
+    }
+}
+
+// phi(x) of Performer: y (m) from W (m, hs)
+static void perf_forward(real* y, const real* x, int hs, int m, const real* W) {
+    const real s = 1.0f / real_sqrt(real_sqrt((real)hs)), inv = 1.0f / real_sqrt((real)m);
+    real x2 = 0.0f;
+    for (int c = 0; c < hs; c++)
+        x2 += x[c] * x[c];
+    x2 *= s * s;
+    for (int i = 0; i < m; i++) {
+        real d = 0.0f;
+        for (int c = 0; c < hs; c++)
+            d += W[(size_t)i * hs + c] * x[c];
+        y[i] = real_exp(d * s - 0.5f * x2) * inv;
+    }
+}
+
+static void perf_backward(real* dx, const real* dy, const real* y, const real* x, int hs, int m,
+                          const real* W) {
+    const real s = 1.0f / real_sqrt(real_sqrt((real)hs));
+    real g = 0.0f; // sum_i dy_i y_i
+    for (int i = 0; i < m; i++)
+        g += dy[i] * y[i];
+    for (int c = 0; c < hs; c++) {
+        real a = 0.0f;
+        for (int i = 0; i < m; i++)
+            a += dy[i] * y[i] * W[(size_t)i * hs + c];
+        dx[c] += s * (a - g * s * x[c]); // d/dx of (w.x s - s^2 |x|^2 / 2)
+    }
+}
+
+// the Yat kernel of a cosine and its derivative
+static real yat_k(real c, real e) {
+    return c * c / (2.0f - 2.0f * c + e);
+}
+static real yat_dk(real c, real e) {
+    const real den = 2.0f - 2.0f * c + e;
+    return (2.0f * c * den + 2.0f * c * c) / (den * den);
 }
 
 static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
@@ -135,12 +279,12 @@ static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHPar
 // a (T, T) plane, six (T, F) and an hs vector
 static size_t linear_fwd_scratch(const AttnDims* d, const AttnHParams* hp) {
     const size_t F = (size_t)lin_fdim(hp, d->hs);
-    return 3 * (size_t)d->T * F + (size_t)d->hs;
+    return 3 * (size_t)d->T * F + (size_t)d->hs + F * (size_t)d->hs;
 }
 
 static size_t linear_bwd_scratch(const AttnDims* d, const AttnHParams* hp) {
     const size_t F = (size_t)lin_fdim(hp, d->hs);
-    return (size_t)d->T * d->T + 6 * (size_t)d->T * F + (size_t)d->hs;
+    return 2 * (size_t)d->T * d->T + 6 * (size_t)d->T * F + (size_t)d->hs + F * (size_t)d->hs;
 }
 
 static size_t linear_scratch(const AttnDims* d, const AttnHParams* hp) {
@@ -177,6 +321,15 @@ static void feat_forward(real* y, const real* x, int hs, int kind, const real* W
     case F_IDENT:
         memcpy(y, x, sizeof(real) * (size_t)hs);
         break;
+    case F_COSINE: {
+        real n = 0.0f;
+        for (int i = 0; i < hs; i++)
+            n += x[i] * x[i];
+        const real r = 1.0f / real_sqrt(n + COS_EPS);
+        for (int i = 0; i < hs; i++)
+            y[i] = x[i] * r;
+        break;
+    }
     case F_FLATTEN: { // r = relu(x) + eps, y = |r| r^p / |r^p|
         real a = 0.0f, b = 0.0f;
         for (int i = 0; i < hs; i++) {
@@ -231,6 +384,17 @@ static void feat_backward(real* dx, real* dW, const real* dy, const real* y, con
         for (int i = 0; i < hs; i++)
             dx[i] += dy[i];
         break;
+    case F_COSINE: { // y = x r: dx = r (dy - y (y . dy))
+        real n = 0.0f, yd = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            n += x[i] * x[i];
+            yd += y[i] * dy[i];
+        }
+        const real r = 1.0f / real_sqrt(n + COS_EPS);
+        for (int i = 0; i < hs; i++)
+            dx[i] += r * (dy[i] - y[i] * yd);
+        break;
+    }
     case F_FLATTEN: { // y = a w, a = |r|, w = u / |u|, u = r^p:
         // dr_i = (dy . w) r_i / a + p r_i^(p-1) a (dy_i - w_i (w . dy)) / |u|
         real a = 0.0f, b = 0.0f, dw = 0.0f;
@@ -309,8 +473,12 @@ static real lin_weight(int t, int j, const AttnHParams* hp, int T, real slope) {
 // features of the T rows of one (b,h) head view x (row stride ld) into Phi (T, F)
 static void feat_rows(real* Phi, const real* x, size_t ld, int T, int hs, int F, int kind,
                       const real* W, real* u) {
-    for (int t = 0; t < T; t++)
-        feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
+    for (int t = 0; t < T; t++) {
+        if (kind == F_PERFORMER)
+            perf_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, F, W);
+        else
+            feat_forward(Phi + (size_t)t * F, x + (size_t)t * ld, hs, kind, W, u);
+    }
 }
 
 static void linear_forward(AttnLayer* L) {
@@ -322,7 +490,8 @@ static void linear_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
     real* Zs = L->cache;
-    const int gal = kind == F_GALERKIN;
+    const int gal = kind == F_GALERKIN, cnt = lin_count_norm(kind);
+    const real ye = hp->v[6];
     attn_workspace_reserve(L->ws, linear_fwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
@@ -331,12 +500,17 @@ static void linear_forward(AttnLayer* L) {
             real* Pk = Pq + (size_t)T * F;
             real* Vn = Pk + (size_t)T * F;
             real* u = Vn + (size_t)T * F;
+            real* Wr = u + hs; // performer's random features (F, hs)
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
+            if (kind == F_PERFORMER) {
+                attn_performer_features(Wr, F, hs, L->seed, L->layer, h, L->step, (int)hp->v[5]);
+                W = Wr;
+            }
             feat_rows(Pq, c.q + bt * c.ldq + (size_t)h * hs, c.ldq, T, hs, F,
-                      lin_role_kind(kind, 0), W, u);
+                      lin_role_kind2(kind, 0), W, u);
             feat_rows(Pk, c.k + bt * c.ldk + (size_t)h * hs, c.ldk, T, hs, F,
-                      lin_role_kind(kind, 1), W, u);
+                      lin_role_kind2(kind, 1), W, u);
             const real* V = c.v + bt * c.ldv + (size_t)h * hs;
             int ldv = (int)c.ldv;
             if (gal) { // galerkin: values LN(v_j)
@@ -349,8 +523,9 @@ static void linear_forward(AttnLayer* L) {
             real* Z = Zs + ((size_t)b * NH + h) * T;
             for (int t = 0; t < T; t++) {
                 real* row = A + (size_t)t * T;
-                real z = lin_norm(hp) == N_SUBTRACT || gal ? 0.0f : eps;
+                real z = lin_norm(hp) == N_SUBTRACT || cnt ? 0.0f : eps;
                 for (int j = 0; j <= t; j++) {
+                    if (kind == F_SLAY) row[j] = yat_k(row[j], ye);
                     row[j] *= lin_weight(t, j, hp, T, slope);
                     z += row[j];
                 }
@@ -360,7 +535,7 @@ static void linear_forward(AttnLayer* L) {
                     for (int j = 0; j <= t; j++)
                         row[j] += shift;
                 } else {
-                    Z[t] = gal ? (real)(t + 1) : z; // galerkin: 1/n_t, not the prefix sum
+                    Z[t] = cnt ? (real)(t + 1) : z; // galerkin, cottention: 1/n_t
                     const real inv = 1.0f / Z[t];
                     for (int j = 0; j <= t; j++)
                         row[j] *= inv;
@@ -399,7 +574,8 @@ static void linear_backward(AttnLayer* L) {
     if (kind == F_HEDGEHOG) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * hs * hs);
     const size_t nfl = (size_t)hs * (FL_K + 1); // flatten slot: dw (hs, K), db (hs)
     if (kind == F_FLATTEN) memset(dWslots, 0, sizeof(real) * (size_t)B * NH * nfl);
-    const int gal = kind == F_GALERKIN;
+    const int gal = kind == F_GALERKIN, cnt = lin_count_norm(kind);
+    const real ye = hp->v[6];
     attn_workspace_reserve(L->ws, linear_bwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
@@ -412,17 +588,24 @@ static void linear_backward(AttnLayer* L) {
             real* Vn = dPk + (size_t)T * F;
             real* dVn = Vn + (size_t)T * F;
             real* u = dVn + (size_t)T * F;
+            real* Wr = u + hs;             // performer's random features (F, hs)
+            real* X = Wr + (size_t)F * hs; // slay: the cosines (T, T)
             const size_t bt = (size_t)b * T;
             const real* W = kind == F_HEDGEHOG ? L->tp[0] + (size_t)h * hs * hs : NULL;
             real* dW = kind == F_HEDGEHOG ? dWslots + ((size_t)b * NH + h) * hs * hs : NULL;
+            if (kind == F_PERFORMER) {
+                attn_performer_features(Wr, F, hs, L->seed, L->layer, h, L->step, (int)hp->v[5]);
+                W = Wr;
+            }
             const real* q = c.q + bt * c.ldq + (size_t)h * hs;
             const real* k = c.k + bt * c.ldk + (size_t)h * hs;
             const real* v = c.v + bt * c.ldv + (size_t)h * hs;
             const real* dO = L->dout + bt * (size_t)d->C + (size_t)h * hs;
             const real* A = L->att + ((size_t)b * NH + h) * T * T;
             const real* Z = Zs + ((size_t)b * NH + h) * T;
-            feat_rows(Pq, q, c.ldq, T, hs, F, lin_role_kind(kind, 0), W, u);
-            feat_rows(Pk, k, c.ldk, T, hs, F, lin_role_kind(kind, 1), W, u);
+            feat_rows(Pq, q, c.ldq, T, hs, F, lin_role_kind2(kind, 0), W, u);
+            feat_rows(Pk, k, c.ldk, T, hs, F, lin_role_kind2(kind, 1), W, u);
+            if (kind == F_SLAY) real_gemm(0, 1, T, T, F, 1.0f, Pq, F, Pk, F, 0.0f, X, T);
             real* dv = c.dv + bt * c.ldv + (size_t)h * hs;
             if (gal) { // dA = dO LN(V)^T, dLN(V) = A^T dO, then the LayerNorm VJP into dv
                 feat_rows(Vn, v, c.ldv, T, hs, hs, F_LNORM, NULL, u);
@@ -460,13 +643,16 @@ static void linear_backward(AttnLayer* L) {
                         dot += row[j];
                     dot /= (real)(t + 1);
                 } else {
-                    if (!gal) // the quotient rule through Z_t (galerkin's 1/n_t is constant)
+                    if (!cnt) // the quotient rule through Z_t (a count 1/n_t is constant)
                         for (int j = 0; j <= t; j++)
                             dot += a[j] * row[j];
                     inv = 1.0f / Z[t];
                 }
                 for (int j = 0; j <= t; j++)
                     row[j] = (row[j] - dot) * inv * lin_weight(t, j, hp, T, slope);
+                if (kind == F_SLAY) // through the kernel: dc = dK kappa'(c)
+                    for (int j = 0; j <= t; j++)
+                        row[j] *= yat_dk(X[(size_t)t * T + j], ye);
                 memset(row + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
             real_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, dPq, F);
@@ -474,10 +660,17 @@ static void linear_backward(AttnLayer* L) {
             real* dq = c.dq + bt * c.ldq + (size_t)h * hs;
             real* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {
+                if (kind == F_PERFORMER) {
+                    perf_backward(dq + (size_t)t * c.ldq, dPq + (size_t)t * F, Pq + (size_t)t * F,
+                                  q + (size_t)t * c.ldq, hs, F, W);
+                    perf_backward(dk + (size_t)t * c.ldk, dPk + (size_t)t * F, Pk + (size_t)t * F,
+                                  k + (size_t)t * c.ldk, hs, F, W);
+                    continue;
+                }
                 feat_backward(dq + (size_t)t * c.ldq, dW, dPq + (size_t)t * F, Pq + (size_t)t * F,
-                              q + (size_t)t * c.ldq, hs, lin_role_kind(kind, 0), W, u);
+                              q + (size_t)t * c.ldq, hs, lin_role_kind2(kind, 0), W, u);
                 feat_backward(dk + (size_t)t * c.ldk, dW, dPk + (size_t)t * F, Pk + (size_t)t * F,
-                              k + (size_t)t * c.ldk, hs, lin_role_kind(kind, 1), W, u);
+                              k + (size_t)t * c.ldk, hs, lin_role_kind2(kind, 1), W, u);
             }
         }
     }
@@ -507,11 +700,12 @@ const AttnVariant attn_linear = {
     .formula = "A_tj = phi(q_t).phi(k_j) w_tj / (sum_{j<=t} phi(q_t).phi(k_j) w_tj + eps)",
     .source =
         "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Cao 2021 Galerkin; "
-        "Han 2023 FLatten; Han 2024 InLine (B6)",
+        "Han 2023 FLatten; Han 2024 InLine; Choromanski 2021 Performer FAVOR+; Mongaras 2024 "
+        "Cottention; Luna 2026 SLAY (B6)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_hparams,
-    .n_hparams = 4,
+    .n_hparams = 7,
     .layer_tensors = linear_tensors,
     .layer_cache_floats = linear_cache_floats,
     .layer_scratch_floats = linear_scratch,

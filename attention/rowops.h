@@ -203,7 +203,8 @@ static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
 
 // For layer-level variants whose heads are coupled and which therefore compute every head's
 // scores themselves (talking_heads, selective): with c the layer's core after the position
-// encoding, S (T,T) = c->scale q_h k_h^T (+ ALiBi slope_h (j - t)) of item b, head h; the key norms
+// encoding, S (T,T) = c->scale q_h k_h^T (+ ALiBi slope_h (j - t), + the FIRE bias) of item b,
+// head h (their backward hands dS_h to attn_score_bias_grad); the key norms
 // |k_j|^2 of that head; and the row context of head h (its row parameters, step, seed, layer).
 static inline void rowops_head_scores(real* S, const AttnCore* c, const AttnDims* d, int b, int h) {
     const int T = d->T, hs = d->hs;
@@ -215,6 +216,7 @@ static inline void rowops_head_scores(real* S, const AttnCore* c, const AttnDims
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++)
                 S[(size_t)t * T + j] -= slope * (real)(t - j);
+    attn_score_bias_add(S, c, h, T); // FIRE
 }
 
 static inline void rowops_head_key_sq(real* ks, const AttnCore* c, const AttnDims* d, int b,

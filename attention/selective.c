@@ -194,6 +194,7 @@ static void sel_backward(AttnLayer* L) {
             const real* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)h * hs;
             real* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
             real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
+            attn_score_bias_grad(&s.c, b, h, dSh, T);
             real_gemm(0, 0, T, hs, T, s.c.scale, dSh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
             real_gemm(1, 0, T, hs, T, s.c.scale, dSh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
         }

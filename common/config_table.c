@@ -32,10 +32,10 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("vocab_size", vocab_size, "50257", 1, 65536, "model",
           "vocabulary size: 50257 for gpt2, at least 257 for byte (256 bytes + EOT) (tokens are "
           "uint16)"),
-    F_STR(
-        "pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none|xpos", "model",
-        "positions: learned table, rotary, ALiBi biases, none (causal mask only), or xPos (rotary "
-        "with exponential decay)"),
+    F_STR("pos_encoding", pos_encoding, "learned", 1, "learned|rope|alibi|none|xpos|fire", "model",
+          "positions: learned table, rotary, ALiBi biases, none (causal mask only), xPos (rotary "
+          "with exponential decay), or FIRE (a learned MLP of the normalised relative position, "
+          "added to the logits)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
           "1: RMS-normalise q and k per head before the dot product"),
     F_STR("residual", residual, "standard", 1, "standard|attnres|delta_attnres", "model",

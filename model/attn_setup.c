@@ -48,11 +48,13 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
         g->pos_encoding = ATTN_POS_NONE;
     else if (strcmp(c->pos_encoding, "xpos") == 0)
         g->pos_encoding = ATTN_POS_XPOS;
+    else if (strcmp(c->pos_encoding, "fire") == 0)
+        g->pos_encoding = ATTN_POS_FIRE;
     else {
-        snprintf(
-            err, errcap,
-            "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi, none or xpos)",
-            c->pos_encoding);
+        snprintf(err, errcap,
+                 "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi, none, xpos "
+                 "or fire)",
+                 c->pos_encoding);
         return -1;
     }
     if (g->n_layer > GPT2_MAX_LAYERS) {
@@ -151,6 +153,15 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
         return -1;
     }
     if (parse_spec(vs, L, c->attention, err, errcap)) return -1;
+    if (strcmp(c->pos_encoding, "fire") == 0)
+        for (int l = 0; l < L; l++)
+            if (!attn_pos_supported(vs[l], ATTN_POS_FIRE)) {
+                snprintf(err, errcap,
+                         "key 'pos_encoding': fire adds a learned bias to the attention logits, "
+                         "which '%s' (layer %d) does not form; use rope, alibi, xpos or none",
+                         vs[l]->name, l);
+                return -1;
+            }
     util_strlcpy(m->attention, c->attention, sizeof(m->attention));
     // the inner row map of layer-level variants
     const AttnVariant* inner = attn_lookup("softmax");

@@ -150,6 +150,14 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
         add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 1, PINIT_VARIANT, 0)->variant_owned =
             1;
     }
+    // pos_encoding = fire: one FIRE parameter vector per layer, decay-free
+    m->fire_spec = -1;
+    if (cfg->pos_encoding == ATTN_POS_FIRE) {
+        m->fire_spec = m->nspecs;
+        add_spec(m, "fire", 2, SHAPE(L, (size_t)attn_fire_nparams(cfg->n_head)), 1, PINIT_VARIANT,
+                 0)
+            ->variant_owned = 1;
+    }
     // layer-level tensors: one stacked tensor per (variant, tensor) in use
     for (int l = 0; l < cfg->n_layer; l++) {
         LayerAttn* la = &m->la[l];
@@ -302,6 +310,8 @@ void gpt2_init(GPT2* m, uint64_t seed) {
     }
     for (int l = 0; l < c->n_layer; l++) {
         LayerAttn* la = &m->la[l];
+        if (m->fire_spec >= 0)
+            attn_fire_init(gpt2_tensor(m, m->params, m->fire_spec, l), c->n_head, rng_u64(&r));
         int P = la->row->params_per_head;
         if (P > 0) {
             float* p = gpt2_tensor(m, m->params, m->attnp_spec, l);
@@ -476,6 +486,10 @@ static AttnLayer make_layer(GPT2* m, int l, int B, int T) {
         L.rowp_stride = m->maxP;
         L.rowp = gpt2_tensor(m, m->params, m->attnp_spec, l);
         L.drowp = gpt2_tensor(m, m->grads, m->attnp_spec, l);
+    }
+    if (m->fire_spec >= 0) {
+        L.posp = gpt2_tensor(m, m->params, m->fire_spec, l);
+        L.dposp = gpt2_tensor(m, m->grads, m->fire_spec, l);
     }
     for (int k = 0; k < la->ntensors; k++) {
         L.tp[k] = gpt2_tensor(m, m->params, la->tensor_spec[k], l);

@@ -112,6 +112,7 @@ typedef struct {
     LayerAttn la[GPT2_MAX_LAYERS];
     int maxP;       // largest params_per_head among the layers' row maps
     int attnp_spec; // ParamSpec index of "attnp" (L, NH, maxP), -1 if none
+    int fire_spec;  // ParamSpec index of "fire" (L, attn_fire_nparams(NH)) under fire, else -1
     ParamSpec specs[GPT2_MAX_SPECS];
     int nspecs;
     size_t num_params;

@@ -20,8 +20,8 @@
 // "attnlab.<name>", whole.
 
 static const char* pos_name(int pe) {
-    static const char* names[] = {"learned", "rope", "alibi", "none"};
-    return pe >= 0 && pe < 4 ? names[pe] : "learned";
+    static const char* names[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
+    return pe >= 0 && pe < 6 ? names[pe] : "learned";
 }
 
 int hf_is_plain_gpt2(const GPT2* m) {
@@ -315,7 +315,7 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
     cfg->pos_encoding = ATTN_POS_LEARNED;
     const Jv* pe = jv_get(&root, "attnlab_pos_encoding");
     if (pe && pe->t == JV_STR) {
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 6; i++)
             if (strcmp(pe->s, pos_name(i)) == 0) cfg->pos_encoding = i;
     }
     const Jv* qk = jv_get(&root, "attnlab_qk_norm");

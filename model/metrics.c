@@ -140,6 +140,12 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
     const LayerAttn* la = &m->la[l];
     const int default_pipe = la->v->layer_forward == NULL;
     const int alibi = default_pipe && m->cfg.pos_encoding == ATTN_POS_ALIBI;
+    // under fire the row map saw this layer's learned bias table (NH, T, T) on top of q.k
+    float* fire = NULL;
+    if (default_pipe && m->fire_spec >= 0) {
+        fire = allocFloats((size_t)NH * T * T);
+        attn_fire_bias(fire, gpt2_tensor(m, m->params, m->fire_spec, l), NH, T, mt->nthreads);
+    }
     const int want_stat = default_pipe && la->row->row_stat != NULL;
     const float* qkv = m->qkv + (size_t)l * B * T * 3 * C;
     const float* att = m->att + (size_t)l * B * NH * T * T;
@@ -171,6 +177,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
                 float* srow = S + (size_t)t * T;
                 for (int j = 0; j <= t; j++) {
                     if (alibi) srow[j] -= slope * (float)(t - j);
+                    if (fire) srow[j] += fire[((size_t)h * T + t) * T + j];
                     float a = fabsf(srow[j]);
                     if (a > mx || isnan(a)) mx = a;
                 }
@@ -205,6 +212,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
             }
         }
     }
+    free(fire);
 }
 
 // ---------------------------------------------------------------------------------------------

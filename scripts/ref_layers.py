@@ -10,11 +10,11 @@ usage:
   /usr/bin/python3 scripts/ref_layers.py --list      names of the layer-level variants covered
   /usr/bin/python3 scripts/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
       inputs DIR/<id>.x.npy (B,T,C), <id>.qkv.npy (B,T,3C), <id>.rowp.npy (NH,P) when P > 0 and
-      <id>.t.<name>.npy (the variant's layer tensors), write <id>.ref_out.npy (B,T,C) and
-      <id>.ref_att.npy (B,NH,T,T).
+      <id>.t.<name>.npy (the variant's layer tensors), <id>.fire.npy (the FIRE vector) under
+      pos = fire, write <id>.ref_out.npy (B,T,C) and <id>.ref_att.npy (B,NH,T,T).
 
 A case line is a JSON object: id, variant, hp {name: number or choice word}, inner, inner_hp,
-pos (learned | rope | alibi | none), B, T, C, NH, P, tensors [names]. An unknown variant,
+pos (learned | rope | alibi | none | xpos | fire), B, T, C, NH, P, tensors [names]. An unknown variant,
 hyperparameter or choice word is an error naming it (exit 2).
 
 Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
@@ -23,6 +23,9 @@ RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 1000
 (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554, Sec. 3.2):
 the RoPE rotation times zeta_i^(t/512) on q and zeta_i^(-t/512) on k, zeta_i = (2i/hs + 0.4)/1.4
 (gamma = 0.4, scale base 512; positions not centred). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
+FIRE (Li et al. 2023, arXiv 2310.04418, eq. for b(i, j) in Sec. 3): s_tj += f_h(psi(t - j) / psi(max(L, t))),
+psi(r) = ln(c r + 1), f an MLP of the scalar with one ReLU hidden layer (32 units) and one output per
+head; the vector is [c, l, W1 (32), b1 (32), W2 (NH, 32), b2 (NH)] with c used as |c| and L = 512 |l|.
 A learned position embedding (and none) leaves the attention layer unchanged.
 Linear weights (out, in) act as y = x W^T + b, as in PyTorch's nn.Linear.
 """
@@ -33,11 +36,9 @@ import sys
 
 import numpy as np
 
-POS = ("learned", "rope", "alibi", "none", "xpos")
+from ref_posenc import RefError, alibi_slopes, fire_bias, rope, xpos  # noqa: F401 (re-exported)
 
-
-class RefError(Exception):
-    pass
+POS = ("learned", "rope", "alibi", "none", "xpos", "fire")
 
 
 def sigmoid(z):
@@ -50,33 +51,6 @@ def softplus(z):
 
 # ---------------------------------------------------------------------------------------------
 # position encodings
-
-
-def rope(x):
-    """x (B, NH, T, hs): rotate interleaved pairs by t * 10000^(-2i/hs) (RoFormer eq. 13-15)."""
-    T, hs = x.shape[2], x.shape[3]
-    theta = 10000.0 ** (-2.0 * np.arange(hs // 2) / hs)
-    ang = np.arange(T)[:, None] * theta[None, :]  # (T, hs/2)
-    c, s = np.cos(ang), np.sin(ang)
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    out = np.empty_like(x)
-    out[..., 0::2] = x0 * c - x1 * s
-    out[..., 1::2] = x0 * s + x1 * c
-    return out
-
-
-def xpos(x, is_key):
-    """x (B, NH, T, hs): RoPE, then pair i of position t scaled by zeta_i^(+-t/512) (xPos eq. in
-    Sec. 3.2: q_n zeta^(n/B), k_m zeta^(-m/B), zeta_i = (i/(d/2) + gamma)/(1 + gamma))."""
-    T, hs = x.shape[2], x.shape[3]
-    zeta = (2.0 * np.arange(hs // 2) / hs + 0.4) / 1.4
-    sc = zeta[None, :] ** ((-1.0 if is_key else 1.0) * np.arange(T)[:, None] / 512.0)  # (T, hs/2)
-    return rope(x) * np.repeat(sc, 2, axis=1)
-
-
-def alibi_slopes(NH):
-    """Press et al., ALiBi: the geometric sequence 2^(-8/NH), 2^(-16/NH), ..."""
-    return 2.0 ** (-8.0 * (np.arange(NH) + 1) / NH)
 
 
 def rel(T):
@@ -195,7 +169,7 @@ def relu_form(form, S, mask):
 class Layer:
     """One case: inputs split into heads, position encoding, the inner map and its params."""
 
-    def __init__(self, case, x, qkv, rowp, tensors):
+    def __init__(self, case, x, qkv, rowp, tensors, fire=None):
         self.B, self.T, self.C, self.NH = case["B"], case["T"], case["C"], case["NH"]
         self.hs = self.C // self.NH
         self.pos = case["pos"]
@@ -208,6 +182,11 @@ class Layer:
         self.layer = case.get("layer", 0)  # 0-based layer index (diff's depth schedule)
         self.x, self.qkv, self.rowp, self.t = x, qkv, rowp, tensors
         self.dj, self.mask = rel(self.T)
+        self.fire = 0.0  # additive (1, NH, T, T) logit bias under fire
+        if self.pos == "fire":
+            if fire is None:
+                raise RefError("pos = fire without a FIRE parameter vector")
+            self.fire = fire_bias(fire, self.NH, self.T)[None]
 
     def heads(self, a):  # (B, T, C) -> (B, NH, T, hs)
         return a.reshape(self.B, self.T, self.NH, self.hs).transpose(0, 2, 1, 3)
@@ -232,7 +211,7 @@ class Layer:
         S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
         if self.pos == "alibi":
             S = S + alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
-        return S
+        return S + self.fire
 
     def inner_map(self, S, name=None, hp=None):
         return rowmap(name or self.inner, self.inner_hp if hp is None else hp, S, self.mask,
@@ -373,8 +352,15 @@ def v_linear(L):
     feature = galerkin (Cao 2021, arXiv 2105.14995): K_tj = q_t . LN(k_j) w_tj, A = K / n_t, values
     LN(v_j); LN over the head's channels, eps 1e-5, no affine.
     feature = flatten (Han et al. 2023, arXiv 2308.00442): phi = |r| r^3 / |r^3|, r = ReLU(x) + 1e-6,
-    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output."""
-    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm"))
+    plus a causal depthwise convolution of v (kernel 5, per channel, with bias) added to the output.
+    feature = performer (Choromanski et al. 2021, arXiv 2009.14794, FAVOR+ positive random
+    features): phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x / hs^(1/4), with the case's random
+    matrix W (NH, m, hs) read from <id>.perf_w.npy (the draw itself is checked in test_linear_maps).
+    feature = cottention (Mongaras et al. 2024, arXiv 2409.18747): K = cos(q_t, k_j) =
+    q^.k^, x^ = x / sqrt(|x|^2 + 1e-6); under divide A = K / n_t (the cosine is signed).
+    feature = slay (Luna et al. 2026, arXiv 2602.04915): the spherical Yat kernel
+    (q^.k^)^2 / (|q^ - k^|^2 + yat_eps), with |q^ - k^|^2 computed from the unit vectors."""
+    check_keys("linear", L.hp, ("feature", "eps", "cos_len", "norm", "rf_m", "redraw", "yat_eps"))
     q, k, v = L.qkv_heads(L.qkv)
     q, k = L.rotate(q, k)
     f = L.hp.get("feature", "elu1")
@@ -395,6 +381,20 @@ def v_linear(L):
             rp = r ** 3
             return np.linalg.norm(r, axis=-1, keepdims=True) * rp / np.linalg.norm(
                 rp, axis=-1, keepdims=True)
+    elif f == "performer":
+        W = L.t["perf_w"]  # (NH, m, hs)
+        m = W.shape[1]
+        if int(float(L.hp.get("rf_m", 0))) not in (0, m) or (
+                int(float(L.hp.get("rf_m", 0))) == 0 and m != 2 * L.hs):
+            raise RefError(f"performer: {m} random features for rf_m = {L.hp.get('rf_m', 0)}")
+
+        def phi(z):
+            zs = z / L.hs ** 0.25
+            return np.exp(np.einsum("bhti,hmi->bhtm", zs, W)
+                          - 0.5 * (zs * zs).sum(-1, keepdims=True)) / math.sqrt(m)
+    elif f in ("cottention", "slay"):
+        def phi(z):
+            return z / np.sqrt((z * z).sum(-1, keepdims=True) + 1e-6)
     elif f == "hedgehog":
         I = np.eye(L.hs)
 
@@ -408,6 +408,11 @@ def v_linear(L):
         raise RefError(f"linear: unknown feature '{f}'")
     if f == "galerkin":
         K = q @ ln(k).transpose(0, 1, 3, 2)
+    elif f == "slay":  # Yat kernel on the unit vectors: (q.k)^2 / (|q - k|^2 + eps)
+        qh, kh = phi(q), phi(k)
+        dot = qh @ kh.transpose(0, 1, 3, 2)
+        d2 = (qh * qh).sum(-1)[..., :, None] + (kh * kh).sum(-1)[..., None, :] - 2.0 * dot
+        K = dot ** 2 / (d2 + float(L.hp.get("yat_eps", 1e-2)))
     else:
         K = phi(q) @ phi(k).transpose(0, 1, 3, 2)
     w = np.ones((L.T, L.T))[None, None]
@@ -421,7 +426,7 @@ def v_linear(L):
     if norm == "subtract":  # InLine (Han et al. 2024): K - mean_{j<=t} K + 1/n_t over the prefix
         n = L.n()[None, None, :, None]
         A = np.where(L.mask, K - K.sum(-1, keepdims=True) / n + 1.0 / n, 0.0)
-    elif norm == "divide" and f == "galerkin":  # 1/n_t, the causal count of keys
+    elif norm == "divide" and f in ("galerkin", "cottention"):  # 1/n_t, the causal key count
         A = K / L.n()[None, None, :, None]
     elif norm == "divide":
         A = K / (K.sum(-1, keepdims=True) + float(L.hp.get("eps", 1e-6)))
@@ -530,8 +535,8 @@ def v_diff(L):
     ali = 0.0
     if L.pos == "alibi":
         ali = alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None]
-    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
-    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali
+    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
+    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
     D = np.where(L.mask, L.inner_map(S1) - lam * L.inner_map(S2), 0.0)
     U = D @ v
     o = (1.0 - lam0) * t["w"] * U / np.sqrt((U * U).mean(-1, keepdims=True) + 1e-5)
@@ -659,9 +664,9 @@ def default_attention(L):
     return L.merge(O), A
 
 
-def layer_forward(case, x, qkv, rowp, tensors):
+def layer_forward(case, x, qkv, rowp, tensors, fire=None):
     """out (B,T,C), att (B,NH,T,T) of one attention layer (a layer-level variant or a row map)."""
-    L = Layer(case, x, qkv, rowp, tensors)
+    L = Layer(case, x, qkv, rowp, tensors, fire)
     fn = LAYER_VARIANTS.get(case["variant"])
     if fn is None:
         L.inner, L.inner_hp = case["variant"], case.get("hp", {})
@@ -687,9 +692,10 @@ def run_dir(d):
             pre = os.path.join(d, cid)
             rowp = load(pre + ".rowp.npy") if case.get("P", 0) > 0 else np.zeros((case["NH"], 0))
             tensors = {nm: load(f"{pre}.t.{nm}.npy") for nm in case.get("tensors", [])}
+            fire = load(pre + ".fire.npy") if case["pos"] == "fire" else None
             try:
                 out, att = layer_forward(case, load(pre + ".x.npy"), load(pre + ".qkv.npy"),
-                                         rowp, tensors)
+                                         rowp, tensors, fire)
             except (RefError, KeyError) as e:
                 raise RefError(f"cases.jsonl:{lineno} ({cid}, {case['variant']}): {e}")
             np.save(pre + ".ref_out.npy", out.astype(np.float32))

@@ -69,6 +69,12 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
         for (int k = 0; k < P; k++)
             h->rowp[hd * P + k] += 0.02f * rng_normal(&r);
     }
+    h->nposp = (size_t)attn_fire_nparams(NH);
+    h->posp = real_alloc(h->nposp);
+    h->dposp = real_alloc(h->nposp);
+    attn_fire_init(h->posp, NH, rng_u64(&r));
+    for (size_t i = 2; i < h->nposp; i++)
+        h->posp[i] += 0.05f * rng_normal(&r);
     size_t rs = attn_row_scratch(h->row, T), rs_own = attn_row_scratch(h->own.row, T);
     h->ws = attn_workspace_new(B, T, NH, nthreads, rs > rs_own ? rs : rs_own, P);
     h->L = (AttnLayer){.v = v,
@@ -82,6 +88,8 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
                        .seed = 11,
                        .pos_encoding = pos,
                        .qk_pos = h->qk_pos,
+                       .posp = h->posp,
+                       .dposp = h->dposp,
                        .rowp = P ? h->rowp : NULL,
                        .drowp = P ? h->drowp : NULL,
                        .x = h->x,
@@ -113,6 +121,8 @@ void harness_free(AttnHarness* h) {
     free(h->qk_pos);
     free(h->rowp);
     free(h->drowp);
+    free(h->posp);
+    free(h->dposp);
     free(h->dx);
     free(h->dqkv);
     attn_workspace_free(h->ws);
@@ -123,6 +133,7 @@ void harness_zero_grads(AttnHarness* h) {
     memset(h->dx, 0, sizeof(real) * BTC);
     memset(h->dqkv, 0, sizeof(real) * 3 * BTC);
     memset(h->drowp, 0, sizeof(real) * ((size_t)h->d.NH * h->row->params_per_head + 1));
+    memset(h->dposp, 0, sizeof(real) * h->nposp);
     for (int k = 0; k < h->ntens; k++)
         memset(h->dtp[k], 0, sizeof(real) * h->tsize[k]);
 }

@@ -23,6 +23,8 @@ typedef struct {
     size_t tsize[ATTN_MAX_TENSORS];
     real *x, *qkv, *out, *att, *cache, *qk_pos, *rowp, *w; // w: upstream gradient of out
     real *dx, *dqkv, *drowp;
+    real *posp, *dposp; // FIRE parameters (used under pos_encoding = fire) and their gradient
+    size_t nposp;
     AttnWorkspace* ws;
     AttnLayer L;
 } AttnHarness;
@@ -31,7 +33,8 @@ typedef struct {
 // layer-level variant wraps hp->inner, default softmax) under position encoding `pos`.
 // Layer tensors start at their declared init plus N(0, tensor_noise) (tensor_noise <= 0: the
 // declared std, or 0.05 for constant inits); row parameters at their init plus N(0, 0.02);
-// x, qkv and w are N(0, 1). Everything is drawn from `seed`.
+// x, qkv and w are N(0, 1); FIRE parameters at attn_fire_init plus N(0, 0.05) on the MLP
+// (the layer reads them only under pos_encoding = fire). Everything is drawn from `seed`.
 void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, int pos, int B,
                    int T, int C, int NH, int nthreads, real tensor_noise, uint64_t seed);
 void harness_free(AttnHarness* h);

@@ -148,6 +148,7 @@ static int attnp_used(const GPT2* m, int l, int k) {
 
 // Is spec si a tensor of layer l's variant?
 static int tensor_in_layer(const GPT2* m, int si, int l) {
+    if (si == m->fire_spec) return 1; // pos_encoding = fire: every layer reads its FIRE vector
     for (int k = 0; k < m->la[l].ntensors; k++)
         if (m->la[l].tensor_spec[k] == si) return 1;
     return 0;

@@ -4,9 +4,11 @@
 // around several inner maps:
 //   - B = 2, T = 9, C = 8, NH = 2, batch items drawn independently (so a reduction over the
 //     batch that drops an item fails), under pos_encoding = learned and one of rope, alibi,
-//     none in turn;
-//   - gradients of qkv (q, k, v), the layer input x, the per-head row parameters and every
-//     layer tensor against 4-point differences at h = 1e-4, 1e-6 relative tolerance;
+//     none in turn, and the first configuration once more under fire (when the variant forms
+//     logits; attn_pos_supported);
+//   - gradients of qkv (q, k, v), the layer input x, the per-head row parameters, every layer
+//     tensor and (under fire) the FIRE parameters against 4-point differences at h = 1e-4, 1e-6
+//     relative tolerance;
 //   - straight-through row maps: the backward against the declared surrogate;
 //   - every declared vector (each row parameter and each layer tensor) must be checked with a
 //     nonzero gradient under at least one configuration, and qkv always; at most half of a
@@ -30,6 +32,7 @@ typedef struct {
     int tens[ATTN_MAX_TENSORS]; // per layer tensor (in layer_tensors order)
     char tname[ATTN_MAX_TENSORS][64];
     int ntens;
+    int fire; // FIRE parameter vectors checked with a nonzero gradient
 } Usage;
 
 static Attn64Count check_vec(AttnHarness* h, const char* label, real* x, const real* g, size_t n,
@@ -46,7 +49,7 @@ static Attn64Count check_vec(AttnHarness* h, const char* label, real* x, const r
 }
 
 static void layer_one(const Attn64Cfg* c, int pos, Usage* u) {
-    static const char* const POS[] = {"learned", "rope", "alibi", "none"};
+    static const char* const POS[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
     char label[240];
     snprintf(label, sizeof(label), "%s (layer B=%d T=%d NH=%d, pos_encoding=%s)", c->label, B_, T_,
              NH_, POS[pos]);
@@ -73,6 +76,7 @@ static void layer_one(const Attn64Cfg* c, int pos, Usage* u) {
     const size_t BTC = (size_t)B_ * T_ * C_;
     double gmax = fmax(attn64_max_abs(h.dqkv, 3 * BTC), attn64_max_abs(h.dx, BTC));
     if (P) gmax = fmax(gmax, attn64_max_abs(h.drowp, (size_t)NH_ * P));
+    if (pos == ATTN_POS_FIRE) gmax = fmax(gmax, attn64_max_abs(h.dposp, h.nposp));
     for (int k = 0; k < h.ntens; k++)
         gmax = fmax(gmax, attn64_max_abs(h.dtp[k], h.tsize[k]));
     Attn64Count cq = check_vec(&h, label, h.qkv, h.dqkv, 3 * BTC, gmax, "qkv");
@@ -96,6 +100,11 @@ static void layer_one(const Attn64Cfg* c, int pos, Usage* u) {
         snprintf(u->tname[k], sizeof(u->tname[k]), "%s", h.specs[k].name);
         if (k + 1 > u->ntens) u->ntens = k + 1;
     }
+    if (pos == ATTN_POS_FIRE) {
+        Attn64Count cf = check_vec(&h, label, h.posp, h.dposp, h.nposp, gmax, "fire");
+        // dead ReLU units leave a quarter or more of W1, b1, W2 unused; c, l must be live
+        if ((size_t)cf.checked >= h.nposp / 4 && h.dposp[0] != 0 && h.dposp[1] != 0) u->fire++;
+    }
     harness_free(&h);
 }
 
@@ -109,6 +118,13 @@ START_TEST(test_layer_gradcheck64) {
     for (int i = 0; i < nc; i++) {
         layer_one(&cfgs[i], ATTN_POS_LEARNED, &u);
         layer_one(&cfgs[i], 1 + i % 3, &u); // rope, alibi, none in turn
+    }
+    if (attn_pos_supported(v, ATTN_POS_FIRE)) {
+        layer_one(&cfgs[0], ATTN_POS_FIRE, &u);
+        ck_assert_msg(u.fire == 1,
+                      "%s: FIRE parameters (c, l and a quarter of the MLP) not "
+                      "checked with a nonzero gradient under fire",
+                      v->name);
     }
     if (!v->layer_forward)
         for (int k = 0; k < v->params_per_head; k++)

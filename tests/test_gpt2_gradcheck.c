@@ -5,7 +5,8 @@
 //   - layer-level variants also around an inner row map with per-head parameters (ssmax);
 //   - mixed per-layer variants whose row maps have different parameter counts (the attnp
 //     stride plumbing), and a wrapper in one layer only;
-//   - each position encoding (learned, rope, alibi, none) once, on a mixed model;
+//   - each position encoding (learned, rope, alibi, none, xpos, fire) once, on a mixed model
+//     (under fire its per-layer "fire" tensor is checked with the others).
 //   - the residual-path options (residual = attnres | delta_attnres, value_residual = 1), alone,
 //     together and on a mixed model: resid.query and value_residual.lambda in every layer.
 //   - attention-only blocks (mlp = 0).
@@ -179,7 +180,7 @@ END_TEST
 START_TEST(test_posenc_gradcheck) {
     // each position encoding once, on a row map with parameters and a layer-level variant
     omp_set_num_threads(1);
-    static const char* const POS[] = {"learned", "rope", "alibi", "none"};
+    static const char* const POS[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
     int p = _i;
     MgcReport r = run_spec("0:ssmax,1:gated", "attn.bias=learn", POS[p], NULL, 0);
     ck_assert_int_eq(r.unused, 0);
@@ -244,7 +245,7 @@ static Suite* gradcheck_suite(void) {
     TCase* tm = tcase_create("plumbing");
     tcase_set_timeout(tm, 120);
     tcase_add_test(tm, test_mixed_layers_stride_gradcheck);
-    tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 4);
+    tcase_add_loop_test(tm, test_posenc_gradcheck, 0, 6);
     tcase_add_test(tm, test_attention_only_gradcheck);
     suite_add_tcase(s, tm);
     TCase* tr = tcase_create("residual");

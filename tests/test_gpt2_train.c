@@ -176,6 +176,73 @@ START_TEST(test_every_variant_trains) {
     ck_assert_msg(isfinite(val), "%s: val loss not finite", v->name);
 }
 END_TEST
+START_TEST(test_linear_maps_train) {
+    // linear attention's Performer (redrawn every 10 steps), Cottention and SLAY feature maps:
+    // 40 steps with a falling loss (test_every_variant_trains runs linear at its default map)
+    static const char* const SET[] = {"attn.feature=performer", "attn.feature=cottention",
+                                      "attn.feature=slay"};
+    const char* dir = test_tmpdir();
+    test_write_shards(dir, 300, 61, 20000, 3000);
+    Config c;
+    char out[32], err[1024];
+    snprintf(out, sizeof(out), "lin%d", _i);
+    run_config(&c, dir, out, 300);
+    util_strlcpy(c.attention, "linear", sizeof(c.attention));
+    ck_assert_int_eq(config_apply_arg(&c, SET[_i], err, sizeof(err)), 0);
+    if (_i == 0) ck_assert_int_eq(config_apply_arg(&c, "attn.redraw=10", err, sizeof(err)), 0);
+    c.max_steps = 40;
+    c.eval_every = 0;
+    c.eval_steps = 2;
+    ck_assert_int_eq(do_run(&c), 0);
+    double l[64], val = NAN;
+    int k = read_losses(c.out_dir, l, 64, &val);
+    ck_assert_int_eq(k, 40);
+    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
+    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", SET[_i], first, last);
+    ck_assert_msg(isfinite(val), "%s: val loss not finite", SET[_i]);
+}
+END_TEST
+
+START_TEST(test_fire_trains) {
+    // pos_encoding = fire: 40 steps with a falling loss, and the FIRE tensor (c, L and the MLP
+    // of every layer) moves from its init
+    const char* dir = test_tmpdir();
+    test_write_shards(dir, 300, 61, 20000, 3000);
+    Config c;
+    run_config(&c, dir, "fire", 300);
+    util_strlcpy(c.pos_encoding, "fire", sizeof(c.pos_encoding));
+    c.max_steps = 40;
+    c.eval_every = 0;
+    c.eval_steps = 2;
+    ck_assert_int_eq(do_run(&c), 0);
+    double l[64], val = NAN;
+    int k = read_losses(c.out_dir, l, 64, &val);
+    ck_assert_int_eq(k, 40);
+    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
+    ck_assert_msg(last < first - 0.3, "fire: loss did not fall (%.3f -> %.3f)", first, last);
+    ck_assert_msg(isfinite(val), "fire: val loss not finite");
+    GPT2 a, fresh;
+    test_build_model(&a, &c, 1, 32, 1);
+    test_build_model(&fresh, &c, 1, 32, (uint64_t)c.seed);
+    char path[700], err[1024];
+    long step;
+    snprintf(path, sizeof(path), "%s/model_%08d.bin", c.out_dir, 40);
+    ck_assert_msg(ckpt_load_model(&a, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_ge(a.fire_spec, 0);
+    const ParamSpec* fs = &a.specs[a.fire_spec];
+    const size_t per = fs->size / fs->shape[0];
+    for (int ly = 0; ly < c.n_layer; ly++) {
+        const float* p1 = gpt2_tensor(&a, a.params, a.fire_spec, ly);
+        const float* p0 = gpt2_tensor(&fresh, fresh.params, fresh.fire_spec, ly);
+        ck_assert_msg(p1[0] != p0[0], "layer %d: FIRE's c did not move", ly);
+        ck_assert_msg(memcmp(p1 + 2, p0 + 2, sizeof(float) * (per - 2)) != 0,
+                      "layer %d: FIRE's MLP did not move", ly);
+    }
+    gpt2_free(&a);
+    gpt2_free(&fresh);
+}
+END_TEST
+
 START_TEST(test_mixed_layers_train_and_checkpoint) {
     // per-layer variants: a row map with per-head params, a layer-level wrapper and softmax
     const char* dir = test_tmpdir();
@@ -238,6 +305,8 @@ static Suite* gpt2_train_suite(void) {
     tcase_add_test(tr, test_overfit_one_batch);
     tcase_add_test(tr, test_tiny_gpt2_vocab_learns);
     tcase_add_test(tr, test_mixed_layers_train_and_checkpoint);
+    tcase_add_test(tr, test_fire_trains);
+    tcase_add_loop_test(tr, test_linear_maps_train, 0, 3);
     tcase_add_loop_test(tr, test_every_variant_trains, 0, attn_count());
     suite_add_tcase(s, tr);
     return s;

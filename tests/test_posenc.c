@@ -1,9 +1,10 @@
-// tests/test_posenc.c: position encodings (learned, rope, alibi, none) and long-context
-// evaluation.
+// tests/test_posenc.c: position encodings (learned, rope, alibi, none, xpos, fire) and
+// long-context evaluation.
 //   - RoPE against a double-precision reference rotation; inverse and norm; scores depend only
-//     on the relative position;
+//     on the relative position; xPos likewise (FIRE's own tests: tests/test_fire.c);
 //   - a layer gradient check (finite differences, loss in double) of every registered variant
-//     under rope, alibi and none, on q, k, v, the layer input, row parameters and layer tensors;
+//     under rope, alibi, none, xpos and fire, on q, k, v, the layer input, row parameters, layer
+//     tensors and (under fire) the FIRE parameters;
 //   - a whole-model gradient check (B=1, T=5, C=8, L=1, NH=2, vocab 64) per position encoding,
 //     for softmax and for layer-level variants under rope;
 //   - sliding-window rows: exactly 0 outside the window; stochastic windows are a function of
@@ -24,9 +25,10 @@
 #include "tests/attn_harness.h"
 #include "tests/testutil.h"
 
-static const int POS[4] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS};
-static const char* const POS_NAME[5] = {"learned", "rope", "alibi", "none", "xpos"};
-#define N_POS 4
+static const int POS[5] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS,
+                           ATTN_POS_FIRE};
+static const char* const POS_NAME[6] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
+#define N_POS 5
 
 // 4-point central difference of f at *x with step h
 static double fd(void* prob, double (*f)(void*), float* x, double h) {
@@ -218,9 +220,12 @@ START_TEST(test_layer_gradcheck_posenc) {
     const int vi = _i / N_POS, pi = _i % N_POS;
     const AttnVariant* v = LAYER_VARIANTS[vi];
     const int pos = POS[pi];
+    if (!attn_pos_supported(v, pos)) return; // fire on a variant without logits: refused
     AttnHarness p;
-    // seeds of the first three encodings as when they were the only ones; xpos draws its own
-    const uint64_t seed = pi < 3 ? 77 + (uint64_t)(vi * 3 + pi) : 7077 + (uint64_t)vi;
+    // seeds of the first three encodings as when they were the only ones; xpos, fire draw theirs
+    const uint64_t seed = pi < 3    ? 77 + (uint64_t)(vi * 3 + pi)
+                          : pi == 3 ? 7077 + (uint64_t)vi
+                                    : 9077 + (uint64_t)vi;
     harness_setup(&p, v, NULL, pos, 1, 5, 8, 2, 1, 0.1f, seed);
     attention_forward(&p.L);
     attention_backward(&p.L);
@@ -244,6 +249,14 @@ START_TEST(test_layer_gradcheck_posenc) {
         size_t stride = p.tsize[k] > 60 ? p.tsize[k] / 60 : 1;
         check_grad(&p, harness_loss, p.tp[k], p.dtp[k], p.tsize[k], stride, 1e-2, atol, what);
     }
+    if (pos == ATTN_POS_FIRE) {
+        snprintf(what, sizeof(what), "%s/fire: layer dfire", v->name);
+        ck_assert_msg(max_abs(p.dposp, p.nposp) > 0, "%s: FIRE parameters have no gradient", what);
+        check_grad(&p, harness_loss, p.posp, p.dposp, p.nposp, 3, 1e-2, atol, what);
+    } else {
+        ck_assert_msg(max_abs(p.dposp, p.nposp) == 0, "%s/%s: FIRE parameters got a gradient",
+                      v->name, POS_NAME[pos]);
+    }
     harness_free(&p);
 }
 END_TEST
@@ -255,8 +268,10 @@ START_TEST(test_layer_sees_position) {
     const int T = 6, C = 8, BTC = T * C;
     float* ref = allocFloats((size_t)BTC);
     AttnHarness p;
-    static const int ORDER[N_POS] = {ATTN_POS_NONE, ATTN_POS_ALIBI, ATTN_POS_ROPE, ATTN_POS_XPOS};
+    static const int ORDER[N_POS] = {ATTN_POS_NONE, ATTN_POS_ALIBI, ATTN_POS_ROPE, ATTN_POS_XPOS,
+                                     ATTN_POS_FIRE};
     for (int k = 0; k < N_POS; k++) {
+        if (!attn_pos_supported(v, ORDER[k])) continue;
         harness_setup(&p, v, NULL, ORDER[k], 1, T, C, 2, 1, 0.1f,
                       555); // none first, then alibi, rope, xpos
         attention_forward(&p.L);
@@ -321,7 +336,8 @@ static const struct {
 } MODEL_CASES[] = {
     {"softmax", "learned"}, {"softmax", "rope"},       {"softmax", "alibi"}, {"softmax", "none"},
     {"boosted", "rope"},    {"twicing", "rope"},       {"linear", "rope"},   {"window", "rope"},
-    {"softmax", "xpos"},    {"talking_heads", "xpos"},
+    {"softmax", "xpos"},    {"talking_heads", "xpos"}, {"softmax", "fire"},  {"diff", "fire"},
+    {"selective", "fire"},
 };
 
 START_TEST(test_model_gradcheck_posenc) {

@@ -6,7 +6,8 @@
 // several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
-// once under xpos; the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
+// once under xpos and, when the variant forms logits, once under fire (c = 0.25, L = 5.5 < T);
+// the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
 // besides the default softmax, each under rope and alibi; every choice value of every choice
 // hyperparameter (twice, under different position encodings and sizes); three values of every
 // numeric hyperparameter (NUM_VALUES below; a numeric hyperparameter without an entry fails the
@@ -33,7 +34,7 @@
 #define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
 #define MAXCASE 400
 
-static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos"};
+static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
 
 // Numeric hyperparameters of the layer-level variants: three values each (the default among
 // them), with the setting (if any) under which the key takes effect.
@@ -51,6 +52,9 @@ static const NumValues NUM_VALUES[] = {
     {"rela", "rela_eps", {"1e-5", "0.01", "0.5"}, NULL},
     {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
     {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
+    {"linear", "rf_m", {"0", "5", "12"}, "feature=performer"},
+    {"linear", "redraw", {"0", "1", "2"}, "feature=performer"},
+    {"linear", "yat_eps", {"0.01", "0.001", "0.5"}, "feature=slay"},
     {"diff", "lambda0", {"0.8", "0.3", "-0.5"}, "lambda_mode=fixed"},
     {"deltanet", "chunk", {"0", "1", "5"}, NULL},
     {"gated_deltanet", "chunk", {"0", "3", "16"}, NULL},
@@ -174,6 +178,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     rng_seed(&r, 77 + (uint64_t)cs->n);
     for (int k = 0; k < NH * P; k++) // row parameters well away from their init
         h.rowp[k] += 0.3f * rng_normal(&r);
+    if (pos == ATTN_POS_FIRE) { // c off its init, the threshold L = 5.5 inside the rows
+        h.posp[0] = 0.25f;
+        h.posp[1] = 5.5f / 512.0f;
+    }
     attention_forward(&h.L);
     c->nout = (size_t)B * T * C;
     c->natt = (size_t)B * NH * T * T;
@@ -185,6 +193,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     save(cs, c->id, "x", h.x, sx, 3);
     save(cs, c->id, "qkv", h.qkv, sq, 3);
     if (P > 0) save(cs, c->id, "rowp", h.rowp, sp, 2);
+    if (pos == ATTN_POS_FIRE) {
+        int sf[1] = {(int)h.nposp};
+        save(cs, c->id, "fire", h.posp, sf, 1);
+    }
     FILE* f = cs->manifest;
     fprintf(f, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,\"C\":%d,",
             c->id, v->name, POS_NAMES[pos], B, T, C);
@@ -202,6 +214,23 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
         save(cs, c->id, what, h.tp[k], shape, h.specs[k].ndim);
         fprintf(f, "%s\"%s\"", k ? "," : "", h.specs[k].name);
     }
+    const int fi = attn_hparam_index(v, "feature");
+    char fw[64] = "";
+    if (strcmp(v->name, "linear") == 0 && fi >= 0)
+        choice_word(fw, sizeof(fw), v->hparams[fi].choices, (int)h.hp.v[fi]);
+    if (strcmp(fw, "performer") == 0) {
+        // the layer's random features (the draw is checked in test_linear_maps): the reference
+        // takes them as given
+        const int mm = h.hp.v[4] > 0 ? (int)h.hp.v[4] : 2 * hs;
+        float* W = mallocCheck(sizeof(float) * (size_t)NH * mm * hs);
+        for (int hd = 0; hd < NH; hd++)
+            attn_performer_features(W + (size_t)hd * mm * hs, mm, hs, h.L.seed, h.L.layer, hd,
+                                    h.L.step, (int)h.hp.v[5]);
+        int sw[3] = {NH, mm, hs};
+        save(cs, c->id, "t.perf_w", W, sw, 3);
+        fprintf(f, "%s\"perf_w\"", h.ntens ? "," : "");
+        free(W);
+    }
     fprintf(f, "]}\n");
     harness_free(&h);
     cs->n++;
@@ -218,6 +247,8 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
         add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
     add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
     add_case(cs, v, "", "softmax", ATTN_POS_XPOS, 33, 3);  // rotation with decay
+    if (attn_pos_supported(v, ATTN_POS_FIRE))
+        add_case(cs, v, "", "softmax", ATTN_POS_FIRE, 33, 3); // learned bias, T > L
     const char* with = inner_setting(v->name);
     static const char* const INNERS[] = {"ssmax", "sigmoid"};
     if (with) {
@@ -290,9 +321,9 @@ START_TEST(test_layer_variants_match_reference) {
     // the default pipeline's position encodings, under row maps the reference also implements
     static const char* const ROWMAPS[] = {"softmax", "ssmax", "sigmoid"};
     for (int i = 0; i < 3; i++)
-        for (int pos = 0; pos < 5; pos++)
-            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos, TS[(i + pos) % NTS],
-                     2 + pos % 2);
+        for (int pos = 0; pos < 6; pos++)
+            add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos,
+                     pos == ATTN_POS_FIRE ? 9 : TS[(i + pos) % NTS], 2 + pos % 2);
     fclose(cs.manifest);
     if (test_variant_selected("")) ck_assert_int_ge(nlayer, 8); // unless a subset was selected
     snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);

@@ -1,0 +1,194 @@
+// tests/test_fire.c: pos_encoding = fire (attention/fire.c).
+//   - the bias table against the formula of Li et al. 2023, written here in double, with the
+//     threshold L above and below the row positions; below L the bias depends on t - j only,
+//     above it on t as well (the progressive interpolation);
+//   - the backward against central differences of sum(G * bias), with G's entries above the
+//     diagonal never read, and bit-identical for 1 and 2 threads;
+//   - the variants that form no logits refuse fire (at config time, with a message naming the
+//     key and the variant).
+// The layer and model gradient checks under fire are in test_posenc, test_attn64_layer and
+// test_gpt2_gradcheck; training in test_gpt2_train.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "model/gpt2.h"
+#include "tests/testutil.h"
+
+// 4-point central difference of f at *x with step h
+static double fd(void* prob, double (*f)(void*), float* x, double h) {
+    float x0 = *x;
+    double v[4];
+    const double off[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        *x = (float)((double)x0 + off[k] * h);
+        v[k] = f(prob);
+    }
+    *x = x0;
+    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
+}
+
+// every coordinate of g against differences; ReLU kinks within reach (estimates at h and h/2
+// disagree) are skipped, and most coordinates must be checkable
+static void check_grad(void* prob, double (*f)(void*), float* x, const float* g, size_t n,
+                       size_t stride, double h, double atol, const char* what) {
+    int skipped = 0, checked = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        double d1 = fd(prob, f, &x[i], h), d2 = fd(prob, f, &x[i], 0.5 * h);
+        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + 1e-2 * atol) {
+            skipped++;
+            continue;
+        }
+        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
+        ck_assert_msg(err < 1e-2, "%s[%zu]: analytic %.8g vs numeric %.8g (err %.3g)", what, i,
+                      (double)g[i], d2, err);
+        checked++;
+    }
+    ck_assert_msg(checked >= 4 * skipped && checked > 0, "%s: %d kinks vs %d checked", what,
+                  skipped, checked);
+}
+
+// The formula, from the paper, in double:
+// b_h(t, j) = f_h(psi(t - j) / psi(max(L, t))), psi(r) = ln(|c| r + 1), L = 512 |l|, f an MLP
+// with one ReLU layer of 32 units and one output per head. theta = [c, l, W1, b1, W2, b2].
+static double fire_formula(const float* th, int NH, int h, int t, int j) {
+    const int H = ATTN_FIRE_HIDDEN;
+    const double c = fabs((double)th[0]), L = 512.0 * fabs((double)th[1]);
+    const double x = log(c * (t - j) + 1.0) / log(c * fmax(L, (double)t) + 1.0);
+    const float *W1 = th + 2, *b1 = W1 + H, *W2 = b1 + H, *b2 = W2 + (size_t)NH * H;
+    double s = b2[h];
+    for (int k = 0; k < H; k++)
+        s += (double)W2[(size_t)h * H + k] * fmax((double)W1[k] * x + b1[k], 0.0);
+    return s;
+}
+
+START_TEST(test_fire_reference) {
+    const int NH = 3, T = 12, P = attn_fire_nparams(NH);
+    ck_assert_int_eq(P, 2 + 2 * 32 + NH * 32 + NH);
+    float* th = allocFloats((size_t)P);
+    float* bias = allocFloats((size_t)NH * T * T);
+    attn_fire_init(th, NH, 17);
+    ck_assert_msg(th[0] == 0.1f && th[1] == 1.0f, "init c = %g, l = %g (want 0.1, 1)", th[0],
+                  th[1]);
+    for (int pass = 0; pass < 2; pass++) {
+        // pass 0: L = 512 > every t; pass 1: L = 4.5, so rows t > 4 normalise by psi(t)
+        if (pass == 1) th[1] = 4.5f / 512.0f;
+        attn_fire_bias(bias, th, NH, T, 2);
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < T; j++) {
+                    double got = bias[((size_t)h * T + t) * T + j];
+                    double e = j <= t ? fire_formula(th, NH, h, t, j) : 0.0;
+                    ck_assert_msg(fabs(got - e) < 1e-5 * (1 + fabs(e)),
+                                  "fire bias (pass %d, h=%d, t=%d, j=%d): %.8g vs %.8g", pass, h, t,
+                                  j, got, e);
+                }
+        // below the threshold the bias is a function of t - j only; above it, of t as well
+        const size_t o = (size_t)T * T;                                // head 1
+        double d1 = fabs(bias[o + 3 * T + 1] - bias[o + 4 * T + 2]);   // t = 3, 4 < L
+        double d2 = fabs(bias[o + 10 * T + 5] - bias[o + 11 * T + 6]); // t = 10, 11 > 4.5
+        ck_assert_msg(d1 < 1e-6, "pass %d: b(3,1) != b(4,2) below L (%g)", pass, d1);
+        if (pass == 0)
+            ck_assert_msg(d2 < 1e-6, "b(10,5) != b(11,6) below L = 512 (%g)", d2);
+        else
+            ck_assert_msg(d2 > 1e-5, "b(10,5) == b(11,6) above L: no interpolation");
+    }
+    free(th);
+    free(bias);
+}
+END_TEST
+
+// attn_fire_backward against central differences of sum(G * bias) (float, loss in double)
+typedef struct {
+    float *th, *bias, *G;
+    int NH, T, B;
+} FireProb;
+
+static double fire_loss(void* vp) {
+    FireProb* f = vp;
+    attn_fire_bias(f->bias, f->th, f->NH, f->T, 1);
+    double s = 0;
+    const size_t TT = (size_t)f->T * f->T;
+    for (int b = 0; b < f->B; b++)
+        for (size_t e = 0; e < (size_t)f->NH * TT; e++)
+            s += (double)f->G[(size_t)b * f->NH * TT + e] * f->bias[e];
+    return s;
+}
+
+START_TEST(test_fire_backward) {
+    FireProb f = {.NH = 2, .T = 7, .B = 2};
+    const int P = attn_fire_nparams(f.NH);
+    const size_t TT = (size_t)f.T * f.T;
+    f.th = allocFloats((size_t)P);
+    f.bias = allocFloats((size_t)f.NH * TT);
+    f.G = allocFloats((size_t)f.B * f.NH * TT);
+    float* g = allocFloats((size_t)P);
+    float* g2 = allocFloats((size_t)P);
+    attn_fire_init(f.th, f.NH, 3);
+    f.th[1] = 3.3f / 512.0f; // L = 3.3: rows on both sides of the threshold, and dL != 0
+    Rng r;
+    rng_seed(&r, 5);
+    fill_normal(f.G, (size_t)f.B * f.NH * TT, 1.0f, &r);
+    for (int b = 0; b < f.B; b++) // entries above the diagonal are never read
+        for (int h = 0; h < f.NH; h++)
+            for (int t = 0; t < f.T; t++)
+                for (int j = t + 1; j < f.T; j++)
+                    f.G[((size_t)b * f.NH + h) * TT + (size_t)t * f.T + j] = 1e3f;
+    memset(g, 0, sizeof(float) * (size_t)P);
+    attn_fire_backward(g, f.G, f.B, f.th, f.NH, f.T, 1);
+    // the entries above the diagonal must not count: zero them and compare the loss's gradient
+    for (size_t e = 0; e < (size_t)f.B * f.NH * TT; e++)
+        if (f.G[e] == 1e3f) f.G[e] = 0.0f;
+    ck_assert_msg(g[0] != 0 && g[1] != 0, "no gradient for c (%g) or l (%g)", g[0], g[1]);
+    check_grad(&f, fire_loss, f.th, g, (size_t)P, 1, 1e-3, 1e-4 * max_abs(g, (size_t)P), "fire");
+    memset(g2, 0, sizeof(float) * (size_t)P); // thread-invariant, bit for bit
+    attn_fire_backward(g2, f.G, f.B, f.th, f.NH, f.T, 2);
+    ck_assert_msg(memcmp(g, g2, sizeof(float) * (size_t)P) == 0,
+                  "FIRE backward depends on threads");
+    free(f.th);
+    free(f.bias);
+    free(f.G);
+    free(g);
+    free(g2);
+}
+END_TEST
+
+// linear attention, the delta-rule memories and multiscreen form no logits: fire is refused
+START_TEST(test_fire_refused_without_logits) {
+    const char* names[] = {"linear", "deltanet", "gated_deltanet", "multiscreen"};
+    for (int i = 0; i < 4; i++) {
+        const AttnVariant* v = attn_lookup(names[i]);
+        if (!v) ck_abort_msg("variant %s is not registered", names[i]);
+        ck_assert_msg(!attn_pos_supported(v, ATTN_POS_FIRE), "%s accepts fire", names[i]);
+        Config c;
+        config_defaults(&c);
+        c.n_layer = 2;
+        util_strlcpy(c.attention, i % 2 ? "0:softmax,1:" : "", sizeof(c.attention));
+        snprintf(c.attention + strlen(c.attention), sizeof(c.attention) - strlen(c.attention), "%s",
+                 names[i]);
+        util_strlcpy(c.pos_encoding, "fire", sizeof(c.pos_encoding));
+        GPT2 m;
+        memset(&m, 0, sizeof(m));
+        char err[512] = "";
+        ck_assert_msg(gpt2_setup_attention(&m, &c, err, sizeof(err)) != 0, "%s: fire accepted",
+                      names[i]);
+        ck_assert_msg(strstr(err, "pos_encoding") && strstr(err, names[i]), "message: %s", err);
+    }
+    ck_assert(attn_pos_supported(attn_lookup("softmax"), ATTN_POS_FIRE));
+    ck_assert(attn_pos_supported(attn_lookup("linear"), ATTN_POS_ROPE));
+}
+END_TEST
+
+static Suite* fire_suite(void) {
+    Suite* s = suite_create("fire");
+    TCase* tc = tcase_create("fire");
+    tcase_add_test(tc, test_fire_reference);
+    tcase_add_test(tc, test_fire_backward);
+    tcase_add_test(tc, test_fire_refused_without_logits);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(fire_suite)
