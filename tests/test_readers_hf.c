@@ -51,25 +51,28 @@ static int same_file(const char* a, const char* b) {
 START_TEST(test_export_tokenizer_files) {
     // a GPT-2-vocabulary model: only then does the export write the tokenizer files
     const char* run = rd_train_tiny("vocab_size=50257 tokenizer=gpt2");
-    snprintf(g_run, sizeof(g_run), "%s", run);
-    snprintf(g_hf, sizeof(g_hf), "%s/hf", g_run);
+    // its own directories: the other tests share r_run / r_hf (a byte-vocabulary model), and
+    // under CK_FORK=no (make asan) globals set here would outlive this test
+    char r_run[1024], r_hf[1100];
+    snprintf(r_run, sizeof(r_run), "%s", run);
+    snprintf(r_hf, sizeof(r_hf), "%s/hf", r_run);
     char a0[4096];
     snprintf(a0, sizeof(a0),
              "--checkpoint %s/model_00000002.bin --format hf --out %s --tokenizer-dir "
              "data_cache/gpt2",
-             g_run, g_hf);
+             r_run, r_hf);
     RD_EXPECT(0, "export", a0, "");
     char a[1200], b[1200];
     snprintf(a, sizeof(a), "%s/data_cache/gpt2/encoder.json", test_repo_root());
-    snprintf(b, sizeof(b), "%s/vocab.json", g_hf);
+    snprintf(b, sizeof(b), "%s/vocab.json", r_hf);
     ck_assert_msg(same_file(a, b), "%s differs from %s", b, a);
     snprintf(a, sizeof(a), "%s/data_cache/gpt2/vocab.bpe", test_repo_root());
-    snprintf(b, sizeof(b), "%s/merges.txt", g_hf);
+    snprintf(b, sizeof(b), "%s/merges.txt", r_hf);
     ck_assert_msg(same_file(a, b), "%s differs from %s", b, a);
     char args[4096];
     snprintf(args, sizeof(args),
              "--checkpoint %s/model_00000002.bin --format hf --out %s/hf2 --tokenizer-dir %s/none",
-             g_run, g_run, g_run);
+             r_run, r_run, r_run);
     RD_EXPECT(2, "export", args, "none: encoder.json / vocab.bpe missing", "--no-tokenizer");
 }
 END_TEST
