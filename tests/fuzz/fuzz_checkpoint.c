@@ -1,11 +1,13 @@
 // tests/fuzz/fuzz_checkpoint.c: libFuzzer harness for the checkpoint readers: attnlab model files
-// (ckpt_read_info, ckpt_load_model strict and by name), run-state files (ckpt_load_state) and
-// llm.c model files (llmc_read_config, llmc_load). The first input byte picks how the rest is
+// (ckpt_read_info, ckpt_load_model strict and by name), the optimizer's part of run-state files
+// (ckpt_verify_file, then optim_state_accept and optim_state_read on a header + state arrays, as
+// train.c composes them) and llm.c model files (llmc_read_config, llmc_load). The first input byte picks how the rest is
 // used: as the whole file; as a file body followed by a valid crc32 trailer (so the parser past
 // the checksum is reached); or as patches (offset, bytes) applied to a valid file of a tiny
 // model, with the trailer recomputed.
 #include "common/util.h"
 #include "model/checkpoint.h"
+#include "optim/optim.h"
 #include "tests/fuzz/fuzz_model_common.h"
 
 static Optimizer g_opt;
@@ -20,13 +22,17 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     optim_init(&g_opt, optim_lookup("adamw"), g_model.num_params);
     const char* dir = fuzz_dir("checkpoint");
     char p[600], err[2048];
-    RunState rs;
-    memset(&rs, 0, sizeof(rs));
     snprintf(p, sizeof(p), "%s/t_model.bin", dir);
     if (ckpt_save_model(&g_model, p, 7, "n_layer = 1\n", err, sizeof(err))) abort();
     g_model_file = fuzz_slurp(p, &g_model_n);
     snprintf(p, sizeof(p), "%s/t_state.bin", dir);
-    if (ckpt_save_state(&g_opt, &rs, p, err, sizeof(err))) abort();
+    AtomicFile af;
+    OptimStateHeader oh;
+    optim_state_header(&g_opt, &oh);
+    if (atomic_open(&af, p)) abort();
+    atomic_write(&af, &oh, sizeof(oh));
+    optim_state_write(&g_opt, &af);
+    if (ckpt_finish_file(&af, err, sizeof(err))) abort();
     g_state_file = fuzz_slurp(p, &g_state_n);
     snprintf(p, sizeof(p), "%s/t_llmc.bin", dir);
     if (llmc_save(&g_model, p, err, sizeof(err))) abort();
@@ -49,8 +55,18 @@ static void run_readers(const char* path) {
         free(text);
     ckpt_load_model(&g_model, path, 1, &step, note, sizeof(note), err, sizeof(err));
     ckpt_load_model(&g_model, path, 0, &step, note, sizeof(note), err, sizeof(err));
-    RunState rs;
-    ckpt_load_state(&g_opt, &rs, path, err, sizeof(err));
+    OptimStateHeader oh;
+    if (ckpt_verify_file(path, sizeof(oh), err, sizeof(err)) == 0) {
+        FILE* f = fopen(path, "rb");
+        if (f) {
+            if (fread(&oh, sizeof(oh), 1, f) == 1) {
+                oh.name[OPTIM_NAME_BYTES - 1] = '\0';
+                if (optim_state_accept(&g_opt, &oh, path, err, sizeof(err)) == 0)
+                    optim_state_read(&g_opt, f, path, err, sizeof(err));
+            }
+            fclose(f);
+        }
+    }
     if (llmc_read_config(path, &gc, err, sizeof(err)) == 0)
         llmc_load(&g_model, path, err, sizeof(err));
 }
