@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "attention/rowops.h"
 #include "common/util.h"
 
 enum { HP_LAMBDA_MODE, HP_LAMBDA0, N_HP };
@@ -146,18 +147,6 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
     attn_score_bias_add(S2, c, h, T);
 }
 
-static AttnRowCtx diff_ctx(const AttnCore* c, const AttnLayer* L, int h, real* scratch) {
-    const int P = c->row->params_per_head, stride = c->rowp_stride > 0 ? c->rowp_stride : P;
-    return (AttnRowCtx){.hp = c->hp,
-                        .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
-                        .scratch = scratch,
-                        .T = L->d.T,
-                        .h = h,
-                        .step = L->step,
-                        .seed = L->seed,
-                        .layer = L->layer};
-}
-
 static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
     const size_t n = diff_scratch_for(&L->d, c->row);
     attn_workspace_reserve(L->ws, n);
@@ -189,7 +178,7 @@ static void diff_forward(AttnLayer* L) {
             diff_scores(S1, S2, &c, L, b, h);
             const size_t bh = ((size_t)b * NH + h) * TT;
             real *A1 = k.A1 + bh, *A2 = k.A2 + bh, *D = L->att + bh;
-            AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&c, L, h, rs);
             for (int t = 0; t < T; t++) {
                 const size_t o = (size_t)t * T;
                 ctx.t = t;
@@ -264,7 +253,7 @@ static void diff_backward(AttnLayer* L) {
             real_gemm(0, 1, T, T, hs, 1.0f, dU, hs, v, (int)c.ldv, 0.0f, dD, T);
             real_gemm(1, 0, T, hs, T, 1.0f, D, T, dU, hs, 1.0f, dv, (int)c.ldv);
             diff_scores(S1, S2, &c, L, b, h);
-            AttnRowCtx ctx = diff_ctx(&c, L, h, rs);
+            AttnRowCtx ctx = rowops_head_ctx(&c, L, h, rs);
             ctx.dp = P > 0 ? drp : NULL;
             real dl = 0.0f;
             for (int t = 0; t < T; t++) {
