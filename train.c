@@ -598,9 +598,13 @@ static int train(Trainer* t) {
         if (metrics_now) metrics_grads(&t->mt, m, norm);
 
         // ---- clip, then the optimizer step
-        dp_update(t->dp, &t->opt, m->params, m->grads, m->num_params, t->ranges, t->nranges, norm,
-                  c->grad_clip, lr, &t->oh); // zero = 1: this rank's shard, then all-gather
-        gpt2_params_changed(m); // the bf16 weight copy is refreshed by the next forward
+        // (zero = 1: this rank's shard, then all-gather); the bf16 weight copy is rewritten in the
+        // same pass, or else refreshed by the next forward
+        if (dp_update(t->dp, &t->opt, m->params, m->grads, t->ranges, t->nranges, norm,
+                      c->grad_clip, lr, &t->oh, gpt2_weight_copy(m)))
+            gpt2_params_synced(m);
+        else
+            gpt2_params_changed(m);
 
         // ---- logs: throughput, MFU, loss spikes, the step record
         double dt = util_now() - t0;

@@ -326,6 +326,7 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
     CkptFile cf;
     if (ckpt_open(&cf, path, err, errcap)) return -1;
     int rc = ckpt_read_params(&cf, m, strict, note, notecap, err, errcap);
+    gpt2_params_changed(m); // (also on failure: the parameters may be partly read)
     if (rc == 0 && step) *step = cf.step;
     ckpt_close(&cf);
     return rc;

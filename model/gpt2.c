@@ -263,6 +263,17 @@ void gpt2_set_precision(GPT2* m, MMPrecision p) {
 
 void gpt2_params_changed(GPT2* m) {
     m->bf16_stale = 1;
+    m->bf16_synced = 0;
+}
+
+bf16* gpt2_weight_copy(GPT2* m) {
+    return m->params_bf16;
+}
+
+void gpt2_params_synced(GPT2* m) {
+    if (!m->params_bf16) return;
+    m->bf16_stale = 0;
+    m->bf16_synced = 1;
 }
 
 // Before a forward: bring the bf16 weight copy up to date (one pass over the parameters).
@@ -557,7 +568,10 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
 }
 
 void gpt2_zero_grad(GPT2* m) {
-    gpt2_params_changed(m); // a new optimizer step: the last one updated the parameters
+    // a new optimizer step: the last one updated the parameters, and its optimizer pass rewrote
+    // the bf16 copy too unless it said otherwise (gpt2_params_synced)
+    if (!m->bf16_synced) m->bf16_stale = 1;
+    m->bf16_synced = 0;
     memset(m->grads, 0, sizeof(float) * m->num_params);
 }
 

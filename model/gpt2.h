@@ -146,6 +146,7 @@ typedef struct {
     MMPrecision precision;
     bf16* params_bf16; // NULL in fp32
     int bf16_stale;    // params changed since params_bf16 was made
+    int bf16_synced;   // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and
@@ -210,6 +211,11 @@ void gpt2_set_precision(GPT2* m, MMPrecision p);
 // The parameters were changed (optimizer step, load): the next forward refreshes the bf16 copy.
 // gpt2_init and gpt2_zero_grad call it themselves.
 void gpt2_params_changed(GPT2* m);
+// The bf16 copy of the parameters (NULL in fp32), for an optimizer pass to rewrite as it updates
+// them; it then calls gpt2_params_synced, and neither the next forward nor gpt2_zero_grad redoes
+// the copy.
+bf16* gpt2_weight_copy(GPT2* m);
+void gpt2_params_synced(GPT2* m);
 
 // Logits row (Vp floats) of position (b, t) of the last forward.
 const float* gpt2_logits(const GPT2* m, int b, int t);

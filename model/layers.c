@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "common/vmath.h"
 
 // Channel blocks for reductions over rows (bias/LayerNorm/embedding gradients): each block is
 // owned by one thread and its rows are summed in index order.
@@ -131,28 +132,108 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 // ---------------------------------------------------------------------------------------------
 // GELU (tanh approximation). With u = k (x + 0.044715 x^3), k = sqrt(2/pi):
 //   y = 0.5 x (1 + tanh u),  dy/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3*0.044715 x^2)
+// tanh is common/vmath.h's (libm's tanhf is scalar and was the pass's whole cost); each element
+// gets the same operations on the 16-lane, 8-lane and scalar paths, so results do not depend on
+// where an element falls in the array or on the thread split.
 
 #define GELU_K 0.7978845608028654f
+#define GELU_A 0.044715f
+#define GELU_CHUNK 4096 // elements per parallel work item (a multiple of 16)
+
+static inline float gelu_u(float x) {
+    return GELU_K * (x + GELU_A * x * x * x);
+}
+
+static inline float gelu_grad(float x, float th) {
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
+// The vector forms spell out gelu_u / gelu_grad operation by operation (no FMA: the scalar
+// expressions are compiled without contraction under -std=c11).
+#if defined(__AVX512F__)
+#define GV 16
+typedef __m512 gvec;
+#define gv_set1 _mm512_set1_ps
+#define gv_load _mm512_loadu_ps
+#define gv_store _mm512_storeu_ps
+#define gv_add _mm512_add_ps
+#define gv_sub _mm512_sub_ps
+#define gv_mul _mm512_mul_ps
+#define gv_tanh vm_tanh16
+#elif defined(__AVX2__) && defined(__FMA__)
+#define GV 8
+typedef __m256 gvec;
+#define gv_set1 _mm256_set1_ps
+#define gv_load _mm256_loadu_ps
+#define gv_store _mm256_storeu_ps
+#define gv_add _mm256_add_ps
+#define gv_sub _mm256_sub_ps
+#define gv_mul _mm256_mul_ps
+#define gv_tanh vm_tanh8
+#endif
+
+#ifdef GV
+static inline gvec gelu_u_v(gvec x) {
+    gvec x3 = gv_mul(gv_mul(gv_mul(gv_set1(GELU_A), x), x), x);
+    return gv_mul(gv_set1(GELU_K), gv_add(x, x3));
+}
+
+static inline gvec gelu_grad_v(gvec x, gvec th) {
+    gvec sech2 = gv_sub(gv_set1(1.0f), gv_mul(th, th));
+    gvec left = gv_mul(gv_set1(0.5f), gv_add(gv_set1(1.0f), th));
+    gvec poly = gv_add(gv_set1(1.0f), gv_mul(gv_mul(gv_set1(3.0f * GELU_A), x), x));
+    gvec right = gv_mul(gv_mul(gv_mul(gv_mul(gv_set1(0.5f), x), sech2), gv_set1(GELU_K)), poly);
+    return gv_add(left, right);
+}
+#endif
+
+static void gelu_forward_span(float* out, const float* inp, size_t lo, size_t hi) {
+    size_t i = lo;
+#ifdef GV
+    for (; i + GV <= hi; i += GV) {
+        gvec x = gv_load(inp + i);
+        gvec t = gv_add(gv_set1(1.0f), gv_tanh(gelu_u_v(x)));
+        gv_store(out + i, gv_mul(gv_mul(gv_set1(0.5f), x), t));
+    }
+#endif
+    for (; i < hi; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + vm_tanhf(gelu_u(x)));
+    }
+}
+
+static void gelu_backward_span(float* dinp, const float* inp, const float* dout, size_t lo,
+                               size_t hi) {
+    size_t i = lo;
+#ifdef GV
+    for (; i + GV <= hi; i += GV) {
+        gvec x = gv_load(inp + i);
+        gvec g = gelu_grad_v(x, gv_tanh(gelu_u_v(x)));
+        gv_store(dinp + i, gv_add(gv_load(dinp + i), gv_mul(g, gv_load(dout + i))));
+    }
+#endif
+    for (; i < hi; i++) {
+        float x = inp[i];
+        dinp[i] += gelu_grad(x, vm_tanhf(gelu_u(x))) * dout[i];
+    }
+}
 
 void gelu_forward(float* out, const float* inp, size_t n) {
+    long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    for (long c = 0; c < nchunks; c++) {
+        size_t lo = (size_t)c * GELU_CHUNK;
+        gelu_forward_span(out, inp, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK);
     }
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+    long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = GELU_K * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float g =
-            0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] += g * dout[i];
+    for (long c = 0; c < nchunks; c++) {
+        size_t lo = (size_t)c * GELU_CHUNK;
+        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK);
     }
 }
 
@@ -176,19 +257,68 @@ void residual_backward(float* da, float* db, const float* dout, size_t n) {
 // ---------------------------------------------------------------------------------------------
 // cross-entropy over the real vocabulary: loss = logsumexp(z[0..V)) - z[target]
 // d loss / d z_v = softmax(z)_v - [v == target]
+// One row per work item. exp is common/vmath.h's; the forward's sum of exp(z - max) is kept in
+// double in GV interleaved lanes (element v, the scalar tail's too, goes to lane v mod GV), then
+// the lanes are added in order, so a row's result depends only on the row and the vector width
+// the build has (16 with AVX-512, 8 with AVX2, else 1).
+
+#ifndef GV
+#define GV 1
+#endif
+
+static double row_sumexp(const float* z, int V, float m) {
+    double lane[16] = {0};
+    int v = 0;
+#if defined(__AVX512F__)
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    const __m512 mv = _mm512_set1_ps(m);
+    for (; v + 16 <= V; v += 16) {
+        __m512 e = vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), mv));
+        s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    }
+    _mm512_storeu_pd(lane, s0);
+    _mm512_storeu_pd(lane + 8, s1);
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    const __m256 mv = _mm256_set1_ps(m);
+    for (; v + 8 <= V; v += 8) {
+        __m256 e = vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), mv));
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    _mm256_storeu_pd(lane, s0);
+    _mm256_storeu_pd(lane + 4, s1);
+#endif
+    for (; v < V; v++)
+        lane[v % GV] += (double)vm_expf(z[v] - m);
+    double s = 0.0;
+    for (int k = 0; k < GV; k++)
+        s += lane[k];
+    return s;
+}
+
+static float row_max(const float* z, int V) {
+    float m = -INFINITY;
+    int v = 0;
+#if defined(__AVX512F__)
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (; v + 16 <= V; v += 16)
+        mv = _mm512_max_ps(_mm512_loadu_ps(z + v), mv); // a NaN z is skipped, as by fmaxf
+    m = _mm512_reduce_max_ps(mv);
+#endif
+    for (; v < V; v++)
+        m = fmaxf(m, z[v]);
+    return m;
+}
 
 void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets, int N,
                           int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float* z = logits + (size_t)r * Vp;
-        float m = -INFINITY;
-        for (int v = 0; v < V; v++)
-            m = fmaxf(m, z[v]);
-        double s = 0.0;
-        for (int v = 0; v < V; v++)
-            s += (double)expf(z[v] - m);
-        float l = m + (float)log(s);
+        float m = row_max(z, V);
+        float l = m + (float)log(row_sumexp(z, V, m));
         lse[r] = l;
         if (losses) losses[r] = l - z[targets[r]];
     }
@@ -201,10 +331,20 @@ void crossentropy_backward(float* dlogits, const float* logits, const float* lse
         const float* z = logits + (size_t)r * Vp;
         float* dz = dlogits + (size_t)r * Vp;
         float l = lse[r];
-        for (int v = 0; v < V; v++)
-            dz[v] = expf(z[v] - l) * dloss;
+        int v = 0;
+#if defined(__AVX512F__)
+        const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
+        for (; v + 16 <= V; v += 16)
+            _mm512_storeu_ps(dz + v, _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
+#elif defined(__AVX2__) && defined(__FMA__)
+        const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
+        for (; v + 8 <= V; v += 8)
+            _mm256_storeu_ps(dz + v, _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
+#endif
+        for (; v < V; v++)
+            dz[v] = vm_expf(z[v] - l) * dloss;
         dz[targets[r]] -= dloss;
-        for (int v = V; v < Vp; v++)
+        for (v = V; v < Vp; v++)
             dz[v] = 0.0f;
     }
 }

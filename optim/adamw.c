@@ -25,17 +25,20 @@ typedef struct {
     float eps, lr, wd;
 } AdamWConst;
 
+// One chunk: the update with the gradient read as g * gscale (x * 1 == x exactly, so gscale = 1
+// is the plain update), then the chunk's bf16 copy while it is still in cache.
 static void adamw_span(float* p, const float* g, float* m, float* v, size_t lo, size_t hi,
-                       const AdamWConst* k) {
+                       const AdamWConst* k, float gscale, bf16* copy) {
     size_t i = lo;
 #ifdef __AVX__
+    const __m256 gs = _mm256_set1_ps(gscale);
     const __m256 b1 = _mm256_set1_ps(k->b1), b2 = _mm256_set1_ps(k->b2);
     const __m256 c1 = _mm256_set1_ps(k->c1), c2 = _mm256_set1_ps(k->c2);
     const __m256 bc1 = _mm256_set1_ps(k->bc1), bc2 = _mm256_set1_ps(k->bc2);
     const __m256 eps = _mm256_set1_ps(k->eps), lr = _mm256_set1_ps(k->lr);
     const __m256 wd = _mm256_set1_ps(k->wd);
     for (; i + 8 <= hi; i += 8) {
-        __m256 gi = _mm256_loadu_ps(g + i);
+        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
         __m256 pi = _mm256_loadu_ps(p + i);
         __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
@@ -50,7 +53,7 @@ static void adamw_span(float* p, const float* g, float* m, float* v, size_t lo, 
     }
 #endif
     for (; i < hi; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;
         float mi = k->b1 * m[i] + k->c1 * gi;
         float vi = k->b2 * v[i] + k->c2 * gi * gi;
         m[i] = mi;
@@ -59,10 +62,14 @@ static void adamw_span(float* p, const float* g, float* m, float* v, size_t lo, 
         float vhat = vi / k->bc2;
         p[i] -= k->lr * (mhat / (sqrtf(vhat) + k->eps) + k->wd * p[i]);
     }
+    if (copy)
+        for (i = lo; i < hi; i++)
+            copy[i] = bf16_from_float(p[i]);
 }
 
-static void adamw_update(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
-                         float wd, const OptimHParams* h, long t) {
+static void adamw_update_fused(float* p, const float* g, float* state, size_t stride, size_t n,
+                               float lr, float wd, const OptimHParams* h, long t, float gscale,
+                               bf16* copy) {
     AdamWConst k = {
         .b1 = h->beta1,
         .b2 = h->beta2,
@@ -82,8 +89,13 @@ static void adamw_update(float* p, const float* g, float* state, size_t stride, 
     for (long c = 0; c < nchunks; c++) {
         size_t lo = (size_t)c * ADAMW_CHUNK;
         size_t hi = n - lo < ADAMW_CHUNK ? n : lo + ADAMW_CHUNK;
-        adamw_span(p, g, m, v, lo, hi, &k);
+        adamw_span(p, g, m, v, lo, hi, &k, gscale, copy);
     }
+}
+
+static void adamw_update(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
+                         float wd, const OptimHParams* h, long t) {
+    adamw_update_fused(p, g, state, stride, n, lr, wd, h, t, 1.0f, NULL);
 }
 
 const OptimizerDef optim_adamw = {
@@ -91,4 +103,5 @@ const OptimizerDef optim_adamw = {
     .formula = "m=b1 m+(1-b1)g; v=b2 v+(1-b2)g^2; p-=lr(mhat/(sqrt(vhat)+eps)+wd p)",
     .state_per_param = 2,
     .update = adamw_update,
+    .update_fused = adamw_update_fused,
 };

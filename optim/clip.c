@@ -5,11 +5,16 @@
 #include <math.h>
 #include <stddef.h>
 
-float grad_clip(float* g, size_t n, double norm, float max_norm) {
+float grad_clip_scale(double norm, float max_norm) {
     // !(norm > max_norm) is also true for a NaN norm: a non-finite gradient is the caller's to
     // detect (grad_first_nonfinite); scaling it would only turn Inf into NaN
     if (max_norm <= 0.0f || !(norm > (double)max_norm) || isinf(norm)) return 1.0f;
-    float scale = (float)((double)max_norm / (norm + 1e-6));
+    return (float)((double)max_norm / (norm + 1e-6));
+}
+
+float grad_clip(float* g, size_t n, double norm, float max_norm) {
+    float scale = grad_clip_scale(norm, max_norm);
+    if (scale == 1.0f) return scale;
 #pragma omp parallel for schedule(static) if (n >= 32768)
     for (size_t i = 0; i < n; i++)
         g[i] *= scale;

@@ -147,19 +147,20 @@ void dp_full_grads(DataParallel* d, float* G, size_t n) {
     d->full = 1;
 }
 
-void dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads, size_t n,
-               const OptimRange* ranges, int nranges, double norm, float max_norm, float lr,
-               const OptimHParams* h) {
+int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
+              const OptimRange* ranges, int nranges, double norm, float max_norm, float lr,
+              const OptimHParams* h, bf16* copy) {
+    // clipping is folded into the optimizer's pass (the scale is a scalar it applies to g)
+    OptimFuse f = {grad_clip_scale(norm, max_norm), copy};
     if (!d || !d->zero) {
-        grad_clip(grads, n, norm, max_norm);
-        optim_step(opt, params, grads, ranges, nranges, lr, h);
-        return;
+        optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
+        return copy != NULL;
     }
     if (!d->full) dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
-    const size_t lo = d->bounds[d->rank], hi = d->bounds[d->rank + 1];
-    grad_clip(grads + lo, hi - lo, norm, max_norm);
-    optim_step(opt, params, grads, ranges, nranges, lr, h);
+    f.copy = NULL; // the all-gather below changes the other shards' parameters
+    optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
     dist_allgather_shards(params, d->bounds, "parameter all-gather");
+    return 0;
 }
 
 const Optimizer* dp_state_for_save(DataParallel* d, Optimizer* opt, Optimizer* tmp, size_t n) {

@@ -54,10 +54,13 @@ double dp_reduce(DataParallel* d, float* G, size_t n, double* loss);
 // non-finite report, which read every tensor.
 void dp_full_grads(DataParallel* d, float* G, size_t n);
 // Clip to max_norm and step the optimizer (this rank's shard with zero = 1, then the parameters
-// are all-gathered).
-void dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads, size_t n,
-               const OptimRange* ranges, int nranges, double norm, float max_norm, float lr,
-               const OptimHParams* h);
+// are all-gathered), in one pass over the parameters: the clipping scale is applied as g is
+// read (grads keep their unclipped values), and `copy` (NULL: none), the parameters' bf16 copy,
+// is rewritten from the new values on the way. Returns 1 if the copy is now up to date (0 under
+// zero = 1, where other ranks' shards arrive afterwards: the caller refreshes it).
+int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
+              const OptimRange* ranges, int nranges, double norm, float max_norm, float lr,
+              const OptimHParams* h, bf16* copy);
 // The optimizer with its full state for a checkpoint: opt, or (zero = 1) the shards gathered
 // into *tmp on rank 0. NULL on ranks other than 0 (they write nothing). Then dp_state_done.
 const Optimizer* dp_state_for_save(DataParallel* d, Optimizer* opt, Optimizer* tmp, size_t n);

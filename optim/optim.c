@@ -39,6 +39,14 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n) {
 
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h) {
+    optim_step_fused(o, params, (float*)grads, ranges, nranges, lr, h, NULL); // f = NULL: g
+                                                                              // is only read
+}
+
+void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
+                      int nranges, float lr, const OptimHParams* h, const OptimFuse* f) {
+    const float gscale = f ? f->gscale : 1.0f;
+    bf16* copy = f ? f->copy : NULL;
     long t = ++o->t; // one update count per step, shared by every range
     const size_t lo = o->base, hi = o->base + o->n;
     for (int i = 0; i < nranges; i++) {
@@ -48,7 +56,20 @@ void optim_step(Optimizer* o, float* params, const float* grads, const OptimRang
         if (e <= a) continue;
         float wd = r->decay ? h->weight_decay : 0.0f;
         float* state = o->state ? o->state + (a - lo) : NULL;
+        if (o->def->update_fused) {
+            o->def->update_fused(params + a, grads + a, state, o->n, e - a, lr, wd, h, t, gscale,
+                                 copy ? copy + a : NULL);
+            continue;
+        }
+        if (gscale != 1.0f) {
+            float* g = grads + a;
+            const size_t len = e - a;
+#pragma omp parallel for schedule(static) if (len >= OPTIM_PAR_MIN)
+            for (size_t k = 0; k < len; k++)
+                g[k] *= gscale;
+        }
         o->def->update(params + a, grads + a, state, o->n, e - a, lr, wd, h, t);
+        if (copy) bf16_from_floats(copy + a, params + a, e - a);
     }
 }
 

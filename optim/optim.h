@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/bf16.h"
 #include "common/util.h"
 
 typedef struct {
@@ -30,7 +31,21 @@ typedef struct {
     // t is the 1-based update count (for bias correction); wd is 0 for non-decayed ranges.
     void (*update)(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
                    float wd, const OptimHParams* h, long t);
+    // Optional, the same update in one pass with two extra jobs (see OptimFuse): the gradient
+    // read as g[i] * gscale (clipping), and copy[i] = bf16(p[i]) written after the update.
+    // Bitwise equal to scaling g in place, calling update, then converting p. Without it,
+    // optim_step does those three passes itself.
+    void (*update_fused)(float* p, const float* g, float* state, size_t stride, size_t n,
+                         float lr, float wd, const OptimHParams* h, long t, float gscale,
+                         bf16* copy);
 } OptimizerDef;
+
+// The jobs a step can fold into the optimizer's pass over the parameters: the clipping scale
+// (grad_clip_scale) and a bf16 copy of the parameters to refresh (the bf16 matmul operands).
+typedef struct {
+    float gscale; // 1: no clipping
+    bf16* copy;   // NULL: none; else indexed like the parameter buffer
+} OptimFuse;
 
 // The registered optimizers (one file each); add a new one to the table in optim/optim.c.
 extern const OptimizerDef optim_adamw;   // "adamw" (default)
@@ -59,6 +74,12 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
 // that span. Unsharded (base 0, n = all) this is every range in full.
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h);
+// optim_step with the jobs of *f (NULL: none) done on the way: one pass over the parameters for
+// an optimizer with update_fused (AdamW), else g scaled in place (only when gscale != 1), the
+// update, and the copy converted, range by range. Either way the parameters, state and copy are
+// bitwise what grad_clip, optim_step and bf16_from_floats give one after another.
+void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
+                      int nranges, float lr, const OptimHParams* h, const OptimFuse* f);
 
 // ZeRO-1 sharding (as llm.c): the parameters 0..n split into `nranks` contiguous shards,
 // b[r] = floor(n / nranks) * r rounded down to a multiple of 16 floats (b[0] = 0, b[nranks] = n).

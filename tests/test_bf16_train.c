@@ -19,6 +19,9 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/gpt2.h"
+#include "optim/clip.h"
+#include "optim/data_parallel.h"
+#include "optim/optim.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"
 
@@ -137,6 +140,34 @@ START_TEST(test_weight_copy_once_per_step) {
     ck_assert(m.mean_loss != before);
     for (size_t i = 0; i < m.num_params; i++)
         ck_assert(m.params_bf16[i] == bf16_from_float(m.params[i]));
+    // a real optimizer step rewrites the copy in its own pass (dp_update without data
+    // parallelism, as the trainer calls it): no refresh pass follows, in this step's evaluation
+    // or in the next step, and the copy the next forward multiplies with is the new weights'
+    Optimizer o;
+    optim_init(&o, &optim_adamw, m.num_params);
+    const OptimHParams hp = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    OptimRange all = {0, m.num_params, 1};
+    gpt2_zero_grad(&m);
+    gpt2_forward(&m, in, tg, 2, 16);
+    gpt2_backward(&m, 1.0f);
+    const long refreshes = m.bf16_refreshes;
+    double norm = grad_global_norm(m.grads, m.num_params);
+    ck_assert_int_eq(dp_update(NULL, &o, m.params, m.grads, &all, 1, norm,
+                               (float)(norm / 2), 1e-2f, &hp, gpt2_weight_copy(&m)),
+                     1);
+    gpt2_params_synced(&m);
+    for (size_t i = 0; i < m.num_params; i++)
+        ck_assert(m.params_bf16[i] == bf16_from_float(m.params[i]));
+    gpt2_forward(&m, in, tg, 2, 16); // the evaluation after the step
+    float after_step = m.mean_loss;
+    gpt2_zero_grad(&m);
+    gpt2_forward(&m, in, tg, 2, 16); // the next step
+    ck_assert_int_eq(m.bf16_refreshes, refreshes);
+    ck_assert(m.mean_loss == after_step);
+    gpt2_zero_grad(&m); // a step that changed nothing through the optimizer refreshes again
+    gpt2_forward(&m, in, tg, 2, 16);
+    ck_assert_int_eq(m.bf16_refreshes, refreshes + 1);
+    optim_free(&o);
     gpt2_free(&m);
     mm_set_precision(MM_FP32);
 }

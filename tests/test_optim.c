@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bf16.h"
 #include "common/util.h"
 #include "optim/clip.h"
 #include "optim/optim.h"
@@ -349,6 +350,49 @@ END_TEST
 // ----------------------------------------------------------------------------
 // schedules
 
+// optim_step_fused (clipping scale and bf16 copy folded into the optimizer's pass) against the
+// three passes it replaces: grad_clip in place, optim_step, bf16_from_floats. Bitwise, for every
+// optimizer (AdamW's fused kernel, the others' fallback), over two ranges of odd lengths spanning
+// several parallel chunks, for three steps with clipping on, and with gscale = 1.
+START_TEST(test_fused_step_bitwise) {
+    const size_t n = 3 * 4096 + 77;
+    const OptimRange r[2] = {{0, 5000, 1}, {5000, n - 5000, 0}};
+    for (int oi = 0; oi < optim_count(); oi++) {
+        const OptimizerDef* def = optim_get(oi);
+        float *pa = malloc(sizeof(float) * n), *pb = malloc(sizeof(float) * n);
+        float *ga = malloc(sizeof(float) * n), *gb = malloc(sizeof(float) * n);
+        bf16 *ca = malloc(sizeof(bf16) * n), *cb = malloc(sizeof(bf16) * n);
+        Rng rg;
+        rng_seed(&rg, 40 + (uint64_t)oi);
+        fill_normal(pa, n, 0.5f, &rg);
+        memcpy(pb, pa, sizeof(float) * n);
+        Optimizer oa, ob;
+        optim_init(&oa, def, n);
+        optim_init(&ob, def, n);
+        for (int step = 0; step < 4; step++) {
+            fill_normal(ga, n, 1.0f, &rg);
+            memcpy(gb, ga, sizeof(float) * n);
+            double norm = grad_global_norm(ga, n);
+            float max_norm = step == 3 ? 0.0f : (float)(norm * 0.3); // step 3: no clipping
+            float s = grad_clip(ga, n, norm, max_norm);
+            optim_step(&oa, pa, ga, r, 2, 1e-2f, &HP);
+            bf16_from_floats(ca, pa, n);
+            OptimFuse f = {grad_clip_scale(norm, max_norm), cb};
+            ck_assert(f.gscale == s && (step == 3) == (s == 1.0f));
+            optim_step_fused(&ob, pb, gb, r, 2, 1e-2f, &HP, &f);
+            ck_assert_msg(memcmp(pa, pb, sizeof(float) * n) == 0, "%s step %d: parameters differ",
+                          def->name, step);
+            ck_assert_msg(memcmp(ca, cb, sizeof(bf16) * n) == 0, "%s step %d: bf16 copy differs",
+                          def->name, step);
+            ck_assert(memcmp(oa.state, ob.state,
+                             sizeof(float) * (size_t)def->state_per_param * n) == 0);
+        }
+        optim_free(&oa), optim_free(&ob);
+        free(pa), free(pb), free(ga), free(gb), free(ca), free(cb);
+    }
+}
+END_TEST
+
 START_TEST(test_schedule_cosine) {
     LrSchedule s;
     const double lr = 6e-4, mn = 6e-5;
@@ -488,6 +532,7 @@ static Suite* optim_suite(void) {
     tcase_add_test(tc, test_signsgd);
     tcase_add_test(tc, test_lion);
     tcase_add_test(tc, test_thread_count_invariance);
+    tcase_add_test(tc, test_fused_step_bitwise);
     suite_add_tcase(s, tc);
     TCase* ts = tcase_create("schedule");
     tcase_add_test(ts, test_schedule_cosine);
