@@ -695,6 +695,7 @@ static void usage(FILE* f) {
                "       ./train --list-attention   every attention variant and its keys\n"
                "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n"
                "       ./train --bf16-peak        measured bf16 matmul GFLOP/s (oneDNN)\n"
+               "       ./train --bf16-pack        does pre-packing the weights pay? (oneDNN)\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
@@ -765,6 +766,7 @@ int main(int argc, char** argv) {
         }
         if (!strcmp(argv[i], "--sgemm-peak")) return print_peak(NULL);
         if (!strcmp(argv[i], "--bf16-peak")) return print_peak("bf16");
+        if (!strcmp(argv[i], "--bf16-pack")) return mm_bf16_pack_report(stdout) ? 1 : 0;
     }
     Config cfg;
     config_defaults(&cfg);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 
@@ -242,4 +243,135 @@ int dnnl_mm_probe(char* impl, size_t implcap, char* why, size_t whycap) {
 
 long dnnl_mm_primitives_created(void) {
     return n_created;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Does pre-packing pay? (./train --bf16-pack, scripts/bench pack)
+//
+// For each shape the linear layer multiplies at GPT-2 124M (a 128-column block of the forward,
+// B = W^T; of the input gradient, B = W's columns; M = 256 rows), one thread times the matmul
+// with B as attnlab passes it (plain, which oneDNN reorders inside every call) against B
+// reordered once into the blocked layout oneDNN asks for (format "any"), and times that reorder.
+// Packing pays when a packed block is multiplied more than reorder / (plain - packed) times per
+// optimizer step; the trainer multiplies each weight block once per micro-batch.
+
+static double pk_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double pk_time(dnnl_primitive_t p, int nargs, dnnl_exec_arg_t* args, int iters) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = pk_now();
+        for (int i = 0; i < iters; i++)
+            dnnl_primitive_execute(p, tl_stream, nargs, args);
+        dnnl_stream_wait(tl_stream);
+        double dt = (pk_now() - t0) / iters;
+        if (dt < best) best = dt;
+    }
+    return best;
+}
+
+// One shape: returns 0 and fills plain/packed/reorder (seconds per call), or -1.
+static int pk_shape(int M, int N, int K, int tb, double* plain, double* packed, double* reorder) {
+    const size_t na = (size_t)M * K, nb = (size_t)K * N;
+    bf16* A = mallocCheck(sizeof(bf16) * na);
+    bf16* B = mallocCheck(sizeof(bf16) * nb);
+    float* C = mallocCheck(sizeof(float) * (size_t)M * N);
+    for (size_t i = 0; i < na; i++)
+        A[i] = bf16_from_float((float)(i % 13) * 0.01f);
+    for (size_t i = 0; i < nb; i++)
+        B[i] = bf16_from_float((float)(i % 7) * 0.01f);
+    dnnl_memory_desc_t a, b, c, bany;
+    strided_md(&a, M, K, 0, K, dnnl_bf16);
+    strided_md(&b, K, N, tb, tb ? K : N, dnnl_bf16);
+    strided_md(&c, M, N, 0, N, dnnl_f32);
+    dnnl_dims_t bd = {K, N};
+    dnnl_memory_desc_init_by_tag(&bany, 2, bd, dnnl_bf16, dnnl_format_tag_any);
+    int rc = 0;
+    for (int pack = 0; pack < 2 && rc == 0; pack++) {
+        dnnl_matmul_desc_t md;
+        dnnl_primitive_desc_t pd;
+        dnnl_primitive_t prim;
+        if (dnnl_matmul_desc_init(&md, &a, pack ? &bany : &b, NULL, &c) != dnnl_success ||
+            dnnl_primitive_desc_create(&pd, &md, NULL, engine, NULL) != dnnl_success) {
+            rc = -1;
+            break;
+        }
+        dnnl_primitive_create(&prim, pd);
+        const dnnl_memory_desc_t* wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        const dnnl_memory_desc_t* smd =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        dnnl_memory_t ma, mb, mc, mw, ms;
+        dnnl_memory_create(&ma, &a, engine, A);
+        dnnl_memory_create(&mb, &b, engine, B);
+        dnnl_memory_create(&mc, &c, engine, C);
+        dnnl_memory_create(&ms, smd, engine, DNNL_MEMORY_ALLOCATE);
+        mw = mb;
+        if (pack) {
+            dnnl_memory_create(&mw, wmd, engine, DNNL_MEMORY_ALLOCATE);
+            dnnl_primitive_desc_t rpd;
+            dnnl_primitive_t r;
+            dnnl_reorder_primitive_desc_create(&rpd, &b, engine, wmd, engine, NULL);
+            dnnl_primitive_create(&r, rpd);
+            dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, mb}, {DNNL_ARG_TO, mw}};
+            *reorder = pk_time(r, 2, ra, 50);
+            dnnl_primitive_destroy(r);
+            dnnl_primitive_desc_destroy(rpd);
+        }
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ma},
+                                   {DNNL_ARG_WEIGHTS, mw},
+                                   {DNNL_ARG_DST, mc},
+                                   {DNNL_ARG_SCRATCHPAD, ms}};
+        double t = pk_time(prim, 4, args, 50);
+        *(pack ? packed : plain) = t;
+        if (pack) dnnl_memory_destroy(mw);
+        dnnl_memory_destroy(ma);
+        dnnl_memory_destroy(mb);
+        dnnl_memory_destroy(mc);
+        dnnl_memory_destroy(ms);
+        dnnl_primitive_destroy(prim);
+        dnnl_primitive_desc_destroy(pd);
+    }
+    free(A);
+    free(B);
+    free(C);
+    return rc;
+}
+
+int dnnl_mm_pack_report(FILE* out) {
+    char impl[256], why[512];
+    if (!dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why))) {
+        fprintf(out, "bf16 packing: not measured: %s\n", why);
+        return -1;
+    }
+    if (!tl_stream && dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags))
+        die(1, "oneDNN: cannot create a stream");
+    static const struct {
+        const char* what;
+        int N, K, tb;
+    } S[] = {{"forward, qkv/fc block (W^T, K = 768)", 128, 768, 1},
+             {"forward, fcproj block (W^T, K = 3072)", 128, 3072, 1},
+             {"input gradient, qkv/attnproj block (W, K = 768)", 128, 768, 0},
+             {"input gradient, fc block (W, K = 3072)", 128, 3072, 0}};
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    fprintf(out, "bf16 packing, one thread, M = 256, N = 128 (%s):\n", impl);
+    fprintf(out, "| block | plain us/call | packed us/call | reorder us | uses to pay |\n");
+    fprintf(out, "|---|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof(S) / sizeof(S[0]); i++) {
+        double pl, pa, re = 0;
+        if (pk_shape(256, S[i].N, S[i].K, S[i].tb, &pl, &pa, &re)) continue;
+        char pays[32];
+        if (pl > pa)
+            snprintf(pays, sizeof(pays), "%.1f", re / (pl - pa));
+        else
+            snprintf(pays, sizeof(pays), "never");
+        fprintf(out, "| %s | %.1f | %.1f | %.1f | %s |\n", S[i].what, pl * 1e6, pa * 1e6, re * 1e6,
+                pays);
+    }
+    omp_set_num_threads(saved);
+    return 0;
 }

@@ -19,6 +19,7 @@
 #define ATTNLAB_MATMUL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common/bf16.h"
 
@@ -83,5 +84,9 @@ void matmul_forward_ref(float* out, const float* inp, const float* weight, const
 // trials come out low; the first trial, which creates primitives and warms caches, never
 // counts). About 0.05 s per trial.
 double mm_measure_peak(int nthreads, int trials);
+
+// Whether pre-packing the bf16 weights into oneDNN's blocked layout would pay at GPT-2 124M's
+// block shapes (./train --bf16-pack): a table on `out`; -1 where bf16 is not native.
+int mm_bf16_pack_report(FILE* out);
 
 #endif

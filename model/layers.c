@@ -136,8 +136,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 // gets the same operations on the 16-lane, 8-lane and scalar paths, so results do not depend on
 // where an element falls in the array or on the thread split.
 
-#define GELU_K 0.7978845608028654f
-#define GELU_A 0.044715f
+#define GELU_K     0.7978845608028654f
+#define GELU_A     0.044715f
 #define GELU_CHUNK 4096 // elements per parallel work item (a multiple of 16)
 
 static inline float gelu_u(float x) {
@@ -154,23 +154,23 @@ static inline float gelu_grad(float x, float th) {
 #if defined(__AVX512F__)
 #define GV 16
 typedef __m512 gvec;
-#define gv_set1 _mm512_set1_ps
-#define gv_load _mm512_loadu_ps
+#define gv_set1  _mm512_set1_ps
+#define gv_load  _mm512_loadu_ps
 #define gv_store _mm512_storeu_ps
-#define gv_add _mm512_add_ps
-#define gv_sub _mm512_sub_ps
-#define gv_mul _mm512_mul_ps
-#define gv_tanh vm_tanh16
+#define gv_add   _mm512_add_ps
+#define gv_sub   _mm512_sub_ps
+#define gv_mul   _mm512_mul_ps
+#define gv_tanh  vm_tanh16
 #elif defined(__AVX2__) && defined(__FMA__)
-#define GV 8
+#define GV       8
 typedef __m256 gvec;
-#define gv_set1 _mm256_set1_ps
-#define gv_load _mm256_loadu_ps
+#define gv_set1  _mm256_set1_ps
+#define gv_load  _mm256_loadu_ps
 #define gv_store _mm256_storeu_ps
-#define gv_add _mm256_add_ps
-#define gv_sub _mm256_sub_ps
-#define gv_mul _mm256_mul_ps
-#define gv_tanh vm_tanh8
+#define gv_add   _mm256_add_ps
+#define gv_sub   _mm256_sub_ps
+#define gv_mul   _mm256_mul_ps
+#define gv_tanh  vm_tanh8
 #endif
 
 #ifdef GV
@@ -275,7 +275,8 @@ static double row_sumexp(const float* z, int V, float m) {
     for (; v + 16 <= V; v += 16) {
         __m512 e = vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), mv));
         s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-        s1 = _mm512_add_pd(s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+        s1 = _mm512_add_pd(
+            s1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
     }
     _mm512_storeu_pd(lane, s0);
     _mm512_storeu_pd(lane + 8, s1);
@@ -335,11 +336,13 @@ void crossentropy_backward(float* dlogits, const float* logits, const float* lse
 #if defined(__AVX512F__)
         const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
         for (; v + 16 <= V; v += 16)
-            _mm512_storeu_ps(dz + v, _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
+            _mm512_storeu_ps(
+                dz + v, _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
 #elif defined(__AVX2__) && defined(__FMA__)
         const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
         for (; v + 8 <= V; v += 8)
-            _mm256_storeu_ps(dz + v, _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
+            _mm256_storeu_ps(dz + v,
+                             _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
 #endif
         for (; v < V; v++)
             dz[v] = vm_expf(z[v] - l) * dloss;

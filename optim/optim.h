@@ -35,9 +35,8 @@ typedef struct {
     // read as g[i] * gscale (clipping), and copy[i] = bf16(p[i]) written after the update.
     // Bitwise equal to scaling g in place, calling update, then converting p. Without it,
     // optim_step does those three passes itself.
-    void (*update_fused)(float* p, const float* g, float* state, size_t stride, size_t n,
-                         float lr, float wd, const OptimHParams* h, long t, float gscale,
-                         bf16* copy);
+    void (*update_fused)(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
+                         float wd, const OptimHParams* h, long t, float gscale, bf16* copy);
 } OptimizerDef;
 
 // The jobs a step can fold into the optimizer's pass over the parameters: the clipping scale

@@ -152,8 +152,8 @@ START_TEST(test_weight_copy_once_per_step) {
     gpt2_backward(&m, 1.0f);
     const long refreshes = m.bf16_refreshes;
     double norm = grad_global_norm(m.grads, m.num_params);
-    ck_assert_int_eq(dp_update(NULL, &o, m.params, m.grads, &all, 1, norm,
-                               (float)(norm / 2), 1e-2f, &hp, gpt2_weight_copy(&m)),
+    ck_assert_int_eq(dp_update(NULL, &o, m.params, m.grads, &all, 1, norm, (float)(norm / 2), 1e-2f,
+                               &hp, gpt2_weight_copy(&m)),
                      1);
     gpt2_params_synced(&m);
     for (size_t i = 0; i < m.num_params; i++)

@@ -28,8 +28,8 @@ static uint32_t bits_of(float f) {
 static double ulp_err(float got, double want) {
     if (want == 0.0) return got == 0.0f ? 0.0 : INFINITY;
     int e;
-    frexp(want, &e);                    // want = f 2^e, f in [0.5, 1)
-    double ulp = ldexp(1.0, e - 24);    // the spacing of floats at want
+    frexp(want, &e);                 // want = f 2^e, f in [0.5, 1)
+    double ulp = ldexp(1.0, e - 24); // the spacing of floats at want
     if (ulp < ldexp(1.0, -149)) ulp = ldexp(1.0, -149);
     return fabs((double)got - want) / ulp;
 }
@@ -52,7 +52,8 @@ START_TEST(test_exp_accuracy) {
     }
     ck_assert_msg(n > 20000000, "only %ld inputs swept", n);
     printf("vm_expf: worst %.3f ulp at x = %.9g over %ld inputs\n", worst, (double)worst_x, n);
-    ck_assert_msg(worst <= 1.0, "vm_expf: %.2f ulp at x = %.9g (want <= 1)", worst, (double)worst_x);
+    ck_assert_msg(worst <= 1.0, "vm_expf: %.2f ulp at x = %.9g (want <= 1)", worst,
+                  (double)worst_x);
     // the special cases the header states
     ck_assert(isinf(vm_expf(88.4f)) && vm_expf(88.4f) > 0);
     ck_assert(isinf(vm_expf(INFINITY)));
@@ -86,10 +87,27 @@ END_TEST
 // random values over the whole range
 static float* special_inputs(int* n) {
     enum { NR = 1 << 16 };
-    const float fixed[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, VM_EXP_HI, VM_EXP_LO,
-                           nextafterf(VM_EXP_HI, 100), nextafterf(VM_EXP_LO, -100),
-                           nextafterf(VM_EXP_HI, 0), nextafterf(VM_EXP_LO, 0), 1e-30f, -1e-30f,
-                           1e-45f, 3.4e38f, -3.4e38f, 0.34657359f, -0.34657359f, 1.0f, -1.0f};
+    const float fixed[] = {0.0f,
+                           -0.0f,
+                           INFINITY,
+                           -INFINITY,
+                           NAN,
+                           -NAN,
+                           VM_EXP_HI,
+                           VM_EXP_LO,
+                           nextafterf(VM_EXP_HI, 100),
+                           nextafterf(VM_EXP_LO, -100),
+                           nextafterf(VM_EXP_HI, 0),
+                           nextafterf(VM_EXP_LO, 0),
+                           1e-30f,
+                           -1e-30f,
+                           1e-45f,
+                           3.4e38f,
+                           -3.4e38f,
+                           0.34657359f,
+                           -0.34657359f,
+                           1.0f,
+                           -1.0f};
     const int nf = (int)(sizeof(fixed) / sizeof(fixed[0]));
     float* x = malloc(sizeof(float) * (size_t)(nf + NR + 16));
     memcpy(x, fixed, sizeof(fixed));
@@ -210,8 +228,8 @@ START_TEST(test_crossentropy_vector) {
             for (int v = 0; v < V; v++)
                 s += exp(zr[v] - m);
             double l = m + log(s);
-            ck_assert_msg(fabs(lse[n] - l) <= 2e-6 * fabs(l), "V=%d row %d lse %.9g, want %.9g",
-                          V, n, (double)lse[n], l);
+            ck_assert_msg(fabs(lse[n] - l) <= 2e-6 * fabs(l), "V=%d row %d lse %.9g, want %.9g", V,
+                          n, (double)lse[n], l);
             ck_assert(fabs(losses[n] - (l - zr[tg[n]])) <= 4e-6 * (1 + fabs(l)));
             for (int v = 0; v < Vp; v++) {
                 double want = v < V ? 0.5 * (exp(zr[v] - l) - (v == tg[n])) : 0.0;
