@@ -4,6 +4,11 @@
 // Per head h, its query and key split into halves of d = hs/2 channels (q = [q1, q2],
 // k = [k1, k2]); v keeps all hs channels. With the inner row map (attn.inner, default softmax):
 //   A1 = rowmap(q1 k1^T / sqrt(d)),  A2 = rowmap(q2 k2^T / sqrt(d))   (position encoding on q, k)
+// Under rope/xpos each half is rotated as a head of its own of d channels: pair i of a half at
+// position t turns by t 10000^(-2i/d) (xPos: times zeta_i^(+-t/512), zeta_i = (2i/d + 0.4)/1.4),
+// as the authors' code views q, k as 2 NH heads of d channels and rotates those (not the hs-wide
+// rotation of the other variants, whose frequencies would differ between the two halves). This
+// needs d even (hs a multiple of 4). ALiBi and FIRE add the same bias to both maps.
 //   D  = A1 - lambda A2,   U = D v
 //   lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
 //   o_t = (1 - lambda_init) * w (.) U_t / sqrt(mean_i U_ti^2 + eps)     (RMSNorm per head, eps
@@ -13,7 +18,8 @@
 // Causal: both maps see keys j <= t only, so D and o do too.
 //
 // Source: T. Ye, L. Dong, Y. Xia, Y. Sun, Y. Zhu, G. Huang, F. Wei, "Differential Transformer",
-// ICLR 2025, arXiv 2410.05258 (Eq. 1-3; the reference code's lambda vectors of size head_dim,
+// ICLR 2025, arXiv 2410.05258 (Eq. 1-3; the reference code, microsoft/unilm
+// Diff-Transformer/multihead_diffattn.py: rotary per sub-head of d, lambda vectors of size d,
 // shared by the heads of a layer, init N(0, 0.1); sub-layer RMSNorm with a learnable weight of
 // size 2 head_dim). Here the GPT-2 head of hs channels plays the paper's 2d: the same parameter
 // count as the softmax baseline, the halves of q and k being the paper's two groups.
@@ -147,6 +153,61 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
     attn_score_bias_add(S2, c, h, T);
 }
 
+// q or k of every head rotated by halves (see above) from `in` (row stride ldi) into `out` (row
+// stride ldo): out = R x, or R^T x with inverse (then accumulated into out when accumulate);
+// xsign 0 is RoPE, +1 the xPos query scale zeta^(t/512), -1 the key scale zeta^(-t/512).
+static void diff_rotate(real* out, size_t ldo, const real* in, size_t ldi, const AttnLayer* L,
+                        int inverse, int accumulate, int xsign) {
+    const int B = L->d.B, T = L->d.T, NG = 2 * L->d.NH, d = L->d.hs / 2, half = d / 2;
+    const double sgn = inverse ? -1.0 : 1.0;
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int bt = 0; bt < B * T; bt++) {
+        const int t = bt % T;
+        const real* x = in + (size_t)bt * ldi;
+        real* y = out + (size_t)bt * ldo;
+        for (int i = 0; i < half; i++) {
+            const double a = (double)t * pow(10000.0, -2.0 * (double)i / (double)d);
+            const double z =
+                xsign == 0
+                    ? 1.0
+                    : exp((double)xsign * log((2.0 * i / d + 0.4) / 1.4) * (double)t / 512.0);
+            const real c = (real)(z * cos(a)), sn = (real)(sgn * z * sin(a));
+            for (int g = 0; g < NG; g++) {
+                const size_t o = (size_t)g * d + 2 * (size_t)i;
+                const real x0 = x[o], x1 = x[o + 1];
+                const real y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+                if (accumulate) {
+                    y[o] += y0;
+                    y[o + 1] += y1;
+                } else {
+                    y[o] = y0;
+                    y[o + 1] = y1;
+                }
+            }
+        }
+    }
+}
+
+// After attn_pos_forward or attn_pos_backward_begin (ALiBi slopes, FIRE bias and, under
+// rope/xpos, an hs-wide rotation into L->qk_pos): under rope/xpos that rotation is replaced by
+// the rotation by halves of the unrotated q0, k0.
+static void diff_pos_halves(AttnCore* c, const AttnLayer* L, const real* q0, size_t ldq0,
+                            const real* k0, size_t ldk0) {
+    if (!attn_pos_rotates(L->pos_encoding)) return;
+    if ((L->d.hs / 2) % 2 != 0)
+        die(EXIT_USAGE,
+            "attention 'diff' under rope/xpos rotates each half of a head as a head of its own: "
+            "head size %d is not a multiple of 4",
+            L->d.hs);
+    const size_t C = (size_t)L->d.C;
+    const int xs = L->pos_encoding == ATTN_POS_XPOS;
+    diff_rotate(L->qk_pos, 2 * C, q0, ldq0, L, 0, 0, xs ? 1 : 0);
+    diff_rotate(L->qk_pos + C, 2 * C, k0, ldk0, L, 0, 0, xs ? -1 : 0);
+    c->q = L->qk_pos;
+    c->k = L->qk_pos + C;
+    c->ldq = c->ldk = 2 * C;
+}
+
 static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
     const size_t n = diff_scratch_for(&L->d, c->row);
     attn_workspace_reserve(L->ws, n);
@@ -165,7 +226,9 @@ static void diff_forward(AttnLayer* L) {
     const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
     DiffCache k = diff_cache(L);
     AttnCore c = attn_layer_core(L);
+    const AttnCore c0 = c;
     attn_pos_forward(&c, L, L->qk_pos);
+    diff_pos_halves(&c, L, c0.q, c0.ldq, c0.k, c0.ldk);
     diff_reserve(L, &c);
     real e1, e2;
     const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
@@ -209,8 +272,10 @@ static void diff_backward(AttnLayer* L) {
     const size_t TT = (size_t)T * T, C = (size_t)L->d.C;
     DiffCache k = diff_cache(L);
     AttnCore c = attn_layer_core(L);
+    const AttnCore c0 = c;
     AttnPosSave save;
-    attn_pos_backward_begin(&c, &save, L, L->qk_pos);
+    attn_pos_backward_begin(&c, &save, L, L->qk_pos); // under rope/xpos dq, dk go to its buffer
+    diff_pos_halves(&c, L, c0.q, c0.ldq, c0.k, c0.ldk);
     diff_reserve(L, &c);
     const int P = c.row->params_per_head, stride = c.rowp_stride > 0 ? c.rowp_stride : P;
     const size_t slot = diff_slot(&L->d, P);
@@ -281,7 +346,13 @@ static void diff_backward(AttnLayer* L) {
             real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
         }
     }
-    attn_pos_backward_end(&c, &save, L);
+    if (save.active) { // R^T by halves of the rotated-space gradients into the layer's dq, dk
+        const int xs = L->pos_encoding == ATTN_POS_XPOS;
+        if (save.dq) diff_rotate(save.dq, save.ldq, c.dq, c.ldq, L, 1, 1, xs ? 1 : 0);
+        if (save.dk) diff_rotate(save.dk, save.ldk, c.dk, c.ldk, L, 1, 1, xs ? -1 : 0);
+    } else {
+        attn_pos_backward_end(&c, &save, L); // FIRE's backward (no rotation is active)
+    }
     real dlambda = 0.0f;
     for (int bh = 0; bh < B * NH; bh++) { // fixed-order reduction of the slots
         const real* sl = k.slots + (size_t)bh * slot;

@@ -1,24 +1,27 @@
 // attention/lucid.c: LUCID attention: the inner attention applied to preconditioned values,
-// O = A L^{-1} V, with L the causal exponential kernel of the RMS-normalised keys.
+// O = A G^{-1} V, with G the causal exponential kernel of the RMS-normalised keys, shifted so
+// that its diagonal is 1.
 //
-// Forward, per (batch b, head h), with k_j the head's key (before any position encoding), hs its
-// size and A = rowmap(q k^T / sqrt(hs)) the inner attention (attn.inner, default softmax, with
-// the layer's position encoding):
+// Forward, per (batch b, head h), with k_j the head's key as the attention sees it (after
+// RoPE/xPos under those encodings), hs the head size and A = rowmap(q k^T / sqrt(hs)) the inner
+// attention (attn.inner, default softmax, with the layer's position encoding):
 //   r_j  = 1 / sqrt(mean_i k_ji^2 + eps),  k^_j = r_j k_j           (RMS-normalised keys, eps 1e-6)
-//   G_ij = exp(k^_i . k^_j / sqrt(hs))  for j <= i, 0 above the diagonal   (lower triangular)
+//   G_ij = exp(k^_i . k^_j / sqrt(hs) - sqrt(hs))  for j <= i, 0 above the diagonal
 //   Vt   = G^{-1} V  by forward substitution:  Vt_i = (v_i - sum_{j<i} G_ij Vt_j) / G_ii
 //   O    = A Vt
-// G_ii = exp(|k^_i|^2 / sqrt(hs)) > 0, so G is invertible. Vt_i depends on v_{<=i} and k_{<=i}
-// only and A is causal, so o_t sees positions <= t alone: the layer stays causal.
-// Numerics: |k^_i|^2 <= hs, so every entry of G lies in [exp(-sqrt hs), exp(sqrt hs)] (e^8 at
-// hs = 64: no overflow in float); the solve divides by G_ii >= 1 for every row.
+// |k^_i|^2 = hs m/(m + eps) with m = mean k_i^2, so G_ii = exp(sqrt(hs) (m/(m + eps) - 1)), 1 up
+// to the eps: keys with no overlap give G = I and O = A V (softmax attention), and correlated keys
+// have their shared part removed from the values. Vt_i depends on v_{<=i} and k_{<=i} only and A
+// is causal, so o_t sees positions <= t alone: the layer stays causal.
+// Numerics: |k^_i . k^_j| <= hs, so every entry of G lies in [exp(-2 sqrt hs), 1] (e^-16 at
+// hs = 64: no overflow); G_ii >= exp(-sqrt hs) > 0 even for a zero key, so G is invertible.
 //
 // Source: S. S. Duvvuri, N. Patel, N. Gupta, I. S. Dhillon, "LUCID: Attention with
 // Preconditioned Representations", arXiv 2602.10410 (VARIANTS.md B3): the preconditioner
-// P = (M o exp(K K^T))^{-1} with M the causal mask, on RMS-normalised keys, applied by a
-// triangular solve. The 1/sqrt(hs) temperature inside the kernel follows VARIANTS.md; the
-// kernel uses the keys before RoPE/xPos (a choice: the preconditioner then does not depend on
-// positions).
+// P = (M o exp(K_RN K_RN^T / sqrt(d) - sqrt(d)))^{-1} with M the causal mask and K_RN the
+// RMS-normalised keys (the -sqrt(d) makes the diagonal 1), applied by a triangular solve. The
+// authors' code (a modified LLaMA attention) RMS-normalises the keys after RoPE, so the
+// preconditioner here uses the rotated keys too (docs/variants.md lists the sources checked).
 //
 // No tensors and no hyperparameters of its own (attn.inner picks the row map; its keys apply).
 // att holds the inner weights A (what the diagnostics report: entropy, sinks and kurtosis of the
@@ -29,8 +32,11 @@
 //   X    = G^{-T} dVt  by back-substitution:  X_i = (dVt_i - sum_{m>i} G_mi X_m) / G_ii
 //   dV  += X                                   (Vt = G^{-1} V)
 //   dG_ij = -X_i . Vt_j  for j <= i            (d(G^{-1}) = -G^{-1} dG G^{-1})
-//   dE_ij = dG_ij G_ij ;  dk^ = (dE + dE^T) k^ / sqrt(hs)   (E_ij = k^_i . k^_j / sqrt hs)
+//   dE_ij = dG_ij G_ij ;  dk^ = (dE + dE^T) k^ / sqrt(hs)   (E_ij = k^_i . k^_j / sqrt hs; the
+//                                                           constant shift has no gradient)
 //   dk_j += r_j dk^_j - r_j^3 k_j (dk^_j . k_j) / hs        (RMS normalisation VJP)
+// The key gradient of the kernel path is added in the rotated space (the driver's buffer under
+// rope/xpos), before attn_pos_backward_end rotates it back with the score path's.
 // Cost: the solve and its transpose are O(T^2 hs) per head, like the attention itself.
 // Threading: parallel over (b, h); each pair writes its own slices of Vt, dVt, dk and dv:
 // results are identical for any thread count. Cache: Vt and dVt (B,T,C); G and k^ are
@@ -62,12 +68,13 @@ static size_t lucid_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     return 2 * (size_t)d->B * d->T * d->C;
 }
 
-// k^ (T, hs) and r (T) of head h of item b from the unrotated keys (row stride 3C in qkv)
-static void lucid_keys(real* kh, real* r, const AttnLayer* L, int b, int h) {
-    const int T = L->d.T, hs = L->d.hs, C = L->d.C;
-    const real* k = L->qkv + (size_t)b * T * 3 * C + C + (size_t)h * hs;
+// k^ (T, hs) and r (T) of head h of item b from the keys the attention sees (c->k: rotated
+// under rope/xpos, row stride c->ldk)
+static void lucid_keys(real* kh, real* r, const AttnCore* c, const AttnLayer* L, int b, int h) {
+    const int T = L->d.T, hs = L->d.hs;
+    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
     for (int t = 0; t < T; t++) {
-        const real* kt = k + (size_t)t * 3 * C;
+        const real* kt = k + (size_t)t * c->ldk;
         real ss = 0.0f;
         for (int i = 0; i < hs; i++)
             ss += kt[i] * kt[i];
@@ -78,12 +85,14 @@ static void lucid_keys(real* kh, real* r, const AttnLayer* L, int b, int h) {
     }
 }
 
-// G (T,T) lower triangle from k^; entries above the diagonal are left unset (never read)
+// G (T,T) lower triangle from k^: exp(k^_i . k^_j / sqrt(hs) - sqrt(hs)); entries above the
+// diagonal are left unset (never read)
 static void lucid_kernel(real* G, const real* kh, int T, int hs) {
-    real_gemm(0, 1, T, T, hs, 1.0f / real_sqrt((real)hs), kh, hs, kh, hs, 0.0f, G, T);
+    const real rs = real_sqrt((real)hs);
+    real_gemm(0, 1, T, T, hs, 1.0f / rs, kh, hs, kh, hs, 0.0f, G, T);
     for (int i = 0; i < T; i++)
         for (int j = 0; j <= i; j++)
-            G[(size_t)i * T + j] = real_exp(G[(size_t)i * T + j]);
+            G[(size_t)i * T + j] = real_exp(G[(size_t)i * T + j] - rs);
 }
 
 static real* lucid_vt(const AttnLayer* L) {
@@ -99,37 +108,37 @@ static void lucid_forward(AttnLayer* L) {
     const size_t TT = (size_t)T * T;
     attn_workspace_reserve(L->ws, lucid_fwd_scratch(&L->d));
     real* Vt = lucid_vt(L);
+    AttnCore c = attn_layer_core(L);
+    attn_pos_forward(&c, L, L->qk_pos); // rotated q, k under rope/xpos: the kernel uses these keys
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             real* G = attn_thread_scratch(L->ws);
             real* kh = G + TT;
             real* r = kh + (size_t)T * hs;
-            lucid_keys(kh, r, L, b, h);
+            lucid_keys(kh, r, &c, L, b, h);
             lucid_kernel(G, kh, T, hs);
             const real* v = L->qkv + (size_t)b * T * 3 * C + 2 * C + (size_t)h * hs;
             real* y = Vt + (size_t)b * T * C + (size_t)h * hs;
             for (int i = 0; i < T; i++) { // forward substitution
                 real* yi = y + (size_t)i * C;
                 const real* vi = v + (size_t)i * 3 * C;
-                for (int c = 0; c < hs; c++)
-                    yi[c] = vi[c];
+                for (int e = 0; e < hs; e++)
+                    yi[e] = vi[e];
                 for (int j = 0; j < i; j++) {
                     const real g = G[(size_t)i * T + j];
                     const real* yj = y + (size_t)j * C;
-                    for (int c = 0; c < hs; c++)
-                        yi[c] -= g * yj[c];
+                    for (int e = 0; e < hs; e++)
+                        yi[e] -= g * yj[e];
                 }
                 const real inv = 1.0f / G[(size_t)i * T + i];
-                for (int c = 0; c < hs; c++)
-                    yi[c] *= inv;
+                for (int e = 0; e < hs; e++)
+                    yi[e] *= inv;
             }
         }
     }
-    AttnCore c = attn_layer_core(L);
     c.v = Vt;
     c.ldv = (size_t)C;
-    attn_pos_forward(&c, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);
 }
 
@@ -146,7 +155,6 @@ static void lucid_backward(AttnLayer* L) {
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_backward(&c, &L->d, L->ws);
-    attn_pos_backward_end(&c, &save, L);
     attn_workspace_reserve(L->ws, lucid_bwd_scratch(&L->d));
     const real sc = 1.0f / real_sqrt((real)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
@@ -157,7 +165,7 @@ static void lucid_backward(AttnLayer* L) {
             real* X = kh + (size_t)T * hs;
             real* dkh = X + (size_t)T * hs;
             real* r = dkh + (size_t)T * hs;
-            lucid_keys(kh, r, L, b, h);
+            lucid_keys(kh, r, &c, L, b, h);
             lucid_kernel(G, kh, T, hs);
             const size_t off = (size_t)b * T * C + (size_t)h * hs;
             const real* y = Vt + off;
@@ -197,26 +205,29 @@ static void lucid_backward(AttnLayer* L) {
                         dkh[(size_t)j * hs + q] += e * kh[(size_t)i * hs + q];
                     }
                 }
-            const real* k = L->qkv + (size_t)b * T * 3 * C + C + (size_t)h * hs;
-            for (int t = 0; t < T; t++) { // RMS normalisation VJP into dk
-                const real* kt = k + (size_t)t * 3 * C;
+            // RMS normalisation VJP into dk (the rotated-space buffer under rope/xpos)
+            const real* k = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
+            real* dkb = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
+            for (int t = 0; t < T; t++) {
+                const real* kt = k + (size_t)t * c.ldk;
                 const real* g = dkh + (size_t)t * hs;
                 real dot = 0.0f;
                 for (int q = 0; q < hs; q++)
                     dot += g[q] * kt[q];
                 const real rt = r[t], c3 = rt * rt * rt * dot / (real)hs;
-                real* dk = dq3 + (size_t)t * 3 * C + C;
+                real* dk = dkb + (size_t)t * c.ldk;
                 for (int q = 0; q < hs; q++)
                     dk[q] += rt * g[q] - c3 * kt[q];
             }
         }
     }
+    attn_pos_backward_end(&c, &save, L);
 }
 
 const AttnVariant attn_lucid = {
     .name = "lucid",
-    .formula =
-        "O = A G^-1 V, G = tril(exp(k^_i.k^_j / sqrt hs)), k^ = RMSNorm(k), A from attn.inner",
+    .formula = "O = A G^-1 V, G = tril(exp(k^_i.k^_j / sqrt hs - sqrt hs)), k^ = RMSNorm(k), A: "
+               "attn.inner",
     .source = "Duvvuri, Patel, Gupta, Dhillon 2026, LUCID attention (arXiv 2602.10410)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,

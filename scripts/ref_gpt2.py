@@ -150,7 +150,8 @@ def depth_route(w, sources):
 
 def forward_logits(m, inputs):
     """(B, T, V) logits of (B, T) inputs. m["pos"] (default learned): the learned position
-    embedding is added only under learned; rope / alibi / none act inside the attention. With
+    embedding is added only under learned; rope / alibi / none / fire act inside the attention
+    (fire with each layer's own vector, m["attn"][l]["fire"]). With
     m["attn"] (a list per layer of dicts: case, rowp, tensors) each layer's attention comes from
     scripts/ref_layers.py (any registered variant); otherwise it is plain softmax.
     m["residual"] (default standard): attnres routes every sublayer's input (and ln_f's) over
@@ -190,7 +191,7 @@ def forward_logits(m, inputs):
             import ref_layers  # scripts/ref_layers.py, next to this file
             a = m["attn"][li]
             case = dict(a["case"], B=B, T=T, C=C, NH=NH, pos=pos, layer=li)
-            y, _ = ref_layers.layer_forward(case, h, qkv, a["rowp"], a["tensors"])
+            y, _ = ref_layers.layer_forward(case, h, qkv, a["rowp"], a["tensors"], a.get("fire"))
         else:
             if pos != "learned":
                 sys.exit(f"position encoding {pos} needs per-layer attention (--npy-dir)")
@@ -224,7 +225,7 @@ def load_npy_dir(d):
     hp, inner, inner_hp, T_train, P, tensors}], mlp}, DIR/<llm.c name>.npy for the 16 llm.c
     tensors in llm.c's shapes (Linear weights (out, in); with "mlp": 0 the blocks are
     attention-only and ln2*/fc* are absent), DIR/L<l>.rowp.npy (NH, P) and DIR/L<l>.t.<name>.npy
-    per layer; with "residual" (attnres | delta_attnres) DIR/resid.query.npy, with
+    per layer, DIR/L<l>.fire.npy (the layer's FIRE vector) under pos = fire; with "residual" (attnres | delta_attnres) DIR/resid.query.npy, with
     "value_residual": 1 DIR/value_residual.lambda.npy."""
     with open(os.path.join(d, "model.json")) as f:
         cfg = json.load(f)
@@ -248,7 +249,8 @@ def load_npy_dir(d):
         rowp = (np.load(pre + ".rowp.npy").astype(np.float64) if la.get("P", 0) > 0
                 else np.zeros((NH, 0)))
         tens = {nm: np.load(f"{pre}.t.{nm}.npy").astype(np.float64) for nm in la["tensors"]}
-        attn.append(dict(case=la, rowp=rowp, tensors=tens))
+        fire = (np.load(pre + ".fire.npy").astype(np.float64) if cfg["pos"] == "fire" else None)
+        attn.append(dict(case=la, rowp=rowp, tensors=tens, fire=fire))
     out = dict(V=V, NH=NH, C=C, wte=p["wte"][:V], wpe=p["wpe"], layers=layers, lnfw=p["lnfw"],
                lnfb=p["lnfb"], pos=cfg["pos"], attn=attn)
     out["residual"] = cfg.get("residual", "standard")

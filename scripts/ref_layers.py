@@ -513,8 +513,9 @@ def v_talking_heads(L):
 
 
 def v_diff(L):
-    """Ye et al. 2024 (arXiv 2410.05258, Eq. 1-3): per head, [q1; q2] and [k1; k2] the halves of
-    d = hs/2 channels (of q, k after the position encoding of the whole head), v all hs channels:
+    """Ye et al. 2024 (arXiv 2410.05258, Eq. 1-3; the authors' multihead_diffattn.py): per head,
+    [q1; q2], [k1; k2] halves of d = hs/2 channels, each half its own head for RoPE/xPos (over d
+    channels, as the code's 2 NH heads of d), v all hs channels:
     D = rowmap(q1 k1^T / sqrt d) - lambda rowmap(q2 k2^T / sqrt d),
     lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init, lambda_init = 0.8 - 0.6 exp(-0.3 (l-1))
     with l the 1-based layer (or lambda0 under lambda_mode = fixed); head output
@@ -530,13 +531,14 @@ def v_diff(L):
     t = L.t
     lam = math.exp(t["lq1"] @ t["lk1"]) - math.exp(t["lq2"] @ t["lk2"]) + lam0
     q, k, v = L.qkv_heads(L.qkv)
-    q, k = L.rotate(q, k)
     d = L.hs // 2
+    q1, k1 = L.rotate(q[..., :d], k[..., :d])
+    q2, k2 = L.rotate(q[..., d:], k[..., d:])
     ali = 0.0
     if L.pos == "alibi":
         ali = alibi_slopes(L.NH)[None, :, None, None] * L.dj[None, None]
-    S1 = q[..., :d] @ k[..., :d].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
-    S2 = q[..., d:] @ k[..., d:].transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
+    S1 = q1 @ k1.transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
+    S2 = q2 @ k2.transpose(0, 1, 3, 2) / math.sqrt(d) + ali + L.fire
     D = np.where(L.mask, L.inner_map(S1) - lam * L.inner_map(S2), 0.0)
     U = D @ v
     o = (1.0 - lam0) * t["w"] * U / np.sqrt((U * U).mean(-1, keepdims=True) + 1e-5)
@@ -561,15 +563,17 @@ def v_selective(L):
 
 
 def v_lucid(L):
-    """VARIANTS.md B3 (Duvvuri et al. 2026, arXiv 2602.10410): O = A P V with the preconditioner
-    P = (M o exp(k^ k^T / sqrt hs))^{-1}, M the causal mask, k^ = k / sqrt(mean k^2 + 1e-6) the
-    RMS-normalised keys of the head (before RoPE/xPos); A the inner attention. P V is computed
-    here by a general dense solve (numpy.linalg.solve), not by substitution."""
+    """VARIANTS.md B3 (Duvvuri et al. 2026, arXiv 2602.10410): O = A P V, P = (M o exp(k^ k^T /
+    sqrt hs - sqrt hs))^{-1} (unit diagonal), M the causal mask, k^ = k / sqrt(mean k^2 + 1e-6) of
+    the keys the attention sees (after RoPE/xPos, as the authors' code); A the inner attention.
+    P V by a general dense solve (numpy.linalg.solve), not by substitution."""
     check_keys("lucid", L.hp, ())
     q, k, v = L.qkv_heads(L.qkv)
     A, _ = L.core(q, k, v)
-    kh = k / np.sqrt((k * k).mean(-1, keepdims=True) + 1e-6)
-    G = np.where(L.mask, np.exp(kh @ kh.transpose(0, 1, 3, 2) / math.sqrt(L.hs)), 0.0)
+    _, kr = L.rotate(q, k)
+    kh = kr / np.sqrt((kr * kr).mean(-1, keepdims=True) + 1e-6)
+    G = np.where(L.mask, np.exp(kh @ kh.transpose(0, 1, 3, 2) / math.sqrt(L.hs) -
+                                math.sqrt(L.hs)), 0.0)
     return L.merge(A @ np.linalg.solve(G, v)), A
 
 

@@ -354,6 +354,36 @@ START_TEST(test_layer_variants_match_reference) {
 }
 END_TEST
 
+// LUCID's preconditioner has a unit diagonal (arXiv 2602.10410: exp(k^ k^T / sqrt d - sqrt d) on
+// RMS-normalised keys), derived by hand for two tokens with the same key: G = [[1, 0], [1, 1]]
+// (up to the RMSNorm eps), so Vt = [v0, v1 - v0]; the softmax row 1 sees equal scores (1/2, 1/2),
+// hence o_0 = v_0 and o_1 = (v0 + v1 - v0)/2 = v_1 / 2: the duplicated key's value is removed.
+// A kernel without the -sqrt(hs) shift gives e^-sqrt(hs) times these.
+START_TEST(test_lucid_unit_diagonal) {
+    const AttnVariant* v = attn_lookup("lucid");
+    ck_assert_ptr_nonnull(v);
+    enum { B = 2, T = 2, NH = 2, C = 16 };
+    AttnHarness h;
+    harness_setup(&h, v, NULL, ATTN_POS_NONE, B, T, C, NH, 1, 0.0f, 77);
+    for (int b = 0; b < B; b++) // key of token 1 := key of token 0, every head
+        memcpy(h.qkv + ((size_t)b * T + 1) * 3 * C + C, h.qkv + (size_t)b * T * 3 * C + C,
+               sizeof(real) * C);
+    attention_forward(&h.L);
+    double worst = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                const double vv = (double)h.qkv[((size_t)b * T + t) * 3 * C + 2 * C + c];
+                const double want = t == 0 ? vv : 0.5 * vv;
+                const double got = (double)h.out[((size_t)b * T + t) * C + c];
+                const double e = fabs(got - want) / (fabs(want) + 1e-3);
+                if (e > worst) worst = e;
+            }
+    ck_assert_msg(worst < 1e-4, "lucid with a repeated key: relative error %.3g", worst);
+    harness_free(&h);
+}
+END_TEST
+
 // A registered layer-level variant the reference does not implement fails by name.
 START_TEST(test_every_layer_variant_has_reference) {
     NEED_NUMPY();
@@ -387,6 +417,7 @@ static Suite* ref_layers_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_layer_variant_has_reference);
     tcase_add_test(tc, test_layer_variants_match_reference);
+    tcase_add_test(tc, test_lucid_unit_diagonal);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,7 +12,12 @@
 // gated (layer tensors) mixed with ssmax (per-head attnp parameters, a different P per layer),
 // ssmax as gated's inner map, asentmax, ssa with its value temperature, boosted, and sigmoid
 // with a learnable bias (P = 1) next to ssmax (P = 2), so that attnp's stride maxP matters;
-// attention-only blocks (mlp = 0) with softmax and with ssmax/gated.
+// attention-only blocks (mlp = 0) with softmax and with ssmax/gated; pos_encoding = fire (its
+// per-layer vector written as L<l>.fire, layer 1's threshold L moved inside the rows so that the
+// interpolated branch t > L is used) under softmax and under diff/lucid; mta (its convolution
+// kernel, head mixing and group norm weights) under rope and next to softmax under alibi; diff
+// next to lucid under rope (both halves rotated as heads of their own; the preconditioner on the
+// rotated keys).
 // Parameters are the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the
 // GELU's cubic term matters); the tolerance is tight enough that a GELU constant 0.05 instead of
 // 0.044715 or a LayerNorm epsilon 1e-3 instead of 1e-5 in model/layers.c fails (docs/testing.md).
@@ -65,7 +70,7 @@ static void write_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
 }
 
 static void save(const char* dir, const char* name, const float* x, const int* shape, int ndim) {
-    char path[12288], err[512]; // dir is one of the test's directory names (< 600 bytes)
+    char path[16384], err[512]; // dir is one of the test's directory names (< 600 bytes)
     snprintf(path, sizeof(path), "%s/%s.npy", dir, name);
     ck_assert_msg(npy_write(path, x, shape, ndim, 0, err, sizeof(err)) == 0, "%s", err);
 }
@@ -95,6 +100,12 @@ static const ModelCase MODELS[] = {
     {"0:ssmax,1:softmax", "none", "residual=delta_attnres value_residual=1"},
     {"softmax", "learned", "mlp=0"}, // attention-only blocks
     {"0:ssmax,1:gated", "rope", "mlp=0"},
+    // the newest variants and position encoding
+    {"softmax", "fire", NULL},
+    {"0:diff,1:lucid", "fire", NULL},
+    {"mta", "rope", NULL},
+    {"0:softmax,1:mta", "alibi", "attn.cq=3 attn.kw=2"},
+    {"0:diff,1:lucid", "rope", "attn.inner=ssmax"},
 };
 
 static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
@@ -132,11 +143,13 @@ static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
     size_t V = (size_t)m->cfg.vocab_size, C = (size_t)m->cfg.n_embd;
     memset(m->params + m->specs[P_WTE].offset + V * C, 0,
            sizeof(float) * ((size_t)m->cfg.padded_vocab - V) * C);
+    if (m->fire_spec >= 0 && m->cfg.n_layer > 1) // layer 1: L = 512 |l| = 12.5 < T
+        gpt2_tensor(m, m->params, m->fire_spec, 1)[1] = 12.5f / 512.0f;
 }
 
 // model.json, the parameters and the per-layer attention of m into dir
 static void write_model(const GPT2* m, const char* dir, const char* pos) {
-    char path[12288];
+    char path[16384];
     for (int s = 0; s < GPT2_NUM_LLMC; s++) {
         const ParamSpec* sp = &m->specs[s];
         if (sp->size == 0) continue; // ln_2 and the MLP of an attention-only model
@@ -181,6 +194,12 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
             snprintf(name, sizeof(name), "L%d.rowp", l);
             save(dir, name, buf, shape, 2);
         }
+        if (m->fire_spec >= 0) { // this layer's FIRE vector
+            const ParamSpec* sp = &m->specs[m->fire_spec];
+            int shape[1] = {(int)sp->shape[1]};
+            snprintf(name, sizeof(name), "L%d.fire", l);
+            save(dir, name, gpt2_tensor(m, m->params, m->fire_spec, l), shape, 1);
+        }
         for (int k = 0; k < la->ntensors; k++) {
             const ParamSpec* sp = &m->specs[la->tensor_spec[k]];
             const char* dot = strchr(sp->name, '.');
@@ -202,7 +221,7 @@ START_TEST(test_model_logits_match_reference) {
     ck_assert_msg(have_numpy(), PY " with numpy is required for the independent references: "
                                    "sudo apt-get install python3-numpy (or bash scripts/deps)");
     enum { B = 2, T = 24, maxT = 32, NM = sizeof(MODELS) / sizeof(MODELS[0]) };
-    char dirs[NM][600], cmd[12288], path[12288], err[512];
+    char dirs[NM][600], cmd[16384], path[16384], err[512];
     float* logits[NM];
     int V = 0;
     int n = snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_gpt2.py --npy-dir", test_repo_root());
