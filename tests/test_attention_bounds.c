@@ -350,8 +350,10 @@ START_TEST(test_documented_hyperparameters) {
     int nrows = 0, in_block = 0;
     char line[8192];
     while (fgets(line, sizeof(line), f)) {
-        if (strstr(line, "<!-- BEGIN GENERATED: ./train --list-attention")) in_block = 1;
-        else if (in_block && strstr(line, "<!-- END GENERATED")) in_block = 0;
+        if (strstr(line, "<!-- BEGIN GENERATED: ./train --list-attention"))
+            in_block = 1;
+        else if (in_block && strstr(line, "<!-- END GENERATED"))
+            in_block = 0;
         else if (in_block && strncmp(line, "| `", 3) == 0 && nrows < 512)
             rows[nrows++] = strdup(line);
     }
@@ -387,11 +389,10 @@ START_TEST(test_documented_hyperparameters) {
                 ck_assert_msg(sscanf(at, "%lf [%lf, %lf]", &d, &lo, &hi) == 3,
                               "%s: attn.%s: no 'default [min, max]' in the table: %.60s", v->name,
                               sp->name, at);
-                ck_assert_msg(doc_close(d, sp->def) && doc_close(lo, sp->min) &&
-                                  doc_close(hi, sp->max),
-                              "%s: attn.%s = %g [%g, %g] in the registry, %g [%g, %g] documented",
-                              v->name, sp->name, (double)sp->def, (double)sp->min,
-                              (double)sp->max, d, lo, hi);
+                ck_assert_msg(
+                    doc_close(d, sp->def) && doc_close(lo, sp->min) && doc_close(hi, sp->max),
+                    "%s: attn.%s = %g [%g, %g] in the registry, %g [%g, %g] documented", v->name,
+                    sp->name, (double)sp->def, (double)sp->min, (double)sp->max, d, lo, hi);
             }
             checked++;
         }

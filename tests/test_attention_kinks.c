@@ -82,8 +82,8 @@ START_TEST(test_sa_softmax_range_edge) {
         const float da[2] = {1.0f, 0.0f};
         ds[0] = ds[1] = 0.0f;
         v->backward_row(ds, da, rows[r], a, 2, &ctx);
-        ck_assert_msg(isfinite(ds[0]) && isfinite(ds[1]), "row %d: ds = (%g, %g)", r,
-                      (double)ds[0], (double)ds[1]);
+        ck_assert_msg(isfinite(ds[0]) && isfinite(ds[1]), "row %d: ds = (%g, %g)", r, (double)ds[0],
+                      (double)ds[1]);
     }
     // every score 0: the degenerate row, all zeros with zero gradient
     const float z[3] = {0.0f, 0.0f, 0.0f}, dz[3] = {1.0f, -2.0f, 0.5f};
@@ -115,8 +115,8 @@ START_TEST(test_softplus_power_large_scores) {
     v->forward_row(a, s, N, &ctx);
     double e[N], z = 0; // kappa = 1: e_j = softplus(s_j) = log(1 + exp(s_j))
     for (int j = 0; j < N; j++) {
-        const double sp = s[j] > 30 ? (double)s[j] + log1p(exp(-(double)s[j]))
-                                    : log1p(exp((double)s[j]));
+        const double sp =
+            s[j] > 30 ? (double)s[j] + log1p(exp(-(double)s[j])) : log1p(exp((double)s[j]));
         e[j] = pow(sp, 8.0);
         z += e[j];
     }

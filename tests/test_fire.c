@@ -221,8 +221,8 @@ START_TEST(test_fire_signs_and_zero_transform) {
         for (int h = 0; h < NH; h++) {
             const double dw2 = Gsum[h] * fmax((double)bb1[k], 0.0);
             const double got = g1[2 + 2 * H + h * H + k];
-            ck_assert_msg(fabs(got - dw2) < 1e-4 * (1 + fabs(dw2)), "c = 0: dW2[%d,%d] %g vs %g",
-                          h, k, got, dw2);
+            ck_assert_msg(fabs(got - dw2) < 1e-4 * (1 + fabs(dw2)), "c = 0: dW2[%d,%d] %g vs %g", h,
+                          k, got, dw2);
             db1 += bb1[k] > 0 ? Gsum[h] * W2[(size_t)h * H + k] : 0.0;
         }
         ck_assert_msg(g1[2 + k] == 0, "c = 0: dW1[%d] = %g (x = 0)", k, g1[2 + k]);
