@@ -11,9 +11,12 @@
 //     without AddressSanitizer.
 //   - numeric hyperparameter ranges: every numeric key of every variant accepts its declared
 //     bounds and rejects values just outside, naming the key; entmax's alpha against the bounds
-//     documented in docs/variants.md ([1.01, 2]), which the registry itself cannot vouch for.
+//     documented in docs/variants.md ([1.01, 2]), which the registry itself cannot vouch for;
+//     every hyperparameter's default and range (or default choice) as the variant table of
+//     docs/variants.md documents them, parsed from the page (a registry value moved by 1% fails).
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,6 +324,85 @@ START_TEST(test_entmax_alpha_documented_range) {
 }
 END_TEST
 
+// The variant table of docs/variants.md (the generated block of `./train --list-attention`,
+// reviewed with each change of a variant) against the registry: every variant has one row, and
+// every hyperparameter of it appears there as "`KEY` = DEFAULT [MIN, MAX]" (numbers, printed
+// with %g: compared to 1e-5 relative) or "`KEY` = WORD (CHOICES)" (the default's word).
+// the choice word number idx of "a|b|c"
+static void nth_choice(char* out, size_t cap, const char* choices, int idx) {
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s", choices);
+    char* save = NULL;
+    char* w = strtok_r(tmp, "|", &save);
+    for (int i = 0; i < idx && w; i++)
+        w = strtok_r(NULL, "|", &save);
+    snprintf(out, cap, "%s", w ? w : "");
+}
+
+static int doc_close(double doc, float reg) {
+    return fabs(doc - (double)reg) <= 1e-5 * fmax(fabs((double)reg), 1e-30);
+}
+
+START_TEST(test_documented_hyperparameters) {
+    FILE* f = fopen("docs/variants.md", "r");
+    if (!f) ck_abort_msg("docs/variants.md not found (the suites run from the repository root)");
+    char* rows[512];
+    int nrows = 0, in_block = 0;
+    char line[8192];
+    while (fgets(line, sizeof(line), f)) {
+        if (strstr(line, "<!-- BEGIN GENERATED: ./train --list-attention"))
+            in_block = 1;
+        else if (in_block && strstr(line, "<!-- END GENERATED"))
+            in_block = 0;
+        else if (in_block && strncmp(line, "| `", 3) == 0 && nrows < 512)
+            rows[nrows++] = strdup(line);
+    }
+    fclose(f);
+    ck_assert_msg(nrows >= attn_count(), "%d table rows for %d variants", nrows, attn_count());
+    int checked = 0;
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        char head[96];
+        snprintf(head, sizeof(head), "| `%s` |", v->name);
+        const char* row = NULL;
+        for (int r = 0; r < nrows; r++)
+            if (strncmp(rows[r], head, strlen(head)) == 0) {
+                ck_assert_msg(row == NULL, "%s: two rows in docs/variants.md", v->name);
+                row = rows[r];
+            }
+        ck_assert_msg(row != NULL, "%s: no row in the variant table of docs/variants.md", v->name);
+        for (int k = 0; k < v->n_hparams; k++) {
+            const AttnHParamSpec* sp = &v->hparams[k];
+            char key[80];
+            snprintf(key, sizeof(key), "`%s` = ", sp->name);
+            const char* at = strstr(row, key);
+            ck_assert_msg(at != NULL, "%s: attn.%s is not documented", v->name, sp->name);
+            at += strlen(key);
+            if (sp->choices) {
+                char want[64], got[64];
+                nth_choice(want, sizeof(want), sp->choices, (int)sp->def);
+                ck_assert(sscanf(at, "%63s", got) == 1);
+                ck_assert_msg(strcmp(got, want) == 0, "%s: attn.%s default '%s', documented '%s'",
+                              v->name, sp->name, want, got);
+            } else {
+                double d, lo, hi;
+                ck_assert_msg(sscanf(at, "%lf [%lf, %lf]", &d, &lo, &hi) == 3,
+                              "%s: attn.%s: no 'default [min, max]' in the table: %.60s", v->name,
+                              sp->name, at);
+                ck_assert_msg(
+                    doc_close(d, sp->def) && doc_close(lo, sp->min) && doc_close(hi, sp->max),
+                    "%s: attn.%s = %g [%g, %g] in the registry, %g [%g, %g] documented", v->name,
+                    sp->name, (double)sp->def, (double)sp->min, (double)sp->max, d, lo, hi);
+            }
+            checked++;
+        }
+    }
+    for (int r = 0; r < nrows; r++)
+        free(rows[r]);
+    ck_assert_msg(checked >= 30, "only %d hyperparameters checked", checked);
+}
+END_TEST
+
 static Suite* attention_bounds_suite(void) {
     Suite* s = suite_create("attention_bounds");
     TCase* tc = tcase_create("bounds");
@@ -329,6 +411,7 @@ static Suite* attention_bounds_suite(void) {
     tcase_add_loop_test(tc, test_layer_bounds, 0, attn_count());
     tcase_add_test(tc, test_every_numeric_range);
     tcase_add_test(tc, test_entmax_alpha_documented_range);
+    tcase_add_test(tc, test_documented_hyperparameters);
     suite_add_tcase(s, tc);
     return s;
 }

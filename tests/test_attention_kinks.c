@@ -6,7 +6,14 @@
 // away from kinks, so this convention is checked here: d/dalpha of L = sum_j w_j a_j against a
 // one-sided (right) difference of the map written from its definition in double (exact on the
 // linear piece), and the left difference must differ from it (the kink is real for this row).
+// sa_softmax (form = minmax) at the edge of its degenerate rows: docs/variants.md defines a row
+// with hi - lo < 1e-30 as all zeros; a row whose range is exactly 1e-30 is not degenerate and
+// follows the formula a_j = (s_j - lo) / (hi - lo) softmax(s)_j.
+// softplus with reweight = power raises e_j = softplus(kappa s_j) to the power P after dividing
+// by max e (so the power acts on [0, 1]): with P = 8 and scores in the hundreds, e^P alone
+// would overflow float; the weights must still be e_j^P / sum e^P, computed here in double.
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attention/attention.h"
@@ -55,10 +62,77 @@ START_TEST(test_hccs_alpha_at_init_kink) {
 }
 END_TEST
 
+START_TEST(test_sa_softmax_range_edge) {
+    const AttnVariant* v = attn_lookup("sa_softmax");
+    ck_assert_msg(v != NULL, "sa_softmax is not registered");
+    if (!test_variant_selected("sa_softmax")) return;
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, 64, 2, 8, 16, 2);
+    char err[256];
+    ck_assert_msg(attn_hparams_set(&hp, v, "form", "minmax", err, sizeof(err)) == 0, "%s", err);
+    float scratch[64], a[3], ds[3];
+    AttnRowCtx ctx = {.hp = &hp, .scratch = scratch, .t = 1, .T = 64};
+    // range exactly 1e-30 above 0 and below 0: w = (1, 0) and softmax = (1/2, 1/2) in float
+    const float rows[2][2] = {{1e-30f, 0.0f}, {0.0f, -1e-30f}};
+    for (int r = 0; r < 2; r++) {
+        v->forward_row(a, rows[r], 2, &ctx);
+        ck_assert_msg(fabsf(a[0] - 0.5f) < 1e-6f && a[1] == 0.0f,
+                      "row (%g, %g) with range 1e-30: a = (%g, %g), want (0.5, 0)",
+                      (double)rows[r][0], (double)rows[r][1], (double)a[0], (double)a[1]);
+        const float da[2] = {1.0f, 0.0f};
+        ds[0] = ds[1] = 0.0f;
+        v->backward_row(ds, da, rows[r], a, 2, &ctx);
+        ck_assert_msg(isfinite(ds[0]) && isfinite(ds[1]), "row %d: ds = (%g, %g)", r, (double)ds[0],
+                      (double)ds[1]);
+    }
+    // every score 0: the degenerate row, all zeros with zero gradient
+    const float z[3] = {0.0f, 0.0f, 0.0f}, dz[3] = {1.0f, -2.0f, 0.5f};
+    ctx.t = 2;
+    v->forward_row(a, z, 3, &ctx);
+    ds[0] = ds[1] = ds[2] = 0.0f;
+    v->backward_row(ds, dz, z, a, 3, &ctx);
+    for (int j = 0; j < 3; j++)
+        ck_assert_msg(a[j] == 0.0f && ds[j] == 0.0f, "zero row: a[%d] = %g, ds = %g", j,
+                      (double)a[j], (double)ds[j]);
+}
+END_TEST
+
+START_TEST(test_softplus_power_large_scores) {
+    const AttnVariant* v = attn_lookup("softplus");
+    ck_assert_msg(v != NULL, "softplus is not registered");
+    if (!test_variant_selected("softplus")) return;
+    AttnHParams hp;
+    attn_hparams_default(&hp, v, 64, 2, 8, 16, 2);
+    char err[256];
+    ck_assert_msg(attn_hparams_set(&hp, v, "length_scale", "none", err, sizeof(err)) == 0 &&
+                      attn_hparams_set(&hp, v, "reweight", "power", err, sizeof(err)) == 0 &&
+                      attn_hparams_set(&hp, v, "power", "8", err, sizeof(err)) == 0,
+                  "%s", err);
+    enum { N = 4 };
+    const float s[N] = {300.0f, 290.0f, 150.0f, -5.0f};
+    float a[N], scratch[64];
+    AttnRowCtx ctx = {.hp = &hp, .scratch = scratch, .t = N - 1, .T = 64};
+    v->forward_row(a, s, N, &ctx);
+    double e[N], z = 0; // kappa = 1: e_j = softplus(s_j) = log(1 + exp(s_j))
+    for (int j = 0; j < N; j++) {
+        const double sp =
+            s[j] > 30 ? (double)s[j] + log1p(exp(-(double)s[j])) : log1p(exp((double)s[j]));
+        e[j] = pow(sp, 8.0);
+        z += e[j];
+    }
+    for (int j = 0; j < N; j++)
+        ck_assert_msg(isfinite(a[j]) && fabs((double)a[j] - e[j] / z) < 1e-5,
+                      "softplus power 8, s = %g: a[%d] = %g, want %.8g", (double)s[j], j,
+                      (double)a[j], e[j] / z);
+}
+END_TEST
+
 static Suite* attention_kinks_suite(void) {
     Suite* s = suite_create("attention_kinks");
     TCase* tc = tcase_create("kinks");
     tcase_add_test(tc, test_hccs_alpha_at_init_kink);
+    tcase_add_test(tc, test_sa_softmax_range_edge);
+    tcase_add_test(tc, test_softplus_power_large_scores);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,6 +4,9 @@
 //     above it on t as well (the progressive interpolation);
 //   - the backward against central differences of sum(G * bias), with G's entries above the
 //     diagonal never read, and bit-identical for 1 and 2 threads;
+//   - the transform c and the threshold l enter through |c| and |l|: negated, the bias is the
+//     same and their gradients change sign; at c = 0 (psi = 0 / 0) x is taken as 0, so every
+//     pair gets the MLP's output at 0 and c, l and W1 get no gradient;
 //   - the variants that form no logits refuse fire (at config time, with a message naming the
 //     key and the variant).
 // The layer and model gradient checks under fire are in test_posenc, test_attn64_layer and
@@ -155,6 +158,90 @@ START_TEST(test_fire_backward) {
 }
 END_TEST
 
+// theta with c and l negated gives the same bias and the negated gradients of c and l (psi
+// uses |c|, L = 512 |l|); at c = 0 every pair's x is 0 (the 0 / 0 convention of fire.c): the
+// bias is f_h(0) = b2_h + sum_k W2_hk max(b1_k, 0) and the gradient is the MLP's at x = 0,
+// written here from that formula (nothing for c, l and W1).
+START_TEST(test_fire_signs_and_zero_transform) {
+    const int NH = 2, T = 6, B = 2, H = ATTN_FIRE_HIDDEN, P = attn_fire_nparams(NH);
+    const size_t TT = (size_t)T * T;
+    float* th = allocFloats((size_t)P);
+    float* neg = allocFloats((size_t)P);
+    float* b1 = allocFloats((size_t)NH * TT);
+    float* b2 = allocFloats((size_t)NH * TT);
+    float* G = allocFloats((size_t)B * NH * TT);
+    float* g1 = allocFloats((size_t)P);
+    float* g2 = allocFloats((size_t)P);
+    attn_fire_init(th, NH, 11);
+    th[1] = 2.5f / 512.0f; // rows on both sides of L
+    memcpy(neg, th, sizeof(float) * (size_t)P);
+    neg[0] = -th[0];
+    neg[1] = -th[1];
+    Rng r;
+    rng_seed(&r, 9);
+    fill_normal(G, (size_t)B * NH * TT, 1.0f, &r);
+    attn_fire_bias(b1, th, NH, T, 1);
+    attn_fire_bias(b2, neg, NH, T, 1);
+    ck_assert_msg(memcmp(b1, b2, sizeof(float) * (size_t)NH * TT) == 0,
+                  "negated c and l change the bias");
+    memset(g1, 0, sizeof(float) * (size_t)P);
+    memset(g2, 0, sizeof(float) * (size_t)P);
+    attn_fire_backward(g1, G, B, th, NH, T, 1);
+    attn_fire_backward(g2, G, B, neg, NH, T, 1);
+    ck_assert_msg(g1[0] != 0 && g1[1] != 0, "no gradient for c (%g) or l (%g)", g1[0], g1[1]);
+    ck_assert_msg(g2[0] == -g1[0] && g2[1] == -g1[1], "dc %g vs %g, dl %g vs %g", g2[0], g1[0],
+                  g2[1], g1[1]);
+    ck_assert_msg(memcmp(g1 + 2, g2 + 2, sizeof(float) * (size_t)(P - 2)) == 0,
+                  "negated c and l change the MLP's gradient");
+
+    th[0] = 0.0f; // c = 0
+    attn_fire_bias(b1, th, NH, T, 1);
+    const float *W2 = th + 2 + 2 * H, *bb1 = th + 2 + H, *bb2 = W2 + (size_t)NH * H;
+    double Gsum[2] = {0, 0};
+    for (int h = 0; h < NH; h++) {
+        double f0 = bb2[h];
+        for (int k = 0; k < H; k++)
+            f0 += (double)W2[(size_t)h * H + k] * fmax((double)bb1[k], 0.0);
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < T; j++) {
+                const double got = b1[(size_t)h * TT + (size_t)t * T + j], e = j <= t ? f0 : 0.0;
+                ck_assert_msg(fabs(got - e) < 1e-5 * (1 + fabs(e)),
+                              "c = 0: bias(h=%d, t=%d, j=%d) %.8g, want f(0) = %.8g", h, t, j, got,
+                              e);
+                if (j <= t)
+                    for (int b = 0; b < B; b++)
+                        Gsum[h] += G[((size_t)b * NH + h) * TT + (size_t)t * T + j];
+            }
+    }
+    memset(g1, 0, sizeof(float) * (size_t)P);
+    attn_fire_backward(g1, G, B, th, NH, T, 1);
+    ck_assert_msg(g1[0] == 0 && g1[1] == 0, "c = 0: dc = %g, dl = %g (want 0)", g1[0], g1[1]);
+    for (int k = 0; k < H; k++) {
+        double db1 = 0;
+        for (int h = 0; h < NH; h++) {
+            const double dw2 = Gsum[h] * fmax((double)bb1[k], 0.0);
+            const double got = g1[2 + 2 * H + h * H + k];
+            ck_assert_msg(fabs(got - dw2) < 1e-4 * (1 + fabs(dw2)), "c = 0: dW2[%d,%d] %g vs %g", h,
+                          k, got, dw2);
+            db1 += bb1[k] > 0 ? Gsum[h] * W2[(size_t)h * H + k] : 0.0;
+        }
+        ck_assert_msg(g1[2 + k] == 0, "c = 0: dW1[%d] = %g (x = 0)", k, g1[2 + k]);
+        ck_assert_msg(fabs(g1[2 + H + k] - db1) < 1e-4 * (1 + fabs(db1)), "c = 0: db1[%d] %g vs %g",
+                      k, g1[2 + H + k], db1);
+    }
+    for (int h = 0; h < NH; h++)
+        ck_assert_msg(fabs(g1[2 + 2 * H + NH * H + h] - Gsum[h]) < 1e-4 * (1 + fabs(Gsum[h])),
+                      "c = 0: db2[%d] %g vs %g", h, g1[2 + 2 * H + NH * H + h], Gsum[h]);
+    free(th);
+    free(neg);
+    free(b1);
+    free(b2);
+    free(G);
+    free(g1);
+    free(g2);
+}
+END_TEST
+
 // linear attention, the delta-rule memories and multiscreen form no logits: fire is refused
 START_TEST(test_fire_refused_without_logits) {
     const char* names[] = {"linear", "deltanet", "gated_deltanet", "multiscreen"};
@@ -186,6 +273,7 @@ static Suite* fire_suite(void) {
     TCase* tc = tcase_create("fire");
     tcase_add_test(tc, test_fire_reference);
     tcase_add_test(tc, test_fire_backward);
+    tcase_add_test(tc, test_fire_signs_and_zero_transform);
     tcase_add_test(tc, test_fire_refused_without_logits);
     suite_add_tcase(s, tc);
     return s;

@@ -1,8 +1,13 @@
 // tests/test_layers.c: finite-difference gradient checks (loss in double) for every GPT-2 layer
 // in model/layers.c, sgemm matmul against the naive reference, GELU and LayerNorm forward values
-// against their definitions, and 1 vs 2 threads identical.
+// against their definitions, and 1 vs 2 threads identical; the element-wise layers and
+// LayerNorm read and write only their n (or N x C) elements: every buffer is followed by guard
+// floats, NaN after inputs (a read past the end poisons the result) and a bit pattern after
+// outputs (a write past the end shows), at a length that is not a multiple of the allocator's
+// 64-byte rounding (so a one-past loop does not land in padding unseen).
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,6 +323,71 @@ START_TEST(test_forward_definitions) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// bounds of the element-wise layers and LayerNorm
+
+enum { LGUARD = 16 };
+static const uint32_t LPATTERN = 0x7f8a5a5au; // a signalling-NaN bit pattern no layer writes
+
+// a buffer of n floats (filled normal) followed by LGUARD guard floats: NaN after inputs, the
+// pattern after outputs
+static float* guarded(size_t n, int output, Rng* r) {
+    float* x = allocFloats(n + LGUARD);
+    fill_normal(x, n, 1.0f, r);
+    for (int k = 0; k < LGUARD; k++) {
+        if (output)
+            memcpy(&x[n + k], &LPATTERN, sizeof(float));
+        else
+            x[n + k] = NAN;
+    }
+    return x;
+}
+
+static void check_out(const float* x, size_t n, const char* what) {
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(isfinite(x[i]), "%s[%zu] = %g (an input read past its end?)", what, i,
+                      (double)x[i]);
+    for (int k = 0; k < LGUARD; k++)
+        ck_assert_msg(memcmp(&x[n + k], &LPATTERN, sizeof(float)) == 0,
+                      "%s: written %d floats past the end", what, k + 1);
+}
+
+START_TEST(test_layer_bounds) {
+    Rng r;
+    rng_seed(&r, 21);
+    const int N = 3, C = 7; // 21 floats: 84 bytes, not a multiple of 64
+    const size_t n = (size_t)N * C;
+    float *a = guarded(n, 0, &r), *b = guarded(n, 0, &r), *dout = guarded(n, 0, &r);
+    float *w = guarded((size_t)C, 0, &r), *bias = guarded((size_t)C, 0, &r);
+    float *out = guarded(n, 1, &r), *da = guarded(n, 1, &r), *db = guarded(n, 1, &r);
+    float *mean = guarded((size_t)N, 1, &r), *rstd = guarded((size_t)N, 1, &r);
+    float *dw = guarded((size_t)C, 1, &r), *dbias = guarded((size_t)C, 1, &r);
+    gelu_forward(out, a, n);
+    check_out(out, n, "gelu_forward out");
+    gelu_backward(da, a, dout, n);
+    check_out(da, n, "gelu_backward dinp");
+    residual_forward(out, a, b, n);
+    check_out(out, n, "residual_forward out");
+    residual_backward(da, db, dout, n);
+    check_out(da, n, "residual_backward da");
+    check_out(db, n, "residual_backward db");
+    layernorm_forward(out, mean, rstd, a, w, bias, N, C);
+    check_out(out, n, "layernorm_forward out");
+    check_out(mean, (size_t)N, "layernorm_forward mean");
+    check_out(rstd, (size_t)N, "layernorm_forward rstd");
+    // the backward reads the forward's mean and rstd: give them input guards now
+    for (int k = 0; k < LGUARD; k++)
+        mean[N + k] = rstd[N + k] = NAN;
+    layernorm_backward(da, dw, dbias, dout, a, w, mean, rstd, N, C);
+    check_out(da, n, "layernorm_backward dinp");
+    check_out(dw, (size_t)C, "layernorm_backward dweight");
+    check_out(dbias, (size_t)C, "layernorm_backward dbias");
+    float* all[] = {a, b, dout, w, bias, out, da, db, mean, rstd, dw, dbias};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        free(all[i]);
+}
+END_TEST
+
 static Suite* layers_suite(void) {
     Suite* s = suite_create("layers");
     TCase* tc = tcase_create("gradcheck");
@@ -329,6 +399,7 @@ static Suite* layers_suite(void) {
     tcase_add_test(tc, test_crossentropy_grad);
     tcase_add_test(tc, test_threads_identical);
     tcase_add_test(tc, test_forward_definitions);
+    tcase_add_test(tc, test_layer_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

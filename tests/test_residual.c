@@ -351,11 +351,35 @@ START_TEST(test_residual_init_is_uniform) {
 }
 END_TEST
 
+// mlp = 0 (attention-only blocks) leaves no MLP sublayer for the routing over sublayers: the
+// model configuration refuses it with either residual key, naming mlp and the residual value;
+// with residual = standard it is accepted
+START_TEST(test_residual_refuses_attention_only) {
+    static const char* const R[] = {"attnres", "delta_attnres", "standard"};
+    for (int i = 0; i < 3; i++) {
+        Config c;
+        config_defaults(&c);
+        char err[512] = "", arg[64];
+        ck_assert(config_apply_arg(&c, "mlp=0", err, sizeof(err)) == 0);
+        snprintf(arg, sizeof(arg), "residual=%s", R[i]);
+        ck_assert_msg(config_apply_arg(&c, arg, err, sizeof(err)) == 0, "%s", err);
+        GPT2Config g;
+        const int rc = gpt2_config_from(&g, &c, err, sizeof(err));
+        if (i < 2)
+            ck_assert_msg(rc != 0 && strstr(err, "key 'mlp'") && strstr(err, R[i]),
+                          "mlp=0 %s: rc %d, message '%s'", arg, rc, err);
+        else
+            ck_assert_msg(rc == 0 && g.mlp == 0, "mlp=0 residual=standard refused: %s", err);
+    }
+}
+END_TEST
+
 static Suite* residual_suite(void) {
     Suite* s = suite_create("residual");
     TCase* tc = tcase_create("model");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_residual_init_is_uniform);
+    tcase_add_test(tc, test_residual_refuses_attention_only);
     tcase_add_loop_test(tc, test_residual_thread_invariance, 0, 2);
     tcase_add_test(tc, test_residual_checkpoint_keys);
     tcase_add_test(tc, test_residual_resume_exact);
