@@ -68,6 +68,15 @@ int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int h
     attn_hparams_default(&base, v, T_train, NH, hs, NH * hs, 2);
     for (int in = 0; in < (layer ? ATTN64_N_INNER : 1); in++)
         add(out, &n, v, &base, in, "");
+    // and once around an inner map that reads the key norms (keynorm: the driver, selective and
+    // talking_heads keep key-norm scratch and a key-gradient path only for such maps); diff
+    // refuses one at setup by design
+    if (layer && strcmp(v->name, "diff") != 0) {
+        add(out, &n, v, &base, 0, "");
+        out[n - 1].hp.inner = attn_lookup("keynorm");
+        ASSERT(out[n - 1].hp.inner);
+        snprintf(out[n - 1].label, sizeof(out[n - 1].label), "%s[inner=keynorm]", v->name);
+    }
     for (int k = 0; k < v->n_hparams; k++) {
         const AttnHParamSpec* s = &v->hparams[k];
         char what[96];
