@@ -355,7 +355,7 @@ static void diagnostics_init(Trainer* t) {
     const int on = c->metrics_every > 0 || c->dump_attention_every > 0;
     const int T = t->have_val ? t->eval_T : c->seq_len, n = c->probe_sequences;
     const char* src = t->have_val ? c->val_data : c->train_data;
-    char err[2048] = "", msg[2100];
+    char err[2048] = "", msg[2400]; // "SRC: ERR"
     int* probe = on ? dataloader_spread_tokens(dl, n, T, err, sizeof(err)) : NULL;
     dist_exit_if_failed(on && !probe, EXIT_USAGE, err); // every rank loads the probe tokens
     MetricsSetup ms = {.every = c->metrics_every,
