@@ -70,8 +70,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/train: $(BUILD)/train.o $(BUILD)/libattnlab.a
-	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
+# the trainer: train.c and its run-state file (run_state.c), the two files at the root
+$(BUILD)/train: $(BUILD)/train.o $(BUILD)/run_state.o $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $(BUILD)/train.o $(BUILD)/run_state.o $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
 $(CLI_BINS): $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
@@ -170,7 +171,7 @@ mutate: setup
 	@/usr/bin/python3 scripts/mutate $(MUTATE_ARGS)
 
 # ---- formatting ----------------------------------------------------------------------------
-FMT_SRCS = $(wildcard *.c tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
+FMT_SRCS = $(wildcard *.[ch] tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
 format:
 	clang-format -i $(FMT_SRCS)
 format-check: deps

@@ -10,20 +10,20 @@
 // Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention;
 // ./train CONFIG [overrides] --print-config.
 // Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, optim/data_parallel.h):
-// only rank 0 writes the console and files.
+// only rank 0 writes the console and files; an error every rank can meet at the same point is
+// agreed on with dist_exit_if_failed and reported once (common/dist.h).
 //
 // Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
 // model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
 // (model/sample.h); DataLoader (data/dataloader.h); Optimizer, schedules, clipping (optim/).
-// The run-state file is composed here from the optimizer's and the loader's own serialisations
-// (save_run_state / load_run_state; the byte layout is in docs/design.md).
+// The run-state file is composed by run_state.c from the optimizer's and the loader's own
+// serialisations and the loop state (the byte layout is in docs/design.md).
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/config.h"
 #include "common/dist.h"
@@ -43,14 +43,7 @@
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
-
-// What a checkpoint saves besides the model and the optimizer: the loop's own state.
-typedef struct {
-    long step;      // completed optimizer steps
-    Rng rng;        // the sampling RNG
-    float best_val; // best validation loss so far (or -1)
-    int skips;      // consecutive skipped (non-finite) updates
-} LoopState;
+#include "run_state.h"
 
 typedef struct {
     Config cfg;
@@ -67,15 +60,14 @@ typedef struct {
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
     int resumed;
-    int *inputs, *targets; // (B, max(T, eval_T))
+    int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
     FILE *jsonl, *log;
     JsonBuf j;
     Metrics mt;
     char* config_text; // the resolved config: OUT/config.conf and every model file
     int nthreads;
-    double peak_flops; // measured matmul FLOP/s in this run's precision (for MFU)
-    int peak_raised;   // a step's rate beat the measured peak, which was raised to it
+    MMPeak peak; // measured matmul FLOP/s in this run's precision (MFU is against it)
     char precision_info[384];
 } Trainer;
 
@@ -117,13 +109,8 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
     }
     m->grad_hook = grad_hook;
     m->grad_hook_ctx = t;
-    const int N = dist_size();
     char line[256];
-    snprintf(line, sizeof(line),
-             "# data parallel: %d ranks x batch_size %d x grad_accum %d = global batch of %d "
-             "sequences of %d tokens; zero = %d\n",
-             N, c->batch_size, c->grad_accum, N * c->batch_size * c->grad_accum, c->seq_len,
-             c->zero);
+    dp_describe(t->dp, c->batch_size, c->seq_len, line, sizeof(line));
     size_t len = strlen(t->config_text);
     t->config_text = reallocCheck(t->config_text, len + strlen(line) + 1);
     memcpy(t->config_text + len, line, strlen(line) + 1);
@@ -194,8 +181,9 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     }
     GPT2* m = &t->model;
     gpt2_alloc_acts(m, B, Tmax, nthreads);
-    t->inputs = mallocCheck(sizeof(int) * (size_t)B * Tmax);
-    t->targets = mallocCheck(sizeof(int) * (size_t)B * Tmax);
+    const size_t nbuf = (size_t)B * (Tmax > T * c->grad_accum ? Tmax : T * c->grad_accum);
+    t->inputs = mallocCheck(sizeof(int) * nbuf);
+    t->targets = mallocCheck(sizeof(int) * nbuf);
     // the optimizer over the parameter table's tensors
     optim_init(&t->opt, od, m->num_params);
     t->oh = (OptimHParams){
@@ -211,7 +199,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     t->ls.best_val = -1.0f;
     gpt2_set_precision(m, prec);
     t->config_text = gpt2_config_text(m, c, t->precision_info);
-    t->peak_flops = mm_measure_peak(nthreads, 8);
+    t->peak.flops = mm_measure_peak(nthreads, 8);
     return setup_data_parallel(t, err, errcap);
 }
 
@@ -232,98 +220,7 @@ static void teardown(Trainer* t) {
 }
 
 // =============================================================================================
-// checkpoints: the model file (model/checkpoint.h) and the run-state file composed here.
-//
-// state_NNNNNNNN.bin (version 1): int32[256] header {STATE_MAGIC, version, optimizer n (int64,
-// words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word 6), step (int64, words
-// 8-9)}, the optimizer's name[32], the loop record {int64 step, sampling RNG (4 x uint64), the
-// training loader's position (DATALOADER_STATE_BYTES), float best_val, int32 skips}, the
-// optimizer's state arrays, the checkpoint trailer. Integers little-endian.
-
-#define LOOP_RECORD_BYTES (8 + 32 + DATALOADER_STATE_BYTES + 4 + 4)
-
-static void put64(int32_t* h, int64_t v) {
-    h[0] = (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    h[1] = (int32_t)(uint32_t)((uint64_t)v >> 32);
-}
-static int64_t get64(const int32_t* h) {
-    return (int64_t)(((uint64_t)(uint32_t)h[1] << 32) | (uint32_t)h[0]);
-}
-
-static int save_run_state(const Trainer* t, const Optimizer* opt, const char* path, char* err,
-                          size_t errcap) {
-    OptimStateHeader oh;
-    optim_state_header(opt, &oh);
-    int32_t h[256] = {0};
-    h[0] = STATE_MAGIC;
-    h[1] = CKPT_VERSION;
-    put64(h + 2, oh.n);
-    put64(h + 4, oh.t);
-    h[6] = oh.state_per_param;
-    put64(h + 8, t->ls.step);
-    unsigned char rec[LOOP_RECORD_BYTES] = {0}; // little-endian fields (x86-64 and arm64)
-    int64_t step = t->ls.step;
-    int32_t skips = t->ls.skips;
-    DataLoaderState pos = t->data_pos;
-    if (t->have_train) dataloader_get_state(&t->train, &pos);
-    memcpy(rec, &step, 8);
-    memcpy(rec + 8, t->ls.rng.s, 32);
-    dataloader_state_write(&pos, rec + 40);
-    memcpy(rec + 40 + DATALOADER_STATE_BYTES, &t->ls.best_val, 4);
-    memcpy(rec + 44 + DATALOADER_STATE_BYTES, &skips, 4);
-    AtomicFile af;
-    if (atomic_open(&af, path)) {
-        snprintf(err, errcap, "%s", af.err);
-        return -1;
-    }
-    atomic_write(&af, h, sizeof(h));
-    atomic_write(&af, oh.name, OPTIM_NAME_BYTES);
-    atomic_write(&af, rec, sizeof(rec));
-    optim_state_write(opt, &af);
-    return ckpt_finish_file(&af, err, errcap);
-}
-
-static int load_run_state(Trainer* t, Optimizer* opt, const char* path, char* err, size_t errcap) {
-    if (ckpt_verify_file(path, 1024 + OPTIM_NAME_BYTES + LOOP_RECORD_BYTES, err, errcap)) return -1;
-    FILE* f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errcap, "%s: cannot open", path);
-        return -1;
-    }
-    int32_t h[256];
-    OptimStateHeader oh;
-    unsigned char rec[LOOP_RECORD_BYTES];
-    int rc = -1;
-    if (fread(h, 4, 256, f) != 256 || fread(oh.name, 1, OPTIM_NAME_BYTES, f) != OPTIM_NAME_BYTES ||
-        fread(rec, 1, sizeof(rec), f) != sizeof(rec)) {
-        snprintf(err, errcap, "%s: read error", path);
-        goto done;
-    }
-    if (h[0] != STATE_MAGIC || h[1] != CKPT_VERSION) {
-        snprintf(err, errcap, "%s: not an attnlab run-state file (magic %d version %d)", path, h[0],
-                 h[1]);
-        goto done;
-    }
-    oh.n = get64(h + 2);
-    oh.t = get64(h + 4);
-    oh.state_per_param = h[6];
-    if (optim_state_accept(opt, &oh, path, err, errcap) ||
-        optim_state_read(opt, f, path, err, errcap))
-        goto done;
-    int64_t step;
-    int32_t skips;
-    memcpy(&step, rec, 8);
-    memcpy(t->ls.rng.s, rec + 8, 32);
-    dataloader_state_read(&t->data_pos, rec + 40);
-    memcpy(&t->ls.best_val, rec + 40 + DATALOADER_STATE_BYTES, 4);
-    memcpy(&skips, rec + 44 + DATALOADER_STATE_BYTES, 4);
-    t->ls.step = (long)step;
-    t->ls.skips = skips;
-    rc = t->have_train ? dataloader_set_state(&t->train, &t->data_pos, err, errcap) : 0;
-done:
-    fclose(f);
-    return rc;
-}
+// checkpoints: the model file (model/checkpoint.h) and the run-state file (run_state.h)
 
 static void checkpoint_paths(const Trainer* t, long step, char* mp, char* sp, size_t cap) {
     snprintf(mp, cap, "%s/model_%08ld.bin", t->cfg.out_dir, step);
@@ -339,8 +236,10 @@ static int save_checkpoint(Trainer* t, long step) {
     Optimizer full;
     const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
     if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
+    DataLoaderState pos = t->data_pos;
+    if (t->have_train) dataloader_get_state(&t->train, &pos);
     int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              save_run_state(t, opt, sp, err, sizeof(err));
+              run_state_save(sp, &t->ls, &pos, opt, err, sizeof(err));
     dp_state_done(t->dp, &full);
     if (bad) {
         fprintf(stderr,
@@ -354,6 +253,7 @@ static int save_checkpoint(Trainer* t, long step) {
 }
 
 // resume = 1: load the newest step whose model and state both verify. Returns the start step.
+// Every rank loads the files; a failure is agreed on and reported once (exit 2).
 static long resume(Trainer* t) {
     const char* dir = t->cfg.out_dir;
     long latest = t->cfg.resume ? ckpt_find_latest(dir) : -1;
@@ -363,15 +263,18 @@ static long resume(Trainer* t) {
             printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n", dir);
         return 0;
     }
-    char mp[1100], sp[1100], err[2048];
+    char mp[1100], sp[1100], err[2048] = "";
     checkpoint_paths(t, latest, mp, sp, sizeof(mp));
     long s;
     Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
     if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
     Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
-    if (ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-        load_run_state(t, into, sp, err, sizeof(err)))
-        die(EXIT_USAGE, "cannot resume: %s", err);
+    int bad = ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
+              run_state_load(sp, &t->ls, &t->data_pos, into, err, sizeof(err)) ||
+              (t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err)));
+    char msg[2100];
+    snprintf(msg, sizeof(msg), "cannot resume: %s", err);
+    dist_exit_if_failed(bad, EXIT_USAGE, msg);
     if (dp_sharded(t->dp)) {
         dp_take_shard(t->dp, &full, &t->opt);
         optim_free(&full);
@@ -384,11 +287,17 @@ static long resume(Trainer* t) {
 // =============================================================================================
 // pieces of the loop
 
-static void check_tokens(const Trainer* t, const int* ids, size_t n, const char* which) {
+// 0, or -1 with err when a token id is outside the vocabulary.
+static int check_tokens(const Trainer* t, const int* ids, size_t n, const char* which, char* err,
+                        size_t errcap) {
     for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= t->cfg.vocab_size)
-            die(EXIT_USAGE, "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)",
-                which, ids[i], t->cfg.vocab_size);
+        if (ids[i] < 0 || ids[i] >= t->cfg.vocab_size) {
+            snprintf(err, errcap,
+                     "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)", which,
+                     ids[i], t->cfg.vocab_size);
+            return -1;
+        }
+    return 0;
 }
 
 // Mean validation loss over the first eval_steps batches (sequential, from the start), in
@@ -400,10 +309,12 @@ static float evaluate(Trainer* t) {
     m->step = -1;
     dataloader_reset(&t->val);
     double sum = 0;
+    char err[256];
     for (int i = 0; i < t->cfg.eval_steps; i++) {
         dataloader_next(&t->val, t->inputs, t->targets);
-        check_tokens(t, t->inputs, (size_t)B * T, "val_data");
-        check_tokens(t, t->targets, (size_t)B * T, "val_data");
+        if (check_tokens(t, t->inputs, (size_t)B * T, "val_data", err, sizeof(err)) ||
+            check_tokens(t, t->targets, (size_t)B * T, "val_data", err, sizeof(err)))
+            die(EXIT_USAGE, "%s", err); // rank 0 alone evaluates
         gpt2_forward(m, t->inputs, t->targets, B, T);
         sum += m->mean_loss;
     }
@@ -444,9 +355,9 @@ static void diagnostics_init(Trainer* t) {
     const int on = c->metrics_every > 0 || c->dump_attention_every > 0;
     const int T = t->have_val ? t->eval_T : c->seq_len, n = c->probe_sequences;
     const char* src = t->have_val ? c->val_data : c->train_data;
-    char err[2048];
+    char err[2048] = "", msg[2400]; // "SRC: ERR"
     int* probe = on ? dataloader_spread_tokens(dl, n, T, err, sizeof(err)) : NULL;
-    if (on && !probe) die(EXIT_USAGE, "%s", err);
+    dist_exit_if_failed(on && !probe, EXIT_USAGE, err); // every rank loads the probe tokens
     MetricsSetup ms = {.every = c->metrics_every,
                        .dump_every = c->dump_attention_every,
                        .sink_eps = c->sink_eps,
@@ -454,34 +365,39 @@ static void diagnostics_init(Trainer* t) {
                        .nseq = n,
                        .T = T,
                        .nthreads = t->nthreads};
-    if (metrics_init(&t->mt, &t->model, &ms, err, sizeof(err))) die(EXIT_USAGE, "%s: %s", src, err);
+    const int bad = metrics_init(&t->mt, &t->model, &ms, err, sizeof(err)) != 0;
+    snprintf(msg, sizeof(msg), "%s: %s", src, err);
+    dist_exit_if_failed(bad, EXIT_USAGE, msg);
     free(probe);
 }
 
 // OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed) and OUT/main.log, and the
-// run's header: what precision ran and what MFU is measured against.
+// run's header: what precision ran and what MFU is measured against. A file that cannot be
+// written ends every rank (exit 1), reported once.
 static void open_logs(Trainer* t, long start) {
     const Config* c = &t->cfg;
     const GPT2* m = &t->model;
     char path[1100];
     snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
     const int root = dist_is_root(); // under mpirun only rank 0 writes files
-    AtomicFile af;
-    if (root && (atomic_open(&af, path) ||
-                 atomic_write(&af, t->config_text, strlen(t->config_text)) || atomic_commit(&af)))
-        die(1, "%s", af.err);
+    AtomicFile af = {.err = ""};
+    dist_exit_if_failed(root && (atomic_open(&af, path) ||
+                                 atomic_write(&af, t->config_text, strlen(t->config_text)) ||
+                                 atomic_commit(&af)),
+                        1, af.err);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
     if (root && t->resumed) jsonl_keep_steps(path, start);
     t->jsonl = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
     snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
     t->log = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
-    if (!t->jsonl || !t->log) die(1, "%s: cannot open log files", c->out_dir);
+    snprintf(path, sizeof(path), "%s: cannot open log files", c->out_dir);
+    dist_exit_if_failed(!t->jsonl || !t->log, 1, path);
     const char* pname = mm_precision_name(m->precision);
     printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
            "B=%d T=%d accum=%d | %d threads | %s peak %.1f GFLOP/s\n",
            m->attention, m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.block_size,
            (double)m->num_params / 1e6, c->batch_size, c->seq_len, c->grad_accum, t->nthreads,
-           pname, t->peak_flops / 1e9);
+           pname, t->peak.flops / 1e9);
     printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
            "start-up); model FLOPs/token %.6g\n",
            t->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
@@ -489,7 +405,7 @@ static void open_logs(Trainer* t, long start) {
     if (dpl) printf("%s", dpl + 2); // the global batch
     fflush(stdout);
     fprintf(t->log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
-            t->peak_flops / 1e9);
+            t->peak.flops / 1e9);
     if (dpl) fprintf(t->log, "%s", dpl);
     fflush(t->log);
     char against[128];
@@ -512,7 +428,7 @@ static int train(Trainer* t) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
     char err[2048];
-    if (util_mkdirs(c->out_dir, err, sizeof(err))) die(1, "%s", err);
+    dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
     const long start = resume(t);
     json_init(&t->j);
     open_logs(t, start);
@@ -542,19 +458,33 @@ static int train(Trainer* t) {
         }
         if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
             write_sample(t, step);
-        if (last || dist_max_int(g_stop, "stop agreement")) break; // every rank stops together
+        if (last) break;
 
-        // ---- one optimizer step: micro-batches, gradients accumulate into m->grads
+        // ---- one optimizer step: this rank's micro-batches of the global batch, then in one
+        // collective the ranks agree on their tokens (one outside the vocabulary on any rank ends
+        // every rank, reported once) and on stopping (SIGINT/SIGTERM on any rank: every rank
+        // stops together, the loader back before the step's batches)
         double t0 = util_now();
+        DataLoaderState at_step;
+        dataloader_get_state(&t->train, &at_step);
+        int bad = 0;
+        for (int k = 0; k < accum; k++) {
+            int *in = t->inputs + k * BT, *tg = t->targets + k * BT;
+            dataloader_next_slice(&t->train, dp_rank(t->dp), N, in, tg);
+            bad = bad || check_tokens(t, in, BT, "train_data", err, sizeof(err)) ||
+                  check_tokens(t, tg, BT, "train_data", err, sizeof(err));
+        }
+        if (dist_agree(bad, EXIT_USAGE, err, g_stop, "stop agreement")) {
+            ASSERT(dataloader_set_state(&t->train, &at_step, err, sizeof(err)) == 0);
+            break;
+        }
+        // forward + backward per micro-batch, gradients accumulate into m->grads
         m->step = step;
         gpt2_zero_grad(m);
         double loss = 0;
         for (int k = 0; k < accum; k++) {
-            dp_begin_micro(t->dp, k); // N ranks: this rank's micro-batch of the global batch
-            dataloader_next_slice(&t->train, dp_rank(t->dp), N, t->inputs, t->targets);
-            check_tokens(t, t->inputs, BT, "train_data");
-            check_tokens(t, t->targets, BT, "train_data");
-            gpt2_forward(m, t->inputs, t->targets, B, T);
+            dp_begin_micro(t->dp, k);
+            gpt2_forward(m, t->inputs + k * BT, t->targets + k * BT, B, T);
             gpt2_backward(m, 1.0f / (float)(accum * N)); // (hook: the ranks' gradient chain)
             loss += m->mean_loss;
         }
@@ -614,16 +544,7 @@ static int train(Trainer* t) {
         }
         double tok_s = (double)BT * accum * N / dt;                   // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
-        if (rate > t->peak_flops) { // the start-up peak came out low (busy machine): raise it
-            t->peak_flops = rate;
-            if (!t->peak_raised)
-                fprintf(t->log,
-                        "# step %ld beat the measured matmul peak: mfu is now against the "
-                        "best step rate, %.1f GFLOP/s\n",
-                        step + 1, rate / 1e9);
-            t->peak_raised = 1;
-        }
-        double mfu = rate / t->peak_flops;
+        double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->log);
         int spike_hist = spikes.n;
         double spike_med = spike_push(&spikes, loss);
         if (spike_med >= 0) {
@@ -705,42 +626,6 @@ static void usage(FILE* f) {
                "2 bad config or input (nothing written), 3 non-finite loss or gradient.\n");
 }
 
-// --sgemm-peak / --bf16-peak (used by scripts/bench)
-static int print_peak(const char* precision) {
-    mm_init_threads();
-    char info[384] = "", err[1024];
-    if (precision) {
-        MMPrecision p;
-        if (mm_resolve_precision(precision, &p, info, sizeof(info), err, sizeof(err)))
-            die(EXIT_USAGE, "%s", err);
-        mm_set_precision(p);
-    }
-    int nt = omp_get_max_threads();
-    double best = mm_measure_peak(nt, 12);
-    if (precision)
-        printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
-    else
-        printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
-    return 0;
-}
-
-// A config or input error: the ranks agree on it, the lowest failing rank reports it once (rank 0
-// when every rank fails, as a config error does), and every rank exits 2.
-static void exit_if_failed(int failed, const char* err) {
-    const int n = dist_size(), me = dist_rank();
-    int v = dist_max_int(failed ? n - me : 0, "config check");
-    if (!v) return;
-    if (me == n - v) {
-        if (n > 1 && me > 0)
-            fprintf(stderr, "attnlab: rank %d of %d: %s\n", me, n, err);
-        else
-            fprintf(stderr, "attnlab: %s\n", err);
-    }
-    fflush(NULL);
-    dist_finalize();
-    _exit(EXIT_USAGE); // as die(): no atexit handlers for a run that never started
-}
-
 int main(int argc, char** argv) {
     dist_init(&argc, &argv); // joins MPI only when started by mpirun / srun
     if (!dist_is_root() && !freopen("/dev/null", "w", stdout)) return 1; // rank 0 prints
@@ -764,8 +649,8 @@ int main(int argc, char** argv) {
                 printf("%s\n", attn_get(k)->name);
             return 0;
         }
-        if (!strcmp(argv[i], "--sgemm-peak")) return print_peak(NULL);
-        if (!strcmp(argv[i], "--bf16-peak")) return print_peak("bf16");
+        if (!strcmp(argv[i], "--sgemm-peak")) return mm_print_peak(NULL); // scripts/bench
+        if (!strcmp(argv[i], "--bf16-peak")) return mm_print_peak("bf16");
         if (!strcmp(argv[i], "--bf16-pack")) return mm_bf16_pack_report(stdout) ? 1 : 0;
     }
     Config cfg;
@@ -784,7 +669,7 @@ int main(int argc, char** argv) {
         bad = config_apply_arg(&cfg, argv[i], err, sizeof(err)) != 0;
     }
     if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
-    exit_if_failed(bad, err);
+    dist_exit_if_failed(bad, EXIT_USAGE, err); // reported once, by rank 0
     if (print_only) { // scripts/ablate compares runs by their resolved keys
         printf("# attnlab resolved config (./train --print-config)\n");
         int prc = config_write(&cfg, stdout) ? 1 : 0;
@@ -798,7 +683,7 @@ int main(int argc, char** argv) {
     omp_set_num_threads(nthreads);
 
     static Trainer t; // large (the config and the parameter table): not on the stack
-    exit_if_failed(setup(&t, &cfg, nthreads, err, sizeof(err)) != 0, err);
+    dist_exit_if_failed(setup(&t, &cfg, nthreads, err, sizeof(err)) != 0, EXIT_USAGE, err);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     int rc = train(&t);

@@ -498,37 +498,23 @@ static void dn_backward(AttnLayer* L) {
 static const char DN_FORMULA[] = "S_t = alpha_t S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T, "
                                  "o_t = S_t q_t (q, k L2-normalised)";
 
-const AttnVariant attn_deltanet = {
-    .name = "deltanet",
-    .formula = DN_FORMULA,
-    .source = "Schlag 2021 delta rule; Yang 2024 DeltaNet (alpha = 1) (B9)",
-    .rows_sum_to_one = 0,
-    .shift_invariant = 0,
-    .layer_tensors = deltanet_tensors,
-    .layer_cache_floats = dn_cache_floats,
-    .layer_scratch_floats = dn_scratch,
-    .layer_forward = dn_forward,
-    .layer_backward = dn_backward,
-    .hparams = DN_HP,
-    .n_hparams = N_HP,
-    .ignores_inner = 1,
-};
+// The two variants share every hook (dn_gated tells them apart inside); only the name, the
+// source and the tensor list differ.
+#define DN_VARIANT(NAME, SOURCE, TENSORS)                                                          \
+    {                                                                                              \
+        .name = NAME, .formula = DN_FORMULA, .source = SOURCE, .rows_sum_to_one = 0,               \
+        .shift_invariant = 0, .layer_tensors = TENSORS, .layer_cache_floats = dn_cache_floats,     \
+        .layer_scratch_floats = dn_scratch, .layer_forward = dn_forward,                           \
+        .layer_backward = dn_backward, .hparams = DN_HP, .n_hparams = N_HP, .ignores_inner = 1,    \
+    }
 
-const AttnVariant attn_gated_deltanet = {
-    .name = "gated_deltanet",
-    .formula = DN_FORMULA,
-    .source = "Yang, Kautz, Hatamizadeh 2024 Gated DeltaNet, alpha_t = exp(-e^A softplus(.)) (B9)",
-    .rows_sum_to_one = 0,
-    .shift_invariant = 0,
-    .layer_tensors = gated_deltanet_tensors,
-    .layer_cache_floats = dn_cache_floats,
-    .layer_scratch_floats = dn_scratch,
-    .layer_forward = dn_forward,
-    .layer_backward = dn_backward,
-    .hparams = DN_HP,
-    .n_hparams = N_HP,
-    .ignores_inner = 1,
-};
+const AttnVariant attn_deltanet = DN_VARIANT(
+    "deltanet", "Schlag 2021 delta rule; Yang 2024 DeltaNet (alpha = 1) (B9)", deltanet_tensors);
+
+const AttnVariant attn_gated_deltanet =
+    DN_VARIANT("gated_deltanet",
+               "Yang, Kautz, Hatamizadeh 2024 Gated DeltaNet, alpha_t = exp(-e^A softplus(.)) (B9)",
+               gated_deltanet_tensors);
 
 static int dn_gated(const AttnLayer* L) {
     return L->v == &attn_gated_deltanet;

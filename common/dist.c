@@ -43,6 +43,11 @@ void dist_init(int* argc, char*** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     g_active = 1;
+    if (g_size > 1 && g_rank > 0) { // an error of this rank alone names it (die)
+        char prefix[64];
+        snprintf(prefix, sizeof(prefix), "rank %d of %d: ", g_rank, g_size);
+        util_set_die_prefix(prefix);
+    }
 }
 
 void dist_finalize(void) {
@@ -147,6 +152,30 @@ int dist_max_int(int flag, const char* what) {
     check(MPI_Iallreduce(&flag, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q), what);
     watch(&q, what, -1);
     return out;
+}
+
+int dist_agree(int failed, int code, const char* err, int flag, const char* what) {
+    const int n = g_size, me = g_rank;
+    int mine[2] = {failed ? n - me : 0, flag}, v[2] = {mine[0], mine[1]};
+    if (n > 1) {
+        MPI_Request q;
+        check(MPI_Iallreduce(mine, v, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q), what);
+        watch(&q, what, -1);
+    }
+    if (!v[0]) return v[1];
+    if (me == n - v[0]) {
+        if (n > 1 && me > 0)
+            fprintf(stderr, "attnlab: rank %d of %d: %s\n", me, n, err);
+        else
+            fprintf(stderr, "attnlab: %s\n", err);
+    }
+    fflush(NULL);
+    dist_finalize();
+    util_exit(code); // as die(): no atexit handlers for a run that ends on an error
+}
+
+void dist_exit_if_failed(int failed, int code, const char* err) {
+    (void)dist_agree(failed, code, err, 0, "error agreement");
 }
 
 void dist_allgather_doubles(const double* send, size_t n, double* recv, const char* what) {

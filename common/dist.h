@@ -30,6 +30,18 @@ double dist_timeout(void);
 // when single-process).
 _Noreturn void dist_abort(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// Errors under mpirun (docs/distributed.md). die() on one rank prints once, prefixed "rank R of
+// N: " on ranks other than 0 (dist_init sets the prefix), and ends that rank; the launcher ends
+// the others. An error every rank may meet at the same point goes through dist_exit_if_failed,
+// a collective every rank calls with its own verdict: when any rank failed, the lowest failing
+// rank prints its err once ("attnlab: err" from rank 0, which it is when every rank fails;
+// "attnlab: rank R of N: err" from another), and every rank exits with `code`. Nothing happens
+// when no rank failed. Single process: print err and exit when failed.
+void dist_exit_if_failed(int failed, int code, const char* err);
+// The same agreement, and in the same collective (`what` names it) the largest `flag` of every
+// rank, which it returns when no rank failed (the trainer's per-step stop agreement).
+int dist_agree(int failed, int code, const char* err, int flag, const char* what);
+
 // Collectives (every rank calls them in the same order). `what` names the operation in
 // watchdog and error messages.
 void dist_bcast(void* buf, size_t bytes, int root, const char* what);

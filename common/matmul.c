@@ -369,3 +369,34 @@ double mm_measure_peak(int nthreads, int trials) {
     free(bh);
     return best;
 }
+
+int mm_print_peak(const char* precision) {
+    mm_init_threads();
+    char info[384] = "", err[1024];
+    if (precision) {
+        MMPrecision p;
+        if (mm_resolve_precision(precision, &p, info, sizeof(info), err, sizeof(err)))
+            die(EXIT_USAGE, "%s", err);
+        mm_set_precision(p);
+    }
+    int nt = omp_get_max_threads();
+    double best = mm_measure_peak(nt, 12);
+    if (precision)
+        printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
+    else
+        printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
+    return 0;
+}
+
+double mm_peak_mfu(MMPeak* p, double rate, long step, FILE* log) {
+    if (rate > p->flops) {
+        p->flops = rate;
+        if (!p->raised)
+            fprintf(log,
+                    "# step %ld beat the measured matmul peak: mfu is now against the "
+                    "best step rate, %.1f GFLOP/s\n",
+                    step, rate / 1e9);
+        p->raised = 1;
+    }
+    return rate / p->flops;
+}

@@ -18,13 +18,25 @@ void util_assert_fail(const char* expr, const char* file, int line) {
     abort();
 }
 
+// What die() prints after "attnlab: " (util_set_die_prefix); empty in a single process.
+static char g_die_prefix[64];
+
+void util_set_die_prefix(const char* prefix) {
+    util_strlcpy(g_die_prefix, prefix ? prefix : "", sizeof(g_die_prefix));
+}
+
 void die(int code, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("attnlab: ", stderr);
+    fputs(g_die_prefix, stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    util_exit(code);
+}
+
+void util_exit(int code) {
     // a fatal error ends the process here: flush stdio and leave without atexit handlers (so
     // leak checkers do not report the buffers an aborted run still held)
     fflush(NULL);

@@ -21,8 +21,13 @@ enum {
     } while (0)
 _Noreturn void util_assert_fail(const char* expr, const char* file, int line);
 
-// Print "attnlab: <message>" to stderr and exit with `code`.
+// Print "attnlab: <prefix><message>" to stderr and exit with `code`. The prefix is empty unless
+// util_set_die_prefix set one: under mpirun, dist_init sets "rank R of N: " on the ranks other
+// than 0, so an error only one rank hits names it (docs/distributed.md).
 _Noreturn void die(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void util_set_die_prefix(const char* prefix);
+// How die() ends the process: flush stdio, _exit(code) (no atexit handlers).
+_Noreturn void util_exit(int code);
 
 // A command-line integer: the whole of `s` in [lo, hi], else die(EXIT_USAGE) naming the option
 // `what` and the value.

@@ -83,6 +83,17 @@ void dp_free(DataParallel* d) {
     free(d);
 }
 
+void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line, size_t cap) {
+    if (!d) {
+        if (cap) line[0] = 0;
+        return;
+    }
+    snprintf(line, cap,
+             "# data parallel: %d ranks x batch_size %d x grad_accum %d = global batch of %d "
+             "sequences of %d tokens; zero = %d\n",
+             d->size, batch_size, d->accum, d->size * batch_size * d->accum, seq_len, d->zero);
+}
+
 int dp_rank(const DataParallel* d) {
     return d ? d->rank : 0;
 }

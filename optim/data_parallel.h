@@ -69,6 +69,10 @@ void dp_state_done(DataParallel* d, Optimizer* tmp);
 // dp_take_shard with it).
 int dp_sharded(const DataParallel* d);
 void dp_take_shard(const DataParallel* d, const Optimizer* full, Optimizer* shard);
+// The run's global batch, for the resolved config, the log and the console: "# data parallel: N
+// ranks x batch_size B x grad_accum A = global batch of G sequences of T tokens; zero = Z\n".
+// An empty line for NULL.
+void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line, size_t cap);
 // Communication of the last step into its metrics record: ranks, comm_ms, comm_mb.
 void dp_record(const DataParallel* d, JsonBuf* j);
 

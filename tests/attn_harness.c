@@ -147,3 +147,25 @@ double harness_loss(void* vp) {
         L += (double)h->w[i] * (double)h->out[i];
     return L;
 }
+
+void harness_pass(AttnHarness* h) {
+    harness_zero_grads(h);
+    attention_forward(&h->L);
+    attention_backward(&h->L);
+}
+
+void harness_expect_identical(const AttnHarness* a, const AttnHarness* b, const char* label) {
+    const size_t BTC = (size_t)a->d.B * a->d.T * a->d.C;
+    ck_assert_msg(memcmp(a->out, b->out, sizeof(real) * BTC) == 0, "%s: out differs 1 vs 2 threads",
+                  label);
+    ck_assert_msg(memcmp(a->dqkv, b->dqkv, sizeof(real) * 3 * BTC) == 0,
+                  "%s: dqkv differs 1 vs 2 threads", label);
+    ck_assert_msg(memcmp(a->dx, b->dx, sizeof(real) * BTC) == 0, "%s: dx differs 1 vs 2 threads",
+                  label);
+    const size_t P = (size_t)a->row->params_per_head;
+    ck_assert_msg(memcmp(a->drowp, b->drowp, sizeof(real) * (size_t)a->d.NH * P) == 0,
+                  "%s: row param grads differ 1 vs 2 threads", label);
+    for (int k = 0; k < a->ntens; k++)
+        ck_assert_msg(memcmp(a->dtp[k], b->dtp[k], sizeof(real) * a->tsize[k]) == 0,
+                      "%s: grad of %s differs 1 vs 2 threads", label, a->specs[k].name);
+}

@@ -40,5 +40,10 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
 void harness_free(AttnHarness* h);
 void harness_zero_grads(AttnHarness* h);
 double harness_loss(void* h); // forward, then sum(w * out) in double
+// Zero the gradients, then the layer's forward and backward.
+void harness_pass(AttnHarness* h);
+// a and b (same variant and sizes, different thread counts) agree bit for bit: out, dqkv, dx, the
+// row-map and layer parameter gradients; fails the test naming `label` and what differs.
+void harness_expect_identical(const AttnHarness* a, const AttnHarness* b, const char* label);
 
 #endif

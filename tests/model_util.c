@@ -2,6 +2,7 @@
 // (see model_util.h).
 #include "tests/model_util.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,4 +93,84 @@ int test_train(const Config* c, char** stderr_text) {
         if (!*stderr_text) *stderr_text = strdup("");
     }
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+void test_train_ok(const Config* c) {
+    char* se = NULL;
+    int rc = test_train(c, &se);
+    ck_assert_msg(rc == 0, "%s: ./train exited %d: %s", c->out_dir, rc, se ? se : "");
+    free(se);
+}
+
+void test_run_config(Config* c, const char* dir, const char* out, int V) {
+    test_tiny_config(c, V, 2, 2, 32, 32);
+    c->batch_size = 4;
+    snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
+    snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
+    snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dir, out);
+    c->lr = 3e-3f;
+    c->min_lr = 3e-4f;
+    c->warmup_steps = 5;
+    c->eval_steps = 2;
+    c->sample_every = 0;
+    c->threads = 2;
+    util_strlcpy(c->tokenizer, "byte", sizeof(c->tokenizer)); // no tokenizer files needed
+}
+
+int test_read_losses(const char* out_dir, double* losses, int cap, double* last_val) {
+    char p[1100], err[1200];
+    snprintf(p, sizeof(p), "%s/metrics.jsonl", out_dir);
+    size_t len;
+    char* text = util_read_file(p, &len, err, sizeof(err));
+    ck_assert_msg(text != NULL, "%s", err);
+    int n = 0;
+    char* save = NULL;
+    for (char* line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char* tl = strstr(line, "\"train_loss\":");
+        if (tl && n < cap) losses[n++] = strtod(tl + 13, NULL);
+        char* vl = strstr(line, "\"val_loss\":");
+        if (vl && last_val) *last_val = strtod(vl + 11, NULL);
+    }
+    free(text);
+    return n;
+}
+
+void test_expect_resume_exact(const Config* a, const char* resumed, const char* what, double* val_a,
+                              double* val_b) {
+    const int S = a->max_steps;
+    ck_assert(S >= 2 && S <= 64);
+    test_train_ok(a);
+    Config b = *a;
+    util_strlcpy(b.out_dir, resumed, sizeof(b.out_dir));
+    b.checkpoint_every = S / 2;
+    test_train_ok(&b);
+    // the interruption: everything after the middle checkpoint is gone
+    char p[1100];
+    snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, S);
+    ck_assert_int_eq(unlink(p), 0);
+    snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, S);
+    ck_assert_int_eq(unlink(p), 0);
+    b.resume = 1;
+    test_train_ok(&b);
+    double la[64], lb[64], va = NAN, vb = NAN;
+    ck_assert_int_eq(test_read_losses(a->out_dir, la, 64, &va), S);
+    ck_assert_int_eq(test_read_losses(b.out_dir, lb, 64, &vb), S);
+    for (int i = 0; i < S; i++)
+        ck_assert_msg(la[i] == lb[i], "%s step %d: straight %.9g vs resumed %.9g", what, i + 1,
+                      la[i], lb[i]);
+    if (val_a) *val_a = va;
+    if (val_b) *val_b = vb;
+}
+
+double test_expect_learns(const Config* c, const char* what) {
+    const int S = c->max_steps;
+    ck_assert(S >= 3 && S <= 64);
+    test_train_ok(c);
+    double l[64], val = NAN;
+    ck_assert_int_eq(test_read_losses(c->out_dir, l, 64, &val), S);
+    for (int i = 0; i < S; i++)
+        ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", what);
+    double first = (l[0] + l[1] + l[2]) / 3, last = (l[S - 3] + l[S - 2] + l[S - 1]) / 3;
+    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", what, first, last);
+    return val;
 }

@@ -25,5 +25,29 @@ void test_write_shards(const char* dir, int V, int period, size_t ntrain, size_t
 // its stdout and stderr going to OUT.stdout.txt and OUT.stderr.txt. Returns the exit code (128 +
 // signal if killed); *stderr_text (if given) gets the stderr text (malloc'd).
 int test_train(const Config* c, char** stderr_text);
+// test_train that must succeed: fails the test with the exit code and the trainer's stderr
+// unless it exits 0.
+void test_train_ok(const Config* c);
+
+// The short run of the training suites: test_tiny_config(V, 2 layers, 2 heads, 32 wide, T = 32)
+// with batch 4 on DIR/train_*.bin and DIR/val_*.bin (test_write_shards), out_dir DIR/OUT, lr
+// 3e-3 -> 3e-4 after 5 warmup steps, eval_steps 2, no samples, 2 threads, the byte tokenizer.
+// The caller sets max_steps, eval_every, log_every and anything else it tests.
+void test_run_config(Config* c, const char* dir, const char* out, int V);
+
+// train_loss of every training record of OUT_DIR/metrics.jsonl in order (at most cap), and in
+// *last_val (if given) the last val_loss. Returns the count of training records.
+int test_read_losses(const char* out_dir, double* losses, int cap, double* last_val);
+// A run that learns: c trains its max_steps (3..64) with test_train_ok; every training loss is
+// finite and the mean of the last three is more than 0.3 below that of the first three (`what`
+// names the case). Returns the last val_loss (NAN without one).
+double test_expect_learns(const Config* c, const char* what);
+// Resume is exact: `a` trains its max_steps (<= 64) straight; the same run into out_dir
+// `resumed`, with a checkpoint every max_steps / 2 steps, loses its final checkpoint, is resumed
+// from the middle one and trains to the end. Both must have max_steps training records with the
+// same losses bit for bit (`what` names the case). *val_a, *val_b (if given) get the runs' last
+// val_loss (NAN without one).
+void test_expect_resume_exact(const Config* a, const char* resumed, const char* what, double* val_a,
+                              double* val_b);
 
 #endif

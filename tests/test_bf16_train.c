@@ -298,24 +298,10 @@ START_TEST(test_bf16_resume_exact) {
         run_config(&a, dir, "straight", ps[q]);
         a.max_steps = 20;
         a.shuffle = 1;
-        ck_assert_int_eq(do_run(&a), 0);
-        Config b = a;
-        snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed_%s", dir, mm_precision_name(ps[q]));
-        b.checkpoint_every = 10;
-        ck_assert_int_eq(do_run(&b), 0);
-        char p[800];
-        snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, 20);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, 20);
-        unlink(p);
-        b.resume = 1;
-        ck_assert_int_eq(do_run(&b), 0);
-        double la[64], lb[64], va = NAN, vb = NAN;
-        ck_assert_int_eq(read_losses(a.out_dir, la, 64, &va, NULL, 0), 20);
-        ck_assert_int_eq(read_losses(b.out_dir, lb, 64, &vb, NULL, 0), 20);
-        for (int i = 0; i < 20; i++)
-            ck_assert_msg(la[i] == lb[i], "%s step %d: straight %.9g vs resumed %.9g",
-                          mm_precision_name(ps[q]), i + 1, la[i], lb[i]);
+        char resumed[700];
+        snprintf(resumed, sizeof(resumed), "%s/resumed_%s", dir, mm_precision_name(ps[q]));
+        double va, vb;
+        test_expect_resume_exact(&a, resumed, mm_precision_name(ps[q]), &va, &vb);
         ck_assert(va == vb);
     }
 }

@@ -25,47 +25,9 @@
 // runs: synthetic shards, ./train
 
 static void run_config(Config* c, const char* dir, const char* out, int V) {
-    test_tiny_config(c, V, 2, 2, 32, 32);
-    c->batch_size = 4;
-    snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
-    snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
-    snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dir, out);
-    c->lr = 3e-3f;
-    c->min_lr = 3e-4f;
-    c->warmup_steps = 5;
+    test_run_config(c, dir, out, V);
     c->eval_every = 10;
-    c->eval_steps = 2;
     c->log_every = 1000000; // no progress lines (0 is not a valid value)
-    c->sample_every = 0;
-    c->threads = 2;
-    strcpy(c->tokenizer, "byte"); // no tokenizer files needed
-}
-
-// Train with ./train; on failure its stderr is shown.
-static int do_run(const Config* c) {
-    char* se = NULL;
-    int rc = test_train(c, &se);
-    if (rc) fprintf(stderr, "./train exited %d: %s\n", rc, se);
-    free(se);
-    return rc;
-}
-
-// train_loss of every training record in metrics.jsonl, in order; returns the count
-static int read_losses(const char* out_dir, double* losses, int cap, double* last_val) {
-    char p[700], err[512];
-    snprintf(p, sizeof(p), "%s/metrics.jsonl", out_dir);
-    size_t len;
-    char* text = util_read_file(p, &len, err, sizeof(err));
-    ck_assert_msg(text != NULL, "%s", err);
-    int n = 0;
-    for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char* tl = strstr(line, "\"train_loss\":");
-        if (tl && n < cap) losses[n++] = strtod(tl + 13, NULL);
-        char* vl = strstr(line, "\"val_loss\":");
-        if (vl && last_val) *last_val = strtod(vl + 11, NULL);
-    }
-    free(text);
-    return n;
 }
 
 START_TEST(test_resume_exact) {
@@ -73,31 +35,11 @@ START_TEST(test_resume_exact) {
     test_write_shards(dir, 300, 61, 20000, 3000);
     Config a;
     run_config(&a, dir, "straight", 300);
-    a.max_steps = 20;
+    a.max_steps = 20; // the resumed run keeps it: the cosine horizon must not change at the stop
     a.shuffle = 1;
-    ck_assert_int_eq(do_run(&a), 0);
-    Config b = a;
-    snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed", dir);
-    // same schedule as the 20-step run: the cosine horizon must not change at the stop
-    b.max_steps = 20;
-    b.checkpoint_every = 10;
-    // stop after step 10 by running a 20-step run whose checkpoint at 10 we then resume from:
-    // simulate the interruption by deleting everything after the step-10 checkpoint
-    ck_assert_int_eq(do_run(&b), 0);
-    char p[800];
-    snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    b.resume = 1;
-    ck_assert_int_eq(do_run(&b), 0);
-    double la[64], lb[64];
-    int na = read_losses(a.out_dir, la, 64, NULL), nb = read_losses(b.out_dir, lb, 64, NULL);
-    ck_assert_int_eq(na, 20);
-    ck_assert_int_eq(nb, 20);
-    for (int i = 0; i < 20; i++)
-        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed %.9g", i + 1, la[i],
-                      lb[i]);
+    char resumed[700];
+    snprintf(resumed, sizeof(resumed), "%s/resumed", dir);
+    test_expect_resume_exact(&a, resumed, "softmax", NULL, NULL);
 }
 END_TEST
 
@@ -124,9 +66,9 @@ START_TEST(test_overfit_one_batch) {
     c.weight_decay = 0;
     c.eval_every = 0;
     c.eval_steps = 1;
-    ck_assert_int_eq(do_run(&c), 0);
+    test_train_ok(&c);
     double l[200];
-    int k = read_losses(c.out_dir, l, 200, NULL);
+    int k = test_read_losses(c.out_dir, l, 200, NULL);
     ck_assert_int_eq(k, 150);
     ck_assert_msg(l[k - 1] < 0.1, "one batch did not overfit: final loss %.4f", l[k - 1]);
 }
@@ -145,9 +87,9 @@ START_TEST(test_tiny_gpt2_vocab_learns) {
     c.max_steps = 60;
     c.eval_every = 0;
     strcpy(c.tokenizer, "gpt2");
-    ck_assert_int_eq(do_run(&c), 0);
+    test_train_ok(&c);
     double l[64];
-    int k = read_losses(c.out_dir, l, 64, NULL);
+    int k = test_read_losses(c.out_dir, l, 64, NULL);
     ck_assert_int_eq(k, 60);
     ck_assert_msg(l[0] - l[59] > 2.0, "loss fell only %.3f nats (%.3f -> %.3f)", l[0] - l[59], l[0],
                   l[59]);
@@ -165,15 +107,7 @@ START_TEST(test_every_variant_trains) {
     c.max_steps = 40;
     c.eval_every = 0;
     c.eval_steps = 2;
-    ck_assert_int_eq(do_run(&c), 0);
-    double l[64], val = NAN;
-    int k = read_losses(c.out_dir, l, 64, &val);
-    ck_assert_int_eq(k, 40);
-    for (int i = 0; i < k; i++)
-        ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", v->name);
-    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
-    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", v->name, first, last);
-    ck_assert_msg(isfinite(val), "%s: val loss not finite", v->name);
+    ck_assert_msg(isfinite(test_expect_learns(&c, v->name)), "%s: val loss not finite", v->name);
 }
 END_TEST
 START_TEST(test_linear_maps_train) {
@@ -193,13 +127,7 @@ START_TEST(test_linear_maps_train) {
     c.max_steps = 40;
     c.eval_every = 0;
     c.eval_steps = 2;
-    ck_assert_int_eq(do_run(&c), 0);
-    double l[64], val = NAN;
-    int k = read_losses(c.out_dir, l, 64, &val);
-    ck_assert_int_eq(k, 40);
-    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
-    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", SET[_i], first, last);
-    ck_assert_msg(isfinite(val), "%s: val loss not finite", SET[_i]);
+    ck_assert_msg(isfinite(test_expect_learns(&c, SET[_i])), "%s: val loss not finite", SET[_i]);
 }
 END_TEST
 
@@ -214,13 +142,7 @@ START_TEST(test_fire_trains) {
     c.max_steps = 40;
     c.eval_every = 0;
     c.eval_steps = 2;
-    ck_assert_int_eq(do_run(&c), 0);
-    double l[64], val = NAN;
-    int k = read_losses(c.out_dir, l, 64, &val);
-    ck_assert_int_eq(k, 40);
-    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
-    ck_assert_msg(last < first - 0.3, "fire: loss did not fall (%.3f -> %.3f)", first, last);
-    ck_assert_msg(isfinite(val), "fire: val loss not finite");
+    ck_assert_msg(isfinite(test_expect_learns(&c, "fire")), "fire: val loss not finite");
     GPT2 a, fresh;
     test_build_model(&a, &c, 1, 32, 1);
     test_build_model(&fresh, &c, 1, 32, (uint64_t)c.seed);
@@ -255,9 +177,9 @@ START_TEST(test_mixed_layers_train_and_checkpoint) {
     ck_assert_int_eq(config_apply_arg(&c, "attn.sink=learn", err, sizeof(err)), 0);
     c.max_steps = 30;
     c.eval_every = 0;
-    ck_assert_int_eq(do_run(&c), 0);
+    test_train_ok(&c);
     double l[40];
-    int k = read_losses(c.out_dir, l, 40, NULL);
+    int k = test_read_losses(c.out_dir, l, 40, NULL);
     ck_assert_int_eq(k, 30);
     ck_assert_msg(l[29] < l[0] - 0.3, "mixed model did not learn (%.3f -> %.3f)", l[0], l[29]);
     // the checkpoint loads into a model built from the same config, with identical logits

@@ -30,41 +30,12 @@ static const int POS[5] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_PO
 static const char* const POS_NAME[6] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
 #define N_POS 5
 
-// 4-point central difference of f at *x with step h
-static double fd(void* prob, double (*f)(void*), float* x, double h) {
-    float x0 = *x;
-    double v[4];
-    const double off[4] = {-2, -1, 1, 2};
-    for (int k = 0; k < 4; k++) {
-        *x = (float)((double)x0 + off[k] * h);
-        v[k] = f(prob);
-    }
-    *x = x0;
-    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
-}
-
-// Check n coordinates (every `stride`-th) of g against finite differences; coordinates where the
-// estimates at 2h, h and h/2 disagree by more than the pass tolerance (a kink within reach, also
-// a C^1 one such as max(x, 0)^2) are skipped, and most must be checkable.
+// check_grad: test_check_grad_kinks (tests/testutil.h) with estimates at 2h, h and h/2 (a kink
+// within reach, also a C^1 one such as max(x, 0)^2, is skipped) and at most half the coordinates
+// kinks.
 static void check_grad(void* prob, double (*f)(void*), float* x, const float* g, size_t n,
                        size_t stride, double h, double atol, const char* what) {
-    int skipped = 0, checked = 0;
-    for (size_t i = 0; i < n; i += stride) {
-        double d1 = fd(prob, f, &x[i], 2 * h);
-        double d2 = fd(prob, f, &x[i], h);
-        double d3 = fd(prob, f, &x[i], 0.5 * h);
-        if (fabs(d1 - d2) > 2e-3 * (fabs(d1) + fabs(d2)) + 1e-2 * atol ||
-            fabs(d2 - d3) > 2e-3 * (fabs(d2) + fabs(d3)) + 1e-2 * atol) {
-            skipped++;
-            continue;
-        }
-        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
-        ck_assert_msg(err < 1e-2, "%s[%zu]: analytic %.8g vs numeric %.8g (err %.3g)", what, i,
-                      (double)g[i], d2, err);
-        checked++;
-    }
-    ck_assert_msg(checked >= skipped && checked > 0, "%s: %d kinks vs %d checked", what, skipped,
-                  checked);
+    test_check_grad_kinks(f, prob, x, g, n, stride, h, atol, 1, 1, what);
 }
 
 // ---------------------------------------------------------------------------------------------

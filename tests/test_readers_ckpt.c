@@ -55,25 +55,15 @@ static const char* crafted(const char* name, void (*edit)(unsigned char*, size_t
     return p;
 }
 
-static void ed_llmc_magic(unsigned char* b, size_t* n) {
+// A copy of the trained model file with header word i set to v (trailer recomputed), at DIR/name.
+static int g_word, g_value;
+static void ed_word(unsigned char* b, size_t* n) {
     (void)n;
-    *field(b, 0) = 20240326;
+    *field(b, g_word) = g_value;
 }
-static void ed_magic(unsigned char* b, size_t* n) {
-    (void)n;
-    *field(b, 0) = 12345;
-}
-static void ed_version(unsigned char* b, size_t* n) {
-    (void)n;
-    *field(b, 1) = 7;
-}
-static void ed_nspecs(unsigned char* b, size_t* n) {
-    (void)n;
-    *field(b, 10) = 1000;
-}
-static void ed_textlen(unsigned char* b, size_t* n) {
-    (void)n;
-    *field(b, 16) = 1 << 23;
+static const char* crafted_word(const char* name, int i, int32_t v) {
+    g_word = i, g_value = v;
+    return crafted(name, ed_word);
 }
 static void ed_badconfig(unsigned char* b, size_t* n) {
     (void)n;
@@ -114,20 +104,20 @@ START_TEST(test_model_file_errors) {
     const char* dir = g_run;
     snprintf(args, sizeof(args), "--checkpoint %s/missing.bin --data x", dir);
     RD_EXPECT(2, "evaluate", args, "missing.bin: cannot open");
-    const char* p = crafted("llmc_magic.bin", ed_llmc_magic);
+    const char* p = crafted_word("llmc_magic.bin", 0, 20240326);
     snprintf(args, sizeof(args), "--checkpoint %s --data x", p);
     RD_EXPECT(2, "evaluate", args, "llmc_magic.bin: this is an llm.c model file",
               "init_from=llmc:");
-    p = crafted("magic.bin", ed_magic);
+    p = crafted_word("magic.bin", 0, 12345);
     snprintf(args, sizeof(args), "--checkpoint %s --data x", p);
     RD_EXPECT(2, "evaluate", args, "magic.bin: not an attnlab model file (magic 12345");
-    p = crafted("version.bin", ed_version);
+    p = crafted_word("version.bin", 1, 7);
     snprintf(args, sizeof(args), "--checkpoint %s --format hf --out %s/o1", p, dir);
     RD_EXPECT(2, "export", args, "version.bin: unsupported version 7");
-    p = crafted("nspecs.bin", ed_nspecs);
+    p = crafted_word("nspecs.bin", 10, 1000);
     snprintf(args, sizeof(args), "--checkpoint %s --data x", p);
     RD_EXPECT(2, "evaluate", args, "nspecs.bin: corrupted header");
-    p = crafted("textlen.bin", ed_textlen);
+    p = crafted_word("textlen.bin", 16, 1 << 23);
     snprintf(args, sizeof(args), "--checkpoint %s --n 1 --tokens 2", p);
     RD_EXPECT(2, "generate", args, "textlen.bin: truncated while reading the config text");
     p = crafted("badconfig.bin", ed_badconfig);

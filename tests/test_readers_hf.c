@@ -26,16 +26,21 @@
 
 static char g_run[600], g_hf[800];
 
-static void setup(void) {
-    if (g_run[0]) return;
-    snprintf(g_run, sizeof(g_run), "%s", rd_train_tiny(""));
-    snprintf(g_hf, sizeof(g_hf), "%s/hf", g_run);
+// ./export of RUN's step-2 model in the Hugging Face layout into HF
+static void export_hf(const char* run, const char* hf) {
     char args[4096];
     snprintf(args, sizeof(args),
              "--checkpoint %s/model_00000002.bin --format hf --out %s --tokenizer-dir "
              "data_cache/gpt2",
-             g_run, g_hf);
+             run, hf);
     RD_EXPECT(0, "export", args, "");
+}
+
+static void setup(void) {
+    if (g_run[0]) return;
+    snprintf(g_run, sizeof(g_run), "%s", rd_train_tiny(""));
+    snprintf(g_hf, sizeof(g_hf), "%s/hf", g_run);
+    export_hf(g_run, g_hf);
 }
 
 static int same_file(const char* a, const char* b) {
@@ -56,12 +61,7 @@ START_TEST(test_export_tokenizer_files) {
     char r_run[1024], r_hf[1100];
     snprintf(r_run, sizeof(r_run), "%s", run);
     snprintf(r_hf, sizeof(r_hf), "%s/hf", r_run);
-    char a0[4096];
-    snprintf(a0, sizeof(a0),
-             "--checkpoint %s/model_00000002.bin --format hf --out %s --tokenizer-dir "
-             "data_cache/gpt2",
-             r_run, r_hf);
-    RD_EXPECT(0, "export", a0, "");
+    export_hf(r_run, r_hf);
     char a[1200], b[1200];
     snprintf(a, sizeof(a), "%s/data_cache/gpt2/encoder.json", test_repo_root());
     snprintf(b, sizeof(b), "%s/vocab.json", r_hf);

@@ -28,33 +28,15 @@
 #include "tests/testutil.h"
 
 static void run_config(Config* c, const char* dir, const char* out, const char* keys) {
-    test_tiny_config(c, 300, 2, 2, 32, 32);
-    c->batch_size = 4;
-    snprintf(c->train_data, sizeof(c->train_data), "%s/train_*.bin", dir);
-    snprintf(c->val_data, sizeof(c->val_data), "%s/val_*.bin", dir);
-    snprintf(c->out_dir, sizeof(c->out_dir), "%s/%s", dir, out);
-    c->lr = 3e-3f;
-    c->min_lr = 3e-4f;
-    c->warmup_steps = 5;
+    test_run_config(c, dir, out, 300);
     c->eval_every = 0;
-    c->eval_steps = 2;
     c->log_every = 1000; // in range: the checkpoint test reloads the saved config
-    c->sample_every = 0;
     c->metrics_every = 0;
-    c->threads = 2;
-    strcpy(c->tokenizer, "byte");
     char buf[256], err[512];
     util_strlcpy(buf, keys, sizeof(buf));
     char* save = NULL;
     for (char* kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
         ck_assert_msg(config_apply_arg(c, kv, err, sizeof(err)) == 0, "%s: %s", kv, err);
-}
-
-static void do_run(const Config* c) {
-    char* se = NULL;
-    int rc = test_train(c, &se); // the built ./train, as a subprocess
-    ck_assert_msg(rc == 0, "train exited %d: %s", rc, se ? se : "");
-    free(se);
 }
 
 // the model as saved in `path` (model_open), with activations for (B, T)
@@ -77,17 +59,6 @@ static char* read_metrics(const char* out_dir) {
     return text;
 }
 
-static int read_losses(const char* out_dir, double* losses, int cap) {
-    char* text = read_metrics(out_dir);
-    int n = 0;
-    for (char* line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char* tl = strstr(line, "\"train_loss\":");
-        if (tl && n < cap) losses[n++] = strtod(tl + 13, NULL);
-    }
-    free(text);
-    return n;
-}
-
 static const char* const OPTIONS[] = {
     "residual=attnres",
     "residual=delta_attnres",
@@ -104,15 +75,7 @@ START_TEST(test_residual_options_train) {
     c.max_steps = 40;
     c.metrics_every = 20;
     c.probe_sequences = 4;
-    do_run(&c);
-    double l[64];
-    int k = read_losses(c.out_dir, l, 64);
-    ck_assert_int_eq(k, 40);
-    for (int i = 0; i < k; i++)
-        ck_assert_msg(isfinite(l[i]), "%s: non-finite loss", OPTIONS[_i]);
-    double first = (l[0] + l[1] + l[2]) / 3, last = (l[37] + l[38] + l[39]) / 3;
-    ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", OPTIONS[_i], first,
-                  last);
+    test_expect_learns(&c, OPTIONS[_i]);
     // D11 records: attnres routes 2L + 1 = 5 sublayers, delta_attnres 2L - 1 = 3 (sublayers
     // 1..3), value_residual alone none; two metrics steps (20 and 40)
     const int routed = strstr(OPTIONS[_i], "residual=attnres")         ? 5
@@ -149,24 +112,9 @@ START_TEST(test_residual_resume_exact) {
     Config a;
     run_config(&a, dir, "straight", "residual=attnres value_residual=1");
     a.max_steps = 20;
-    do_run(&a);
-    Config b = a;
-    snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed", dir);
-    b.checkpoint_every = 10;
-    do_run(&b);
-    char p[800];
-    snprintf(p, sizeof(p), "%s/model_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    snprintf(p, sizeof(p), "%s/state_%08d.bin", b.out_dir, 20);
-    unlink(p);
-    b.resume = 1;
-    do_run(&b);
-    double la[64], lb[64];
-    ck_assert_int_eq(read_losses(a.out_dir, la, 64), 20);
-    ck_assert_int_eq(read_losses(b.out_dir, lb, 64), 20);
-    for (int i = 0; i < 20; i++)
-        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed %.9g", i + 1, la[i],
-                      lb[i]);
+    char resumed[700];
+    snprintf(resumed, sizeof(resumed), "%s/resumed", dir);
+    test_expect_resume_exact(&a, resumed, "attnres + value_residual", NULL, NULL);
 }
 END_TEST
 
@@ -201,7 +149,7 @@ START_TEST(test_residual_checkpoint_keys) {
     Config c;
     run_config(&c, dir, "ck", "residual=delta_attnres value_residual=1");
     c.max_steps = 6;
-    do_run(&c);
+    test_train_ok(&c);
     char path[800], err[1024];
     snprintf(path, sizeof(path), "%s/model_%08d.bin", c.out_dir, 6);
     // the header and the saved config carry both keys

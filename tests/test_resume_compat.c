@@ -102,10 +102,7 @@ START_TEST(test_v1_checkpoint_resumes) {
     // included, and the weights are the file's
     old.resume = 1;
     old.max_steps = 2;
-    char* se = NULL;
-    int rc = test_train(&old, &se);
-    ck_assert_msg(rc == 0, "resume exited %d: %s", rc, se);
-    free(se);
+    test_train_ok(&old);
     snprintf(p, sizeof(p), "%s.stdout.txt", old.out_dir);
     size_t n;
     char* so = slurp(p, &n);
@@ -129,14 +126,10 @@ START_TEST(test_v1_checkpoint_resumes) {
     // resumed on to step 4, it continues where an uninterrupted run of today's trainer is: the
     // same step, optimizer update count, sampling RNG and data position at step 4
     old.max_steps = 4;
-    rc = test_train(&old, &se);
-    ck_assert_msg(rc == 0, "resume exited %d: %s", rc, se);
-    free(se);
+    test_train_ok(&old);
     Config now;
     fixture_config(&now, dir, "now");
-    rc = test_train(&now, &se);
-    ck_assert_msg(rc == 0, "straight run exited %d: %s", rc, se);
-    free(se);
+    test_train_ok(&now);
     snprintf(p, sizeof(p), "%s/state_00000004.bin", old.out_dir);
     snprintf(q, sizeof(q), "%s/state_00000004.bin", now.out_dir);
     ck_assert_msg(same_prefix(p, q, STATE_EXACT_BYTES),

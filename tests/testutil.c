@@ -118,3 +118,40 @@ int test_variant_selected(const char* name) {
     }
     return 0;
 }
+
+double test_fd4(ScalarFn f, void* ctx, float* x, double h) {
+    float x0 = *x;
+    double v[4];
+    const double off[4] = {-2, -1, 1, 2};
+    for (int k = 0; k < 4; k++) {
+        *x = (float)((double)x0 + off[k] * h);
+        v[k] = f(ctx);
+    }
+    *x = x0;
+    return (v[0] - 8 * v[1] + 8 * v[2] - v[3]) / (12 * h);
+}
+
+// two estimates agree to within the kink tolerance
+static int fd_agree(double a, double b, double atol) {
+    return fabs(a - b) <= 2e-3 * (fabs(a) + fabs(b)) + 1e-2 * atol;
+}
+
+void test_check_grad_kinks(ScalarFn f, void* ctx, float* x, const float* g, size_t n, size_t stride,
+                           double h, double atol, int finer, int min_ratio, const char* what) {
+    int skipped = 0, checked = 0;
+    for (size_t i = 0; i < n; i += stride) {
+        double d1 = test_fd4(f, ctx, &x[i], 2 * h);
+        double d2 = test_fd4(f, ctx, &x[i], h);
+        if (!fd_agree(d1, d2, atol) ||
+            (finer && !fd_agree(d2, test_fd4(f, ctx, &x[i], 0.5 * h), atol))) {
+            skipped++;
+            continue;
+        }
+        double err = fabs(d2 - (double)g[i]) / (fabs(d2) + fabs((double)g[i]) + atol);
+        ck_assert_msg(err < 1e-2, "%s[%zu]: analytic %.8g vs numeric %.8g (err %.3g)", what, i,
+                      (double)g[i], d2, err);
+        checked++;
+    }
+    ck_assert_msg(checked >= min_ratio * skipped && checked > 0, "%s: %d kinks vs %d checked", what,
+                  skipped, checked);
+}

@@ -37,6 +37,16 @@ typedef struct {
 GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h, double atol,
                     size_t max_checks);
 
+// The 4-point central difference of f at *x with step h (x restored).
+double test_fd4(ScalarFn f, void* ctx, float* x, double h);
+// Every stride-th coordinate of g[0..n) against test_fd4 at step h, for losses with kinks
+// (ReLU, max): a coordinate whose estimates at 2h and h (and, with finer, h and h/2) disagree by
+// more than 2e-3 relative + 1e-2 atol has a kink within reach and is skipped; the others must
+// agree within 1e-2 relative to (|num| + |ana| + atol). At least one coordinate is checked, and
+// checked >= min_ratio x skipped.
+void test_check_grad_kinks(ScalarFn f, void* ctx, float* x, const float* g, size_t n, size_t stride,
+                           double h, double atol, int finer, int min_ratio, const char* what);
+
 // Fill with uniform values in [lo, hi) or N(0, std).
 void fill_uniform(float* x, size_t n, float lo, float hi, Rng* r);
 void fill_normal(float* x, size_t n, float std, Rng* r);
