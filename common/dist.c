@@ -102,8 +102,10 @@ static int to_int(size_t n, const char* what) {
 }
 
 // Complete `req`, polling; abort after g_timeout seconds without completion. `peer` (or -1 for
-// a collective) names whom the wait is for.
+// a collective) names whom the wait is for; with two ranks a collective waits for the other one,
+// so it is named too.
 static void watch(MPI_Request* req, const char* what, int peer) {
+    if (peer < 0 && g_size == 2) peer = 1 - g_rank;
     double t0 = util_now();
     long polls = 0;
     for (;;) {
