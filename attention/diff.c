@@ -155,18 +155,37 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
 
 // q or k of every head rotated by halves (see above) from `in` (row stride ldi) into `out` (row
 // stride ldo): out = R x, or R^T x with inverse (then accumulated into out when accumulate);
-// xsign 0 is RoPE, +1 the xPos query scale zeta^(t/512), -1 the key scale zeta^(-t/512). The
-// driver's rotation on the view of 2 NH heads of hs/2 channels: each half rotates as a head of
-// its own, with frequencies 10000^(-2i/(hs/2)) (and xPos zeta_i of width hs/2).
+// xsign 0 is RoPE, +1 the xPos query scale zeta^(t/512), -1 the key scale zeta^(-t/512).
 static void diff_rotate(real* out, size_t ldo, const real* in, size_t ldi, const AttnLayer* L,
                         int inverse, int accumulate, int xsign) {
-    AttnDims halves = L->d;
-    halves.NH = 2 * L->d.NH;
-    halves.hs = L->d.hs / 2;
-    if (xsign == 0)
-        attn_rope(out, ldo, in, ldi, &halves, L->ws, inverse, accumulate);
-    else
-        attn_xpos(out, ldo, in, ldi, &halves, L->ws, xsign < 0, inverse, accumulate);
+    const int B = L->d.B, T = L->d.T, NG = 2 * L->d.NH, d = L->d.hs / 2, half = d / 2;
+    const double sgn = inverse ? -1.0 : 1.0;
+#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
+    for (int bt = 0; bt < B * T; bt++) {
+        const int t = bt % T;
+        const real* x = in + (size_t)bt * ldi;
+        real* y = out + (size_t)bt * ldo;
+        for (int i = 0; i < half; i++) {
+            const double a = (double)t * pow(10000.0, -2.0 * (double)i / (double)d);
+            const double z =
+                xsign == 0
+                    ? 1.0
+                    : exp((double)xsign * log((2.0 * i / d + 0.4) / 1.4) * (double)t / 512.0);
+            const real c = (real)(z * cos(a)), sn = (real)(sgn * z * sin(a));
+            for (int g = 0; g < NG; g++) {
+                const size_t o = (size_t)g * d + 2 * (size_t)i;
+                const real x0 = x[o], x1 = x[o + 1];
+                const real y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
+                if (accumulate) {
+                    y[o] += y0;
+                    y[o + 1] += y1;
+                } else {
+                    y[o] = y0;
+                    y[o + 1] = y1;
+                }
+            }
+        }
+    }
 }
 
 // After attn_pos_forward or attn_pos_backward_begin (ALiBi slopes, FIRE bias and, under
