@@ -25,6 +25,31 @@ void corpus_tokens_free(CorpusTokens* c) {
     memset(c, 0, sizeof(*c));
 }
 
+size_t corpus_fixed_docs(CorpusTokens* c, int eot, size_t doc_tokens) {
+    size_t w = 0, n = c->n, ndocs = 0, in_doc = 0, text = 0;
+    uint16_t* out = mallocCheck((n + n / (doc_tokens > 1 ? doc_tokens - 1 : 1) + 2) * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) {
+        if (c->tok[i] == (uint16_t)eot) continue;
+        text++;
+        if (in_doc == 0) {
+            out[w++] = (uint16_t)eot;
+            in_doc = 1;
+        }
+        out[w++] = c->tok[i];
+        if (++in_doc == doc_tokens) {
+            in_doc = 0;
+            ndocs++;
+        }
+    }
+    if (in_doc) w -= in_doc; // the unfinished tail
+    free(c->tok);
+    c->tok = out;
+    c->cap = n + n / (doc_tokens > 1 ? doc_tokens - 1 : 1) + 2;
+    c->n = w;
+    c->ndocs = ndocs;
+    return text - ndocs * (doc_tokens - 1);
+}
+
 // Encode one document (EOT first) into the stream, in chunks at safe split points.
 static void encode_doc(CorpusTokens* b, Tokenizer* t, const char* s, size_t n,
                        const CorpusOptions* o, size_t chunk_bytes) {

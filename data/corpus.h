@@ -40,6 +40,12 @@ void corpus_encode_text(CorpusTokens* out, Tokenizer* t, const char* s, size_t n
                         const CorpusOptions* o, size_t chunk_bytes);
 void corpus_tokens_free(CorpusTokens* c);
 
+// Re-cut the stream into documents of exactly doc_tokens tokens: EOT, then the next
+// doc_tokens - 1 tokens of the text with the stream's own EOTs left out; a tail shorter than a
+// document is dropped. With seq_len = doc_tokens every training row starts at a document, so
+// position 0 always holds the same token (a fixed first token). Returns the tokens dropped.
+size_t corpus_fixed_docs(CorpusTokens* c, int eot, size_t doc_tokens);
+
 // Decode \n \t \r \\ (any other \c gives c) in a separator given on the command line; malloc'd.
 char* corpus_unescape(const char* s);
 

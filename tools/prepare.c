@@ -34,6 +34,9 @@ static void usage(FILE* f) {
         "  --val-tokens N       the first N tokens are the validation split\n"
         "  --val-fraction F     the first fraction F of the tokens (default 0.1)\n"
         "  --shard-tokens N     tokens per shard (default 100000000, as llm.c)\n"
+        "  --doc-tokens N       re-cut the text into documents of exactly N tokens, EOT first\n"
+        "                       (the text's own document breaks dropped, the short tail too):\n"
+        "                       trained with seq_len = N, every row starts with EOT\n"
         "  --tokenizer gpt2|byte  (default gpt2)\n"
         "  --dir DIR            directory with vocab.bpe (default data_cache/gpt2)\n"
         "  --allow-special      the literal <|endoftext|> in the text becomes EOT (default: text)\n"
@@ -47,6 +50,7 @@ typedef struct {
     long long val_tokens; // -1: use val_fraction
     double val_fraction;
     long long shard_tokens;
+    long long doc_tokens; // 0: documents as --split makes them
     int allow_special, quiet;
 } PrepareArgs;
 
@@ -102,7 +106,7 @@ static long long parse_count(const char* opt, const char* v) {
 }
 
 int main(int argc, char** argv) {
-    PrepareArgs a = {NULL, "file", -1, 0.1, 100000000LL, 0, 0};
+    PrepareArgs a = {NULL, "file", -1, 0.1, 100000000LL, 0, 0, 0};
     const char* kind = "gpt2";
     const char* dir = "data_cache/gpt2";
     const char** files = mallocCheck((size_t)argc * sizeof(char*));
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
         } else if (!strcmp(o, "--quiet")) {
             a.quiet = 1;
         } else if (!strcmp(o, "--out") || !strcmp(o, "--split") || !strcmp(o, "--val-tokens") ||
-                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") ||
+                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") || !strcmp(o, "--doc-tokens") ||
                    !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
             if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", o);
             const char* v = argv[++i];
@@ -130,6 +134,8 @@ int main(int argc, char** argv) {
                 a.val_tokens = parse_count(o, v);
             else if (!strcmp(o, "--shard-tokens"))
                 a.shard_tokens = parse_count(o, v);
+            else if (!strcmp(o, "--doc-tokens"))
+                a.doc_tokens = parse_count(o, v);
             else if (!strcmp(o, "--tokenizer"))
                 kind = v;
             else if (!strcmp(o, "--dir"))
@@ -154,6 +160,7 @@ int main(int argc, char** argv) {
     }
     if (a.shard_tokens < 1) die(EXIT_USAGE, "--shard-tokens must be at least 1");
     if (!a.split[0]) die(EXIT_USAGE, "--split: empty separator");
+    if (a.doc_tokens == 1) die(EXIT_USAGE, "--doc-tokens must be at least 2 (EOT and one token)");
     char* sep = NULL;
     if (strcmp(a.split, "file") && strcmp(a.split, "paragraph"))
         a.split = sep = corpus_unescape(a.split);
@@ -213,9 +220,20 @@ int main(int argc, char** argv) {
     }
     progress_update(&pr, 0, 1);
     if (b.n == 0) die(EXIT_USAGE, "no text in the input files: nothing to write");
+    if (a.doc_tokens > 1) {
+        size_t dropped = corpus_fixed_docs(&b, tokenizer_eot(t), (size_t)a.doc_tokens);
+        if (b.n == 0)
+            die(EXIT_USAGE, "--doc-tokens %lld: the text is shorter than one document",
+                a.doc_tokens);
+        if (!a.quiet)
+            fprintf(stderr, "prepare: %zu documents of %lld tokens (tail of %zu tokens dropped)\n",
+                    b.ndocs, a.doc_tokens, dropped);
+    }
 
     size_t nval =
         a.val_tokens >= 0 ? (size_t)a.val_tokens : (size_t)(a.val_fraction * (double)b.n + 0.5);
+    if (a.doc_tokens > 1) // whole documents in each split
+        nval = (nval + (size_t)a.doc_tokens / 2) / (size_t)a.doc_tokens * (size_t)a.doc_tokens;
     if (nval >= b.n)
         die(EXIT_USAGE,
             "the validation split (%zu tokens) leaves nothing for training (%zu tokens "
