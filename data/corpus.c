@@ -27,7 +27,8 @@ void corpus_tokens_free(CorpusTokens* c) {
 
 size_t corpus_fixed_docs(CorpusTokens* c, int eot, size_t doc_tokens) {
     size_t w = 0, n = c->n, ndocs = 0, in_doc = 0, text = 0;
-    uint16_t* out = mallocCheck((n + n / (doc_tokens > 1 ? doc_tokens - 1 : 1) + 2) * sizeof(uint16_t));
+    uint16_t* out =
+        mallocCheck((n + n / (doc_tokens > 1 ? doc_tokens - 1 : 1) + 2) * sizeof(uint16_t));
     for (size_t i = 0; i < n; i++) {
         if (c->tok[i] == (uint16_t)eot) continue;
         text++;

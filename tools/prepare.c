@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
         } else if (!strcmp(o, "--quiet")) {
             a.quiet = 1;
         } else if (!strcmp(o, "--out") || !strcmp(o, "--split") || !strcmp(o, "--val-tokens") ||
-                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") || !strcmp(o, "--doc-tokens") ||
-                   !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
+                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") ||
+                   !strcmp(o, "--doc-tokens") || !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
             if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", o);
             const char* v = argv[++i];
             if (!strcmp(o, "--out"))
