@@ -9,8 +9,10 @@ ablate_status.json, probe.json, long_context.txt and passkey.txt. Writes OUT_DIR
 OUT_DIR/results.md (one row per run, then mean and spread over seeds per group), OUT_DIR/claims.md
 and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
 
-Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text` (also `>`, and `~ TOL` for parity
-within TOL). A group is a label of the non-seed swept values (e.g. `softmax1`, or
+Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text | claimed: EFFECT` (also `>`, and
+`~ TOL` for parity within TOL; the `| claimed:` part, the paper's claimed effect, is optional and
+printed beside the measured effect A - B; `ablate.loss_unit = FACTOR UNIT` also prints loss
+effects times FACTOR, e.g. nats per byte times bytes per GPT-2 token). A group is a label of the non-seed swept values (e.g. `softmax1`, or
 `quantized+attn.levels=8`; the part before '+' suffices when it is unique); GROUP_B may be a
 number. Verdict, from the per-seed values:
 reproduced when the difference of the group means has the claimed sign and exceeds the larger
@@ -213,14 +215,20 @@ def run_metrics(d):
                 r["probe_acc_" + b] = acc
         except ValueError:
             pass
-    # long-context losses: "T  2x  val_loss ..." lines of ./evaluate
+    # long-context losses: "T  2x  all  inside  beyond  tokens" lines of ./evaluate: the loss
+    # over all positions, over those inside the training length and over those beyond it ("-"
+    # at 1x)
     lpath = os.path.join(d, "long_context.txt")
     if os.path.exists(lpath):
         with open(lpath) as f:
             for line in f:
-                m = re.match(r"^\s*\d+\s+(\d+)x\s+(\S+)\s+", line)
+                m = re.match(r"^\s*\d+\s+(\d+)x\s+(\S+)(?:\s+(\S+)\s+(\S+))?", line)
                 if m and fnum(m.group(2)) is not None:
                     r["val_loss_%sx" % m.group(1)] = fnum(m.group(2))
+                    if fnum(m.group(3)) is not None:
+                        r["val_loss_inside_%sx" % m.group(1)] = fnum(m.group(3))
+                    if fnum(m.group(4)) is not None:
+                        r["val_loss_beyond_%sx" % m.group(1)] = fnum(m.group(4))
     kpath = os.path.join(d, "passkey.txt")
     if os.path.exists(kpath):
         length, tot = None, {}
@@ -289,13 +297,33 @@ def resolve_group(name, groups):
     return cand[0] if len(cand) == 1 else name
 
 
-def evaluate_claim(text, groups):
-    """'METRIC: A < B | description' -> dict with the numbers and the verdict."""
+def loss_unit(settings):
+    """`ablate.loss_unit = FACTOR UNIT` (e.g. `3.839 nats/GPT-2 token`): losses are also printed
+    multiplied by FACTOR, in UNIT (bytes per GPT-2 token converts nats per byte into nats per
+    GPT-2 token). None when unset."""
+    v = (settings or {}).get("loss_unit", "").strip()
+    if not v:
+        return None
+    parts = v.split(None, 1)
+    f = fnum(parts[0])
+    if f is None or not finite(f) or f <= 0 or len(parts) < 2:
+        sys.exit("ablate.loss_unit = '%s': expected 'FACTOR UNIT', e.g. '3.839 nats/GPT-2 token'" % v)
+    return f, parts[1].strip()
+
+
+def evaluate_claim(text, groups, unit=None):
+    """'METRIC: A < B | description | claimed: EFFECT' -> dict with the numbers and the verdict.
+    The optional `| claimed: ...` part is the paper's claimed effect, printed next to the
+    measured one; with `unit` (ablate.loss_unit) a loss difference is also given in that unit."""
     desc = ""
     if "|" in text:
         text, desc = text.split("|", 1)
+    claimed = ""
+    mc = re.search(r"\|\s*claimed:\s*(.*)$", desc)
+    if mc:
+        claimed, desc = mc.group(1).strip(), desc[:mc.start()]
     m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", text)
-    res = {"claim": text.strip(), "text": desc.strip()}
+    res = {"claim": text.strip(), "text": desc.strip(), "claimed": claimed}
     if not m:
         res.update(verdict="invalid claim line", sentence="could not parse the claim line")
         return res
@@ -344,7 +372,27 @@ def evaluate_claim(text, groups):
     res.update(verdict=verdict, diff=diff, spread=spread, sentence=nums)
     paired_verdict(res, metric, op, fnum(tol) if tol else 0.0, groups.get(a, []),
                    groups.get(b, []))
+    res["measured"] = measured_text(res, metric, unit)
     return res
+
+
+def measured_text(res, metric, unit):
+    """The measured effect A - B: the paired mean and 95% interval when there is one, else the
+    difference of the group means; for a loss also in ablate.loss_unit."""
+    if "paired_mean" in res:
+        vals = [res["paired_mean"], res["paired_lo"], res["paired_hi"]]
+        form = "%+.4g (paired, 95%% interval [%.4g, %.4g])"
+    elif "diff" in res:
+        vals = [res["diff"]]
+        form = "%+.4g (difference of the means)"
+    else:
+        return ""
+    out = form % tuple(vals)
+    if unit and "loss" in metric:
+        f, name = unit
+        out += " = " + (form % tuple(v * f for v in vals)) + " " + name
+        res["measured_scaled"] = [v * f for v in vals]
+    return out
 
 
 def control_column(metric):
@@ -493,11 +541,15 @@ def main():
                     cells.append("%s ± %s" % (fmt_mean(s["mean"], c), fmt_mean(s["sd"], c)))
             md.append("| %s | %d | %s |" % (g, len(rs), " | ".join(cells)))
     md.append("")
-    verdicts = [evaluate_claim(c, groups) for c in claims]
+    unit = loss_unit(settings)
+    verdicts = [evaluate_claim(c, groups, unit) for c in claims]
     cm = []
     for v in verdicts:
-        line = "- **%s** — %s: %s. (%s)" % (v["verdict"], v.get("text") or v["claim"],
-                                            v.get("claim"), v.get("sentence", ""))
+        line = "- **%s** — %s: %s." % (v["verdict"], v.get("text") or v["claim"], v.get("claim"))
+        if v.get("claimed") or v.get("measured"):
+            line += " Claimed: %s; measured: %s." % (v.get("claimed") or "(not stated)",
+                                                     v.get("measured") or "no values")
+        line += " (%s)" % v.get("sentence", "")
         cm.append(line)
     with open(os.path.join(out, "claims.md"), "w") as f:
         f.write("\n".join(cm) + ("\n" if cm else ""))

@@ -3,7 +3,12 @@
 // run), results.md, claims.md and PNG plots, with probe accuracy in the table; a rerun skips
 // finished runs; a run cut back to an earlier checkpoint resumes and ends with the same val loss
 // (the trainer is deterministic); ablate.reuse copies a finished run with the same resolved
-// config and trains one that differs; a bad sweep file exits 2 naming the file.
+// config and trains one that differs; a bad sweep file exits 2 naming the file. --part K/N:
+// --dry-run shows which seed group each part holds (N = 3 and N = 2 of three seeds) with a time
+// estimate per part; a part trains only its seed's runs and exports each to ablate.results as
+// soon as it finishes (a runner killed during its second run leaves the first committed-ready);
+// another machine running the next part takes the committed runs instead of training them; bad
+// --part values and more parts than seed groups exit 2 with a message.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +43,17 @@ static void write_sweep(const char* path, const char* out, const char* extra) {
     fclose(f);
 }
 
-static int run_ablate(const char* sweep, const char* log) {
+// scripts/ablate SWEEP ARGS --bin BIN (BIN NULL: the build directory), output into LOG
+static int run_ablate_args(const char* sweep, const char* args, const char* bin, const char* log) {
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s --bin %s >%s 2>&1", test_repo_root(),
-             sweep, test_build_dir(), log);
+    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s %s --bin %s >%s 2>&1", test_repo_root(),
+             sweep, args, bin ? bin : test_build_dir(), log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int run_ablate(const char* sweep, const char* log) {
+    return run_ablate_args(sweep, "", NULL, log);
 }
 
 static char* slurp(const char* path) {
@@ -282,12 +292,151 @@ START_TEST(bad_sweep_file_exits_2_naming_it) {
 }
 END_TEST
 
+// the line of `text` that contains `needle` (copied into out), or "" when there is none
+static const char* line_with(const char* text, const char* needle, char* out, size_t cap) {
+    out[0] = '\0';
+    const char* p = strstr(text, needle);
+    if (!p) return out;
+    const char* b = p;
+    while (b > text && b[-1] != '\n')
+        b--;
+    size_t n = strcspn(b, "\n");
+    if (n >= cap) n = cap - 1;
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return out;
+}
+
+START_TEST(part_runs_seed_groups_and_exports_each_run) {
+    setup_paths();
+    char sweep[1200], out[1200], res[1200], log[1200], path[1600], extra[1400], ln[512];
+    snprintf(sweep, sizeof(sweep), "%s/p.conf", g_tmp);
+    snprintf(out, sizeof(out), "%s/p", g_tmp);
+    snprintf(res, sizeof(res), "%s/p_results", g_tmp);
+    snprintf(log, sizeof(log), "%s/p.log", g_tmp);
+    snprintf(extra, sizeof(extra),
+             "sweep.attention = softmax, sigmoid\nsweep.seed = 1, 2, 3\nablate.results = %s\n"
+             "ablate.step_ms = 500\n",
+             res);
+    write_sweep(sweep, out, extra);
+
+    // which runs each part holds: seed s of every variant together
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 2/3", NULL, log), 0);
+    char* text = slurp(log);
+    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=softmax,seed=2 ", ln, sizeof(ln)),
+                             "part 2/3"));
+    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=2 ", ln, sizeof(ln)),
+                             "part 2/3"));
+    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=1 ", ln, sizeof(ln)),
+                             "part 1/3"));
+    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=softmax,seed=3 ", ln, sizeof(ln)),
+                             "part 3/3"));
+    // 2 runs of 12 steps at 500 ms/step: 12 s per part
+    line_with(text, "part 2/3 (seed 2): 2 runs, 2 to train, estimated 12s", ln, sizeof(ln));
+    ck_assert_msg(ln[0], "no estimate for part 2/3:\n%s", text);
+    free(text);
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2", NULL, log), 0);
+    text = slurp(log);
+    ck_assert_ptr_nonnull(strstr(text, "part 1/2 (seed 1): 2 runs"));
+    ck_assert_ptr_nonnull(strstr(text, "part 2/2 (seed 2,3): 4 runs"));
+    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=3 ", ln, sizeof(ln)),
+                             "part 2/2"));
+    free(text);
+
+    // bad values: exit 2 with a message naming --part
+    const char* bad[] = {"--part 0/3", "--part 4/3", "--part x", "--part 2/4", "--part 1/3/2",
+                         "--part"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ck_assert_msg(run_ablate_args(sweep, bad[i], NULL, log) == 2, "%s: not exit 2", bad[i]);
+        text = slurp(log);
+        ck_assert_msg(strstr(text, "--part"), "%s: %s", bad[i], text);
+        if (!strcmp(bad[i], "--part 2/4"))
+            ck_assert_msg(strstr(text, "3 seed groups"), "%s", text);
+        free(text);
+    }
+
+    // part 1 with a trainer that kills the runner when its second run starts: the first run is
+    // already exported to ablate.results, the second is not, no other part's run started
+    char fake[1200], script[1400];
+    snprintf(fake, sizeof(fake), "%s/fakebin", g_tmp);
+    ck_assert_int_eq(mkdir(fake, 0755), 0);
+    snprintf(script, sizeof(script), "%s/train", fake);
+    FILE* f = fopen(script, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "#!/bin/sh\ncase \"$*\" in *attention=sigmoid,seed=1/run.conf*resume=1*)\n"
+            "    kill -KILL $PPID; exit 137 ;;\nesac\nexec %s/train \"$@\"\n",
+            test_build_dir());
+    fclose(f);
+    ck_assert_int_eq(chmod(script, 0755), 0);
+    const char* tools[] = {"probe", "evaluate"};
+    for (int i = 0; i < 2; i++) {
+        char src[1400], dst[1400];
+        snprintf(src, sizeof(src), "%s/%s", test_build_dir(), tools[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", fake, tools[i]);
+        ck_assert_int_eq(symlink(src, dst), 0);
+    }
+    int rc = run_ablate_args(sweep, "--part 1/3", fake, log);
+    ck_assert_msg(rc != 0, "the runner was not killed");
+    const char* kept[] = {"provenance.json", "config.conf", "metrics.jsonl.gz", "heads.csv"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/%s", res, kept[i]);
+        ck_assert_msg(util_file_exists(path), "%s missing after the kill", path);
+    }
+    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=1", res);
+    ck_assert(!util_file_exists(path));
+    const char* others[] = {"softmax,seed=2", "softmax,seed=3", "sigmoid,seed=2"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/attention=%s/train.log", out, others[i]);
+        ck_assert_msg(!util_file_exists(path), "%s: trained outside its part", path);
+    }
+
+    // the same part again with the real trainer: the finished run is skipped, the other trained
+    ck_assert_int_eq(run_ablate_args(sweep, "--part 1/3", NULL, log), 0);
+    text = slurp(log);
+    ck_assert_msg(strstr(text, "2/2 done"), "%s", text);
+    free(text);
+    snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/train.log", out);
+    text = slurp(path);
+    ck_assert_int_eq(count_substr(text, "===="), 1);
+    free(text);
+    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=1/provenance.json", res);
+    ck_assert(util_file_exists(path));
+
+    // another machine (a fresh sweep directory) runs part 2: seed 1 comes from the committed
+    // results, seed 2 is trained, seed 3 is left
+    char out2[1200];
+    snprintf(out2, sizeof(out2), "--part 2/3 --out %s/p2", g_tmp);
+    ck_assert_int_eq(run_ablate_args(sweep, out2, NULL, log), 0);
+    snprintf(path, sizeof(path), "%s/p2/results.csv", g_tmp);
+    Csv* c = read_csv(path);
+    ck_assert_int_eq(c->nrow, 6);
+    ck_assert_str_eq(cell(c, "attention=softmax,seed=1", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention=sigmoid,seed=1", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention=softmax,seed=2", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention=sigmoid,seed=3", "status"), "not run");
+    free(c);
+    snprintf(path, sizeof(path), "%s/p2/attention=softmax,seed=1/train.log", g_tmp);
+    ck_assert(!util_file_exists(path)); // not trained there
+    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/provenance.json", res);
+    ck_assert(util_file_exists(path));
+
+    // a sweep without sweep.seed is one group: it cannot be cut
+    write_sweep(sweep, out, "sweep.attention = softmax, sigmoid\n");
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2", NULL, log), 2);
+    text = slurp(log);
+    ck_assert_msg(strstr(text, "no sweep.seed line"), "%s", text);
+    free(text);
+}
+END_TEST
+
 static Suite* ablate_suite(void) {
     Suite* s = suite_create("ablate");
     TCase* tc = tcase_create("runner");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, two_variant_sweep_table_plots_resume);
     tcase_add_test(tc, bad_sweep_file_exits_2_naming_it);
+    tcase_add_test(tc, part_runs_seed_groups_and_exports_each_run);
     suite_add_tcase(s, tc);
     return s;
 }
