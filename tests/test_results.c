@@ -4,7 +4,10 @@
 // the paired-by-seed mean difference and 95% t interval (recomputed here from the per-seed
 // numbers), "reproduced" only when the interval excludes 0; a sink claim whose baseline misses
 // the positive control (half the heads of layers >= 1 with a raw sink fraction >= 0.3) is
-// "untestable here"; the control columns reach results.csv.
+// "untestable here"; the control columns reach results.csv. A claim's `| claimed: ...` part is
+// printed beside the measured effect (claims.md, claims.json), ablate.loss_unit converts a loss
+// effect (nats per byte x bytes per token), and ./evaluate's inside/beyond columns become
+// val_loss_inside_Nx and val_loss_beyond_Nx.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,11 +144,108 @@ START_TEST(test_committed_sweep_paired_verdicts) {
 }
 END_TEST
 
+// A committed run with only losses: val_loss VL, and a long_context.txt whose 4x line has the
+// loss over all positions, inside the training length and beyond it.
+static void write_loss_run(const char* dir, const char* att, int seed, double vl, double beyond) {
+    char d[1200], p[1400];
+    snprintf(d, sizeof(d), "%s/attention=%s,seed=%d", dir, att, seed);
+    ck_assert_int_eq(mkdir(d, 0755), 0);
+    snprintf(p, sizeof(p), "%s/config.conf", d);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "attention = %s\nseed = %d\nmax_steps = 10\n", att, seed);
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/provenance.json", d);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"final_step\": 10, \"command\": \"x\"}\n");
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
+    gzFile g = gzopen(p, "wb");
+    ck_assert_ptr_nonnull(g);
+    gzprintf(g, "{\"step\":10,\"train_loss\":1.5,\"step_ms\":3,\"tok_per_s\":100}\n");
+    gzprintf(g, "{\"step\":10,\"val_loss\":%.6f}\n", vl);
+    gzclose(g);
+    snprintf(p, sizeof(p), "%s/long_context.txt", d);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "# long-context evaluation\nT        x       val_loss   inside_T     beyond_T     "
+               "tokens\n");
+    fprintf(f, "32       1x      1.6000     1.6000       -            320\n");
+    fprintf(f, "128      4x      %.4f     1.5000       %.4f       1280\n", (1.5 + 3 * beyond) / 4,
+            beyond);
+    fclose(f);
+}
+
+START_TEST(test_claimed_effect_units_and_beyond_column) {
+    char dir[1024], p[1400], cmd[3000];
+    snprintf(dir, sizeof(dir), "%s/results_units", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "sweep\tx.conf\ncommand\tscripts/ablate x.conf\nkey\tattention\nkey\tseed\n");
+    fprintf(f, "setting\tloss_unit\t4 nats/token\n");
+    fprintf(f, "claim\tval_loss: quantized ~ softmax 0.01 | K = 16 costs little | claimed: +0.004 "
+               "nats/token\n");
+    fprintf(f, "claim\tval_loss_beyond_4x: quantized < softmax | extrapolates\n");
+    for (int s = 1; s <= 3; s++)
+        fprintf(f, "run\tattention=softmax,seed=%d\tattention=softmax\tseed=%d\n", s, s);
+    for (int s = 1; s <= 3; s++)
+        fprintf(f, "run\tattention=quantized,seed=%d\tattention=quantized\tseed=%d\n", s, s);
+    fclose(f);
+    // per seed: quantized is 0.002, 0.003, 0.004 nats above softmax; beyond 4x it is 0.2 lower
+    const double vl[3] = {1.60, 1.62, 1.58}, dq[3] = {0.002, 0.003, 0.004};
+    for (int s = 0; s < 3; s++) {
+        write_loss_run(dir, "softmax", s + 1, vl[s], 2.0 + 0.1 * s);
+        write_loss_run(dir, "quantized", s + 1, vl[s] + dq[s], 1.8 + 0.1 * s);
+    }
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ablate_report.py %s >/dev/null", test_repo_root(),
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t n;
+    snprintf(p, sizeof(p), "%s/claims.json", dir);
+    char* json = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_ptr_nonnull(strstr(json, "\"claimed\": \"+0.004 nats/token\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"text\": \"K = 16 costs little\""));
+    // the paired mean difference is 0.003 nats; in the claimed unit x 4 = 0.012
+    ck_assert_double_eq_tol(claim_num(json, "val_loss: quantized", "\"paired_mean\""), 0.003,
+                            1e-9);
+    const char* ms = strstr(strstr(json, "val_loss: quantized"), "\"measured_scaled\"");
+    ck_assert_ptr_nonnull(ms);
+    ck_assert_double_eq_tol(atof(strchr(ms, '[') + 1), 0.012, 1e-9);
+    // the beyond-4x column: quantized - softmax = -0.2 in every seed
+    ck_assert_double_eq_tol(claim_num(json, "val_loss_beyond_4x: quantized", "\"paired_mean\""),
+                            -0.2, 1e-9);
+    char v[128];
+    claim_verdict(json, "val_loss_beyond_4x: quantized", v, sizeof(v));
+    ck_assert_str_eq(v, "reproduced");
+    free(json);
+    snprintf(p, sizeof(p), "%s/claims.md", dir);
+    char* md = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(md);
+    ck_assert_msg(strstr(md, "Claimed: +0.004 nats/token; measured: +0.003 (paired") &&
+                      strstr(md, "= +0.012 (paired"),
+                  "%s", md);
+    ck_assert_msg(strstr(md, "4 nats/token"), "%s", md);
+    free(md);
+    snprintf(p, sizeof(p), "%s/results.csv", dir);
+    char* csv = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(strstr(csv, "val_loss_beyond_4x"));
+    ck_assert_ptr_nonnull(strstr(csv, "val_loss_inside_4x"));
+    ck_assert_ptr_null(strstr(csv, "val_loss_beyond_1x")); // "-": no positions beyond T at 1x
+    free(csv);
+}
+END_TEST
+
 static Suite* results_suite(void) {
     Suite* s = suite_create("results");
     TCase* tc = tcase_create("report");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_committed_sweep_paired_verdicts);
+    tcase_add_test(tc, test_claimed_effect_units_and_beyond_column);
     suite_add_tcase(s, tc);
     return s;
 }
