@@ -1,6 +1,6 @@
 // tests/test_corpus.c: the library side of ./prepare and ./evaluate --passkey, called directly:
 // data/corpus.c (document splitting, chunked encoding, shard splits, stale-shard removal,
-// separator escapes) and data/passkey.c (sequence layout in both modes). Expected token streams
+// separator escapes, re-cutting into fixed-length documents) and data/passkey.c (sequence layout in both modes). Expected token streams
 // are written out by hand from the layouts in data/corpus.h and data/passkey.h, with the byte
 // tokenizer (id = byte value, EOT = 256) so every id is known without a vocabulary.
 // Also the message a new user gets when a config names data that is not there yet: a missing
@@ -102,6 +102,46 @@ START_TEST(test_write_split_and_stale) {
     ck_assert_int_eq(
         corpus_write_split("/nonexistent-dir/x", "val", tok, 5, 2, NULL, err, sizeof err), -1);
     ck_assert_msg(strstr(err, "/nonexistent-dir/x_val_000000.bin") != NULL, "%s", err);
+}
+END_TEST
+
+// corpus_fixed_docs: the text tokens (the stream's own EOTs left out) in documents of exactly N
+// tokens, EOT first, the unfinished tail dropped; the return value is the dropped tail's length.
+START_TEST(test_fixed_docs) {
+    // three documents of text 1..10 (3, 2 and 5 tokens)
+    const uint16_t in[] = {EOT, 1, 2, 3, EOT, 4, 5, EOT, 6, 7, 8, 9, 10};
+    // N = 3: EOT + 2 text tokens each: 1 2 | 3 4 | 5 6 | 7 8 | 9 10, no tail
+    const uint16_t want3[] = {EOT, 1, 2, EOT, 3, 4, EOT, 5, 6, EOT, 7, 8, EOT, 9, 10};
+    // N = 4: 1 2 3 | 4 5 6 | 7 8 9, tail 10 dropped; N = 11: one document of all 10; N = 12:
+    // none, all 10 dropped; N = 2: one text token per document
+    const uint16_t want4[] = {EOT, 1, 2, 3, EOT, 4, 5, 6, EOT, 7, 8, 9};
+    const struct {
+        size_t n;
+        const uint16_t* want;
+        size_t nwant, ndocs, dropped;
+    } cases[] = {{3, want3, 15, 5, 0}, {4, want4, 12, 3, 1}, {11, NULL, 11, 1, 0},
+                 {12, NULL, 0, 0, 10}, {2, NULL, 20, 10, 0}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        CorpusTokens c = {NULL, 0, 0, 0};
+        c.tok = mallocCheck(sizeof(in));
+        memcpy(c.tok, in, sizeof(in));
+        c.n = c.cap = sizeof(in) / sizeof(in[0]);
+        c.ndocs = 3;
+        size_t dropped = corpus_fixed_docs(&c, EOT, cases[k].n);
+        ck_assert_uint_eq(dropped, cases[k].dropped);
+        ck_assert_uint_eq(c.n, cases[k].nwant);
+        ck_assert_uint_eq(c.ndocs, cases[k].ndocs);
+        for (size_t i = 0; i < c.n; i++) {
+            // every N-th token is EOT, the others are the text in order
+            if (cases[k].want) ck_assert_uint_eq(c.tok[i], cases[k].want[i]);
+            if (i % cases[k].n == 0)
+                ck_assert_uint_eq(c.tok[i], EOT);
+            else
+                ck_assert_uint_eq(c.tok[i], 1 + i / cases[k].n * (cases[k].n - 1) +
+                                                i % cases[k].n - 1);
+        }
+        corpus_tokens_free(&c);
+    }
 }
 END_TEST
 
@@ -221,6 +261,7 @@ static Suite* corpus_suite(void) {
     tcase_add_test(tc, test_chunked_encoding_is_whole);
     tcase_add_test(tc, test_unescape);
     tcase_add_test(tc, test_write_split_and_stale);
+    tcase_add_test(tc, test_fixed_docs);
     tcase_add_test(tc, test_passkey_ids);
     tcase_add_test(tc, test_passkey_text_byte);
     suite_add_tcase(s, tc);

@@ -1,6 +1,9 @@
 // tests/test_prepare.c: ./prepare end to end. Text files -> shards -> shard_read: every document
 // starts with EOT, decoding each document gives its text back byte for byte, the val split is the
 // first N tokens, shards have the requested size, stale shards go, bad input exits 2.
+// --doc-tokens N: documents of exactly N tokens, each EOT first, the text's own EOTs removed,
+// the tail dropped, the validation split rounded to whole documents; N = 1, non-numbers and a
+// text shorter than one document exit 2 naming the option.
 // The prepare binary is the one built beside this test (BUILD/prepare).
 #include <limits.h>
 #include <stdio.h>
@@ -234,6 +237,69 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+// Read a split back as one token array (the shards in order).
+static uint16_t* read_all(const char* prefix, const char* split, size_t* n) {
+    uint16_t* t;
+    read_split(prefix, split, &t, n, 100000000);
+    return t;
+}
+
+START_TEST(test_doc_tokens) {
+    const char* dir = test_tmpdir();
+    char f[1100], args[4000], prefix[1100];
+    snprintf(f, sizeof f, "%s/d.txt", dir);
+    // three documents (7, 10 and 2 bytes); their 19 bytes in order: abcdefghijklmnopqrs
+    write_text(f, "abcdefg\n##\nhijklmnopq\n##\nrs");
+    const char* text = "abcdefghijklmnopqrs";
+    snprintf(prefix, sizeof prefix, "%s/fixed", dir);
+    // N = 5: EOT + 4 bytes: abcd efgh ijkl mnop, tail qrs dropped; --val-tokens 8 rounds to
+    // the nearest whole number of documents: 2 (10 tokens), train the other 2
+    snprintf(args, sizeof args,
+             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 8 --split '\n##\n' %s",
+             prefix, f);
+    ck_assert_int_eq(run_prepare(args), 0);
+    size_t nv, nt;
+    uint16_t* val = read_all(prefix, "val", &nv);
+    uint16_t* train = read_all(prefix, "train", &nt);
+    ck_assert_uint_eq(nv, 10);
+    ck_assert_uint_eq(nt, 10);
+    for (size_t i = 0; i < nv + nt; i++) {
+        uint16_t tok = i < nv ? val[i] : train[i - nv];
+        if (i % 5 == 0)
+            ck_assert_uint_eq(tok, 256); // EOT first in every document, nowhere else
+        else
+            ck_assert_uint_eq(tok, (unsigned char)text[i / 5 * 4 + i % 5 - 1]);
+    }
+    free(val);
+    free(train);
+    // --val-tokens 7 rounds down to 1 document
+    snprintf(args, sizeof args,
+             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 7 --split '\n##\n' %s",
+             prefix, f);
+    ck_assert_int_eq(run_prepare(args), 0);
+    val = read_all(prefix, "val", &nv);
+    train = read_all(prefix, "train", &nt);
+    ck_assert_uint_eq(nv, 5);
+    ck_assert_uint_eq(nt, 15);
+    ck_assert_uint_eq(train[0], 256);
+    ck_assert_uint_eq(train[1], 'e');
+    free(val);
+    free(train);
+    // bad values
+    snprintf(args, sizeof args, "--out %s --tokenizer byte --doc-tokens 1 %s", prefix, f);
+    expect_usage_error(dir, args, "--doc-tokens");
+    snprintf(args, sizeof args, "--out %s --tokenizer byte --doc-tokens x %s", prefix, f);
+    expect_usage_error(dir, args, "--doc-tokens");
+    expect_usage_error(dir, args, "'x'");
+    snprintf(args, sizeof args, "--out %s --tokenizer byte --doc-tokens -3 %s", prefix, f);
+    expect_usage_error(dir, args, "--doc-tokens");
+    // 19 text bytes (the separators are not text): too few for one document of EOT + 20
+    snprintf(args, sizeof args, "--out %s --tokenizer byte --doc-tokens 21 --split '\\n##\\n' %s",
+             prefix, f);
+    expect_usage_error(dir, args, "shorter than one document");
+}
+END_TEST
+
 static Suite* prepare_suite(void) {
     Suite* s = suite_create("prepare");
     TCase* tc = tcase_create("core");
@@ -243,6 +309,7 @@ static Suite* prepare_suite(void) {
     tcase_add_test(tc, test_split_custom_byte_fraction);
     tcase_add_test(tc, test_stale_shards_removed);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_doc_tokens);
     suite_add_tcase(s, tc);
     return s;
 }
