@@ -323,14 +323,14 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     // which runs each part holds: seed s of every variant together
     ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 2/3", NULL, log), 0);
     char* text = slurp(log);
-    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=softmax,seed=2 ", ln, sizeof(ln)),
-                             "part 2/3"));
-    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=2 ", ln, sizeof(ln)),
-                             "part 2/3"));
-    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=1 ", ln, sizeof(ln)),
-                             "part 1/3"));
-    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=softmax,seed=3 ", ln, sizeof(ln)),
-                             "part 3/3"));
+    ck_assert_ptr_nonnull(
+        strstr(line_with(text, "attention=softmax,seed=2 ", ln, sizeof(ln)), "part 2/3"));
+    ck_assert_ptr_nonnull(
+        strstr(line_with(text, "attention=sigmoid,seed=2 ", ln, sizeof(ln)), "part 2/3"));
+    ck_assert_ptr_nonnull(
+        strstr(line_with(text, "attention=sigmoid,seed=1 ", ln, sizeof(ln)), "part 1/3"));
+    ck_assert_ptr_nonnull(
+        strstr(line_with(text, "attention=softmax,seed=3 ", ln, sizeof(ln)), "part 3/3"));
     // 2 runs of 12 steps at 500 ms/step: 12 s per part
     line_with(text, "part 2/3 (seed 2): 2 runs, 2 to train, estimated 12s", ln, sizeof(ln));
     ck_assert_msg(ln[0], "no estimate for part 2/3:\n%s", text);
@@ -339,19 +339,18 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     text = slurp(log);
     ck_assert_ptr_nonnull(strstr(text, "part 1/2 (seed 1): 2 runs"));
     ck_assert_ptr_nonnull(strstr(text, "part 2/2 (seed 2,3): 4 runs"));
-    ck_assert_ptr_nonnull(strstr(line_with(text, "attention=sigmoid,seed=3 ", ln, sizeof(ln)),
-                             "part 2/2"));
+    ck_assert_ptr_nonnull(
+        strstr(line_with(text, "attention=sigmoid,seed=3 ", ln, sizeof(ln)), "part 2/2"));
     free(text);
 
     // bad values: exit 2 with a message naming --part
-    const char* bad[] = {"--part 0/3", "--part 4/3", "--part x", "--part 2/4", "--part 1/3/2",
-                         "--part"};
+    const char* bad[] = {"--part 0/3", "--part 4/3",   "--part x",
+                         "--part 2/4", "--part 1/3/2", "--part"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ck_assert_msg(run_ablate_args(sweep, bad[i], NULL, log) == 2, "%s: not exit 2", bad[i]);
         text = slurp(log);
         ck_assert_msg(strstr(text, "--part"), "%s: %s", bad[i], text);
-        if (!strcmp(bad[i], "--part 2/4"))
-            ck_assert_msg(strstr(text, "3 seed groups"), "%s", text);
+        if (!strcmp(bad[i], "--part 2/4")) ck_assert_msg(strstr(text, "3 seed groups"), "%s", text);
         free(text);
     }
 

@@ -1,11 +1,11 @@
 // tests/test_corpus.c: the library side of ./prepare and ./evaluate --passkey, called directly:
 // data/corpus.c (document splitting, chunked encoding, shard splits, stale-shard removal,
-// separator escapes, re-cutting into fixed-length documents) and data/passkey.c (sequence layout in both modes). Expected token streams
-// are written out by hand from the layouts in data/corpus.h and data/passkey.h, with the byte
-// tokenizer (id = byte value, EOT = 256) so every id is known without a vocabulary.
-// Also the message a new user gets when a config names data that is not there yet: a missing
-// directory is "no file matches" (not a glob read error), and a bundled corpus names the one
-// command that fetches it, through the library and through ./train with configs/gpt2_124M.conf.
+// separator escapes, re-cutting into fixed-length documents) and data/passkey.c (sequence layout in
+// both modes). Expected token streams are written out by hand from the layouts in data/corpus.h and
+// data/passkey.h, with the byte tokenizer (id = byte value, EOT = 256) so every id is known without
+// a vocabulary. Also the message a new user gets when a config names data that is not there yet: a
+// missing directory is "no file matches" (not a glob read error), and a bundled corpus names the
+// one command that fetches it, through the library and through ./train with configs/gpt2_124M.conf.
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,8 +119,11 @@ START_TEST(test_fixed_docs) {
         size_t n;
         const uint16_t* want;
         size_t nwant, ndocs, dropped;
-    } cases[] = {{3, want3, 15, 5, 0}, {4, want4, 12, 3, 1}, {11, NULL, 11, 1, 0},
-                 {12, NULL, 0, 0, 10}, {2, NULL, 20, 10, 0}};
+    } cases[] = {{3, want3, 15, 5, 0},
+                 {4, want4, 12, 3, 1},
+                 {11, NULL, 11, 1, 0},
+                 {12, NULL, 0, 0, 10},
+                 {2, NULL, 20, 10, 0}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         CorpusTokens c = {NULL, 0, 0, 0};
         c.tok = mallocCheck(sizeof(in));
@@ -137,8 +140,8 @@ START_TEST(test_fixed_docs) {
             if (i % cases[k].n == 0)
                 ck_assert_uint_eq(c.tok[i], EOT);
             else
-                ck_assert_uint_eq(c.tok[i], 1 + i / cases[k].n * (cases[k].n - 1) +
-                                                i % cases[k].n - 1);
+                ck_assert_uint_eq(c.tok[i],
+                                  1 + i / cases[k].n * (cases[k].n - 1) + i % cases[k].n - 1);
         }
         corpus_tokens_free(&c);
     }

@@ -255,8 +255,8 @@ START_TEST(test_doc_tokens) {
     // N = 5: EOT + 4 bytes: abcd efgh ijkl mnop, tail qrs dropped; --val-tokens 8 rounds to
     // the nearest whole number of documents: 2 (10 tokens), train the other 2
     snprintf(args, sizeof args,
-             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 8 --split '\n##\n' %s",
-             prefix, f);
+             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 8 --split '\n##\n' %s", prefix,
+             f);
     ck_assert_int_eq(run_prepare(args), 0);
     size_t nv, nt;
     uint16_t* val = read_all(prefix, "val", &nv);
@@ -274,8 +274,8 @@ START_TEST(test_doc_tokens) {
     free(train);
     // --val-tokens 7 rounds down to 1 document
     snprintf(args, sizeof args,
-             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 7 --split '\n##\n' %s",
-             prefix, f);
+             "--out %s --tokenizer byte --doc-tokens 5 --val-tokens 7 --split '\n##\n' %s", prefix,
+             f);
     ck_assert_int_eq(run_prepare(args), 0);
     val = read_all(prefix, "val", &nv);
     train = read_all(prefix, "train", &nt);

@@ -210,8 +210,7 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
     ck_assert_ptr_nonnull(strstr(json, "\"claimed\": \"+0.004 nats/token\""));
     ck_assert_ptr_nonnull(strstr(json, "\"text\": \"K = 16 costs little\""));
     // the paired mean difference is 0.003 nats; in the claimed unit x 4 = 0.012
-    ck_assert_double_eq_tol(claim_num(json, "val_loss: quantized", "\"paired_mean\""), 0.003,
-                            1e-9);
+    ck_assert_double_eq_tol(claim_num(json, "val_loss: quantized", "\"paired_mean\""), 0.003, 1e-9);
     const char* ms = strstr(strstr(json, "val_loss: quantized"), "\"measured_scaled\"");
     ck_assert_ptr_nonnull(ms);
     ck_assert_double_eq_tol(atof(strchr(ms, '[') + 1), 0.012, 1e-9);
