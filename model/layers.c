@@ -203,19 +203,22 @@ static void gelu_forward_span(float* out, const float* inp, size_t lo, size_t hi
     }
 }
 
+// dinp[i] = base[i] + gelu'(inp[i]) dout[i], base = dinp (accumulate) or 0 (gelu_backward_set:
+// 0 + x, the bits of zeroing dinp first, -0 included)
 static void gelu_backward_span(float* dinp, const float* inp, const float* dout, size_t lo,
-                               size_t hi) {
+                               size_t hi, int add) {
     size_t i = lo;
 #ifdef GV
     for (; i + GV <= hi; i += GV) {
         gvec x = gv_load(inp + i);
         gvec g = gelu_grad_v(x, gv_tanh(gelu_u_v(x)));
-        gv_store(dinp + i, gv_add(gv_load(dinp + i), gv_mul(g, gv_load(dout + i))));
+        gvec base = add ? gv_load(dinp + i) : gv_set1(0.0f);
+        gv_store(dinp + i, gv_add(base, gv_mul(g, gv_load(dout + i))));
     }
 #endif
     for (; i < hi; i++) {
         float x = inp[i];
-        dinp[i] += gelu_grad(x, vm_tanhf(gelu_u(x))) * dout[i];
+        dinp[i] = (add ? dinp[i] : 0.0f) + gelu_grad(x, vm_tanhf(gelu_u(x))) * dout[i];
     }
 }
 
@@ -228,13 +231,21 @@ void gelu_forward(float* out, const float* inp, size_t n) {
     }
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+static void gelu_backward_any(float* dinp, const float* inp, const float* dout, size_t n, int add) {
     long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {
         size_t lo = (size_t)c * GELU_CHUNK;
-        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK);
+        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK, add);
     }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, inp, dout, n, 1);
+}
+
+void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, inp, dout, n, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
