@@ -227,15 +227,18 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
 }
 
 // bf16: the linear layers' activations are rounded into the calling thread's buffers (common/
-// matmul.h); reserve them for the largest operands of this model's batches, (B T, max(4C, Vp))
-// (the classifier's dlogits) and (B T, 4C), so no forward or backward grows them.
+// matmul.h); reserve them for the largest operands of this model's batches, (B T, 4C), so no
+// forward or backward grows them. The classifier's dlogits (B T, Vp) are rounded by the
+// cross-entropy backward itself, into dlogits_bf16.
 static void reserve_matmul(GPT2* m) {
     if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
     const size_t BT = (size_t)m->B * (size_t)m->T, C4 = 4 * (size_t)m->cfg.n_embd;
     const size_t Vp = (size_t)m->cfg.padded_vocab;
-    const size_t x0 = BT * (C4 > Vp ? C4 : Vp), x1 = BT * C4;
+    const size_t x0 = BT * C4, x1 = BT * C4;
     m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
     if (!m->size_only) mm_linear_reserve(x0, x1);
+    free(m->dlogits_bf16);
+    m->dlogits_bf16 = (bf16*)model_floats(m, (BT * Vp + 1) / 2, &m->bytes.matmul);
 }
 
 void gpt2_set_precision(GPT2* m, MMPrecision p) {
@@ -251,6 +254,8 @@ void gpt2_set_precision(GPT2* m, MMPrecision p) {
         if (m->params_bf16) mm_bf16_unregister(m->params);
         free(m->params_bf16);
         m->params_bf16 = NULL;
+        free(m->dlogits_bf16);
+        m->dlogits_bf16 = NULL;
         return;
     }
     if (!m->params_bf16) {
@@ -454,6 +459,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
 void gpt2_free(GPT2* m) {
     if (m->params_bf16) mm_bf16_unregister(m->params);
     free(m->params_bf16);
+    free(m->dlogits_bf16);
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -602,9 +608,18 @@ void gpt2_backward(GPT2* m, float scale) {
 #define GRAD_HOOK(seg, phase) recv = hook ? m->grad_hook(m->grad_hook_ctx, (seg), (phase)) : 0
 #define WGRAD                 (recv ? MM_ACCUMULATE : first)
     GRAD_HOOK(0, 0);
-    // classifier: dlogits overwrite logits in place
-    crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT, V,
-                          Vp);
+    // classifier: dlogits overwrite logits in place; in bf16 precisions they are rounded into
+    // dlogits_bf16 as they are computed, registered as the logits' bf16 copy for the classifier
+    // matmul, and the fp32 logits stay as they are
+    const int half = m->dlogits_bf16 != NULL && m->precision != MM_FP32;
+    if (half) {
+        crossentropy_backward_bf16(m->dlogits_bf16, m->logits, m->lse, m->targets,
+                                   scale / (float)BT, (int)BT, V, Vp);
+        mm_bf16_register(m->logits, BT * (size_t)Vp, m->dlogits_bf16);
+    } else {
+        crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT,
+                              V, Vp);
+    }
     matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first, NULL,
                        m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
     memset(m->dres, 0, sizeof(float) * BTC);
@@ -666,9 +681,10 @@ void gpt2_backward(GPT2* m, float scale) {
     }
     if (rp) resid_embed_grad(m, m->dres);
     GRAD_HOOK(L + 1, 0);
-    if (hook) // the classifier's weight gradient (dlogits are still in m->logits)
+    if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
         matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL, m->logits,
                            m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
+    if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
     encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C);
     GRAD_HOOK(L + 1, 1);

@@ -147,9 +147,10 @@ typedef struct {
     // from params_bf16, a bf16 copy of params refreshed by the first forward after the
     // parameters changed (gpt2_params_changed): once per optimizer step, not once per call.
     MMPrecision precision;
-    bf16* params_bf16; // NULL in fp32
-    int bf16_stale;    // params changed since params_bf16 was made
-    int bf16_synced;   // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
+    bf16* params_bf16;  // NULL in fp32
+    bf16* dlogits_bf16; // (B, T, Vp) the classifier's dlogits in bf16 (NULL in fp32)
+    int bf16_stale;     // params changed since params_bf16 was made
+    int bf16_synced;    // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and

@@ -336,29 +336,53 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
     }
 }
 
+// dz[v - lo] for v in [lo, hi) of one row: exp(z_v - lse) dloss for real entries (less dloss at
+// the target), 0 for padded ones. lo must be a multiple of 16: the vector and scalar forms give
+// the same bits, so any such split of a row gives the bits of the whole row.
+static void ce_backward_span(float* dz, const float* z, float l, int target, float dloss, int lo,
+                             int hi, int V) {
+    int v = lo;
+    const int vh = hi < V ? hi : V;
+#if defined(__AVX512F__)
+    const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
+    for (; v + 16 <= vh; v += 16)
+        _mm512_storeu_ps(dz + (v - lo),
+                         _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
+    for (; v + 8 <= vh; v += 8)
+        _mm256_storeu_ps(dz + (v - lo),
+                         _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
+#endif
+    for (; v < vh; v++)
+        dz[v - lo] = vm_expf(z[v] - l) * dloss;
+    if (target >= lo && target < vh) dz[target - lo] -= dloss;
+    for (v = vh > lo ? vh : lo; v < hi; v++)
+        dz[v - lo] = 0.0f;
+}
+
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                            const int* targets, float dloss, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++)
+        ce_backward_span(dlogits + (size_t)r * Vp, logits + (size_t)r * Vp, lse[r], targets[r],
+                         dloss, 0, Vp, V);
+}
+
+#define CE_SPAN 1024 // floats of a row computed on the stack, then rounded (a multiple of 16)
+
+void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
+                                const int* targets, float dloss, int N, int V, int Vp) {
+#pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
+        float tmp[CE_SPAN];
         const float* z = logits + (size_t)r * Vp;
-        float* dz = dlogits + (size_t)r * Vp;
-        float l = lse[r];
-        int v = 0;
-#if defined(__AVX512F__)
-        const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
-        for (; v + 16 <= V; v += 16)
-            _mm512_storeu_ps(
-                dz + v, _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
-#elif defined(__AVX2__) && defined(__FMA__)
-        const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
-        for (; v + 8 <= V; v += 8)
-            _mm256_storeu_ps(dz + v,
-                             _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
-#endif
-        for (; v < V; v++)
-            dz[v] = vm_expf(z[v] - l) * dloss;
-        dz[targets[r]] -= dloss;
-        for (v = V; v < Vp; v++)
-            dz[v] = 0.0f;
+        bf16* dz = dlogits + (size_t)r * Vp;
+        for (int lo = 0; lo < Vp; lo += CE_SPAN) {
+            int hi = lo + CE_SPAN < Vp ? lo + CE_SPAN : Vp;
+            ce_backward_span(tmp, z, lse[r], targets[r], dloss, lo, hi, V);
+            for (int v = lo; v < hi; v++)
+                dz[v] = bf16_from_float(tmp[v - lo]);
+        }
     }
 }

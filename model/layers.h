@@ -42,5 +42,10 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
 // dlogits may alias logits (the fused, in-place form).
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                            const int* targets, float dloss, int N, int V, int Vp);
+// The same rounded to bf16 (bf16_from_float of each crossentropy_backward value, bit for bit)
+// in one pass: the fp32 dlogits are never stored (bf16 precisions: the classifier backward's
+// operand).
+void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
+                                const int* targets, float dloss, int N, int V, int Vp);
 
 #endif

@@ -7,6 +7,7 @@
 //     for fp32, bf16_ref and (where native) bf16, on inputs with +0 / -0 entries and an all-zero
 //     column of dout (products that are all +-0);
 //   - gelu_backward_set on a NaN-filled dinp == zeroed dinp + gelu_backward, -0 products included;
+//   - the cross-entropy backward writing bf16 dlogits == the fp32 dlogits rounded;
 //   - a model step's gradients (the buffer NaN-filled before gpt2_zero_grad) == those of a fully
 //     zeroed buffer with every matmul accumulating, for grad_accum 1 and 3, fp32, bf16_ref and
 //     bf16, with softmax and with variants that own parameters (ssmax, gated);
@@ -141,6 +142,31 @@ START_TEST(test_gelu_backward_set_bits) {
 }
 END_TEST
 
+// the fused bf16 cross-entropy backward == bf16_from_float of each fp32 value, with V not a
+// multiple of 16 or of the span and padded entries
+START_TEST(test_crossentropy_backward_bf16_bits) {
+    const int N = 5, V = 2500 + 7, Vp = 2560;
+    Rng r;
+    rng_seed(&r, 13);
+    float *z = allocFloats((size_t)N * Vp), *lse = allocFloats(N), *d = allocFloats((size_t)N * Vp);
+    bf16* h = mallocCheck(sizeof(bf16) * (size_t)N * Vp);
+    fill_uniform(z, (size_t)N * Vp, -4.0f, 4.0f, &r);
+    int tg[5] = {0, V - 1, 1023, 1024, 2047};
+    crossentropy_forward(d, lse, z, tg, N, V, Vp);
+    crossentropy_backward(d, z, lse, tg, 0.3f, N, V, Vp);
+    memset(h, 0xff, sizeof(bf16) * (size_t)N * Vp);
+    crossentropy_backward_bf16(h, z, lse, tg, 0.3f, N, V, Vp);
+    for (size_t i = 0; i < (size_t)N * Vp; i++)
+        ck_assert_msg(h[i] == bf16_from_float(d[i]), "element %zu: %04x vs %04x", i, h[i],
+                      bf16_from_float(d[i]));
+    ck_assert(d[(size_t)1 * Vp + V - 1] < 0.0f && d[V] == 0.0f); // the target, a padded entry
+    free(z);
+    free(lse);
+    free(d);
+    free(h);
+}
+END_TEST
+
 // ---- the model step
 
 enum { GB = 2, GT = 16, GACC = 3 };
@@ -241,6 +267,7 @@ static Suite* grad_overwrite_suite(void) {
     TCase* tc = tcase_create("kernels");
     tcase_add_test(tc, test_matmul_overwrite_bits);
     tcase_add_test(tc, test_gelu_backward_set_bits);
+    tcase_add_test(tc, test_crossentropy_backward_bf16_bits);
     suite_add_tcase(s, tc);
     TCase* tm = tcase_create("model");
     tcase_set_timeout(tm, 120);
