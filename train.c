@@ -81,9 +81,9 @@ static void on_signal(int sig) {
 // setup
 
 // The model's gradient hook under mpirun: the in-order gradient chain of optim/data_parallel.h.
-static void grad_hook(void* ctx, int seg, int phase) {
+static int grad_hook(void* ctx, int seg, int phase) {
     Trainer* t = ctx;
-    dp_grad_hook(t->dp, t->model.grads, seg, phase, t->model.mean_loss, t->model.step + 1);
+    return dp_grad_hook(t->dp, t->model.grads, seg, phase, t->model.mean_loss, t->model.step + 1);
 }
 
 // N ranks (mpirun -np N): the optimizer shard (zero = 1), the gradient segments and hook, and

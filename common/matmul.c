@@ -284,26 +284,29 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     }
 }
 
-void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC) {
+void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
+                        float* dbias, const float* dout, const float* inp, const float* weight,
+                        int N, int C, int OC) {
     const Opnd D = opnd(dout, N, OC, BUF_X0);
-    if (dinp) { // dinp[:, lo:hi] += dout @ weight[:, lo:hi]
+    if (dinp) { // dinp[:, lo:hi] (+)= dout @ weight[:, lo:hi]
         const Opnd W = opnd(weight, OC, C, BUF_W);
         const int bs = mm_block(C), nblk = (C + bs - 1) / bs;
+        const float beta = dinp_w == MM_OVERWRITE ? 0.0f : 1.0f;
 #pragma omp parallel for schedule(static)
         for (int blk = 0; blk < nblk; blk++) {
             int lo = blk * bs, hi = lo + bs < C ? lo + bs : C;
-            gemm_blk(0, 0, N, hi - lo, OC, D, 0, OC, W, (size_t)lo, C, 1.0f, dinp + lo, C);
+            gemm_blk(0, 0, N, hi - lo, OC, D, 0, OC, W, (size_t)lo, C, beta, dinp + lo, C);
         }
     }
     if (!dweight) return; // the input gradient only (dbias then must be NULL too)
-    // dweight[lo:hi, :] += dout[:, lo:hi]^T @ inp ; dbias[lo:hi] += column sums
+    // dweight[lo:hi, :] (+)= dout[:, lo:hi]^T @ inp ; dbias[lo:hi] += column sums
     const Opnd X = opnd(inp, N, C, BUF_X1);
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;
+    const float beta = dweight_w == MM_OVERWRITE ? 0.0f : 1.0f;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int lo = blk * bs, hi = lo + bs < OC ? lo + bs : OC;
-        gemm_blk(1, 0, hi - lo, C, N, D, (size_t)lo, OC, X, 0, C, 1.0f, dweight + (size_t)lo * C,
+        gemm_blk(1, 0, hi - lo, C, N, D, (size_t)lo, OC, X, 0, C, beta, dweight + (size_t)lo * C,
                  C);
         if (dbias) {
             for (int r = 0; r < N; r++) {
@@ -313,6 +316,12 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
             }
         }
     }
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC) {
+    matmul_backward_to(dinp, MM_ACCUMULATE, dweight, MM_ACCUMULATE, dbias, dout, inp, weight, N, C,
+                       OC);
 }
 
 void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,

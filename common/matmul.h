@@ -66,6 +66,15 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // (may be NULL)
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC);
+// The same with each product output either accumulated into (MM_ACCUMULATE, as matmul_backward)
+// or overwritten (MM_OVERWRITE: GEMM beta = 0, the output's old contents are never read, so it
+// need not be zeroed first). Overwriting gives the bits that zeroing and then accumulating gives
+// (every kernel's sum starts from +0, so it is never -0 and 0 + sum == sum exactly). dbias
+// always accumulates.
+typedef enum { MM_ACCUMULATE = 0, MM_OVERWRITE = 1 } MMWrite;
+void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
+                        float* dbias, const float* dout, const float* inp, const float* weight,
+                        int N, int C, int OC);
 // bf16 precisions round the linear layer's activations (inp, and dout in backward) into buffers
 // of the calling thread, grown on demand. mm_linear_reserve sizes them now for operands of up to
 // x0 elements (inp of forward, dout of backward) and x1 elements (inp of backward);

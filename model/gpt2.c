@@ -57,29 +57,30 @@ typedef struct {
     int stacked, init, decay, vocab_rows;
     const char* hf;
     int hf_transpose;
-    int llmc; // slot in llm.c's file
+    int llmc;    // slot in llm.c's file
+    int mm_grad; // the gradient is a weight-gradient matmul's output (ParamSpec.mm_grad)
 } ParamRow;
 
-// {name, ndim, dims, stacked, init, decay, vocab_rows, hf, hf_transpose, llmc}
+// {name, ndim, dims, stacked, init, decay, vocab_rows, hf, hf_transpose, llmc, mm_grad}
 static const ParamRow GPT2_TABLE[GPT2_NUM_LLMC] = {
-    [P_WTE] = {"wte", 2, {D_VP, D_C}, 0, PINIT_NORMAL, 1, 1, "wte.weight", 0, 0},
-    [P_WPE] = {"wpe", 2, {D_MAXT, D_C}, 0, PINIT_NORMAL, 1, 0, "wpe.weight", 0, 1},
-    [P_LN1W] = {"ln1w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_1.weight", 0, 2},
-    [P_LN1B] = {"ln1b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_1.bias", 0, 3},
-    [P_QKVW] = {"qkvw", 3, {D_L, D_3C, D_C}, 1, PINIT_NORMAL, 1, 0, "attn.c_attn.weight", 1, 4},
-    [P_QKVB] = {"qkvb", 2, {D_L, D_3C}, 1, PINIT_ZERO, 0, 0, "attn.c_attn.bias", 0, 5},
+    [P_WTE] = {"wte", 2, {D_VP, D_C}, 0, PINIT_NORMAL, 1, 1, "wte.weight", 0, 0, 1},
+    [P_WPE] = {"wpe", 2, {D_MAXT, D_C}, 0, PINIT_NORMAL, 1, 0, "wpe.weight", 0, 1, 0},
+    [P_LN1W] = {"ln1w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_1.weight", 0, 2, 0},
+    [P_LN1B] = {"ln1b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_1.bias", 0, 3, 0},
+    [P_QKVW] = {"qkvw", 3, {D_L, D_3C, D_C}, 1, PINIT_NORMAL, 1, 0, "attn.c_attn.weight", 1, 4, 1},
+    [P_QKVB] = {"qkvb", 2, {D_L, D_3C}, 1, PINIT_ZERO, 0, 0, "attn.c_attn.bias", 0, 5, 0},
     [P_ATTPROJW] =
-        {"attprojw", 3, {D_L, D_C, D_C}, 1, PINIT_RESID, 1, 0, "attn.c_proj.weight", 1, 6},
-    [P_ATTPROJB] = {"attprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "attn.c_proj.bias", 0, 7},
-    [P_LN2W] = {"ln2w", 2, {D_LM, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8},
-    [P_LN2B] = {"ln2b", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9},
-    [P_FCW] = {"fcw", 3, {D_LM, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10},
-    [P_FCB] = {"fcb", 2, {D_LM, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11},
+        {"attprojw", 3, {D_L, D_C, D_C}, 1, PINIT_RESID, 1, 0, "attn.c_proj.weight", 1, 6, 1},
+    [P_ATTPROJB] = {"attprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "attn.c_proj.bias", 0, 7, 0},
+    [P_LN2W] = {"ln2w", 2, {D_LM, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8, 0},
+    [P_LN2B] = {"ln2b", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9, 0},
+    [P_FCW] = {"fcw", 3, {D_LM, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10, 1},
+    [P_FCB] = {"fcb", 2, {D_LM, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11, 0},
     [P_FCPROJW] =
-        {"fcprojw", 3, {D_LM, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12},
-    [P_FCPROJB] = {"fcprojb", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13},
-    [P_LNFW] = {"lnfw", 1, {D_C}, 0, PINIT_ONES, 0, 0, "ln_f.weight", 0, 14},
-    [P_LNFB] = {"lnfb", 1, {D_C}, 0, PINIT_ZERO, 0, 0, "ln_f.bias", 0, 15},
+        {"fcprojw", 3, {D_LM, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12, 1},
+    [P_FCPROJB] = {"fcprojb", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13, 0},
+    [P_LNFW] = {"lnfw", 1, {D_C}, 0, PINIT_ONES, 0, 0, "ln_f.weight", 0, 14, 0},
+    [P_LNFB] = {"lnfb", 1, {D_C}, 0, PINIT_ZERO, 0, 0, "ln_f.bias", 0, 15, 0},
 };
 
 static ParamSpec* add_spec(GPT2* m, const char* name, int ndim, const size_t* shape, int stacked,
@@ -112,6 +113,7 @@ static void add_base_specs(GPT2* m) {
         s->hf = r->hf;
         s->hf_transpose = r->hf_transpose;
         s->llmc = r->llmc;
+        s->mm_grad = r->mm_grad;
     }
 }
 
@@ -225,15 +227,18 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
 }
 
 // bf16: the linear layers' activations are rounded into the calling thread's buffers (common/
-// matmul.h); reserve them for the largest operands of this model's batches, (B T, max(4C, Vp))
-// (the classifier's dlogits) and (B T, 4C), so no forward or backward grows them.
+// matmul.h); reserve them for the largest operands of this model's batches, (B T, 4C), so no
+// forward or backward grows them. The classifier's dlogits (B T, Vp) are rounded by the
+// cross-entropy backward itself, into dlogits_bf16.
 static void reserve_matmul(GPT2* m) {
     if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
     const size_t BT = (size_t)m->B * (size_t)m->T, C4 = 4 * (size_t)m->cfg.n_embd;
     const size_t Vp = (size_t)m->cfg.padded_vocab;
-    const size_t x0 = BT * (C4 > Vp ? C4 : Vp), x1 = BT * C4;
+    const size_t x0 = BT * C4, x1 = BT * C4;
     m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
     if (!m->size_only) mm_linear_reserve(x0, x1);
+    free(m->dlogits_bf16);
+    m->dlogits_bf16 = (bf16*)model_floats(m, (BT * Vp + 1) / 2, &m->bytes.matmul);
 }
 
 void gpt2_set_precision(GPT2* m, MMPrecision p) {
@@ -249,6 +254,8 @@ void gpt2_set_precision(GPT2* m, MMPrecision p) {
         if (m->params_bf16) mm_bf16_unregister(m->params);
         free(m->params_bf16);
         m->params_bf16 = NULL;
+        free(m->dlogits_bf16);
+        m->dlogits_bf16 = NULL;
         return;
     }
     if (!m->params_bf16) {
@@ -452,6 +459,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
 void gpt2_free(GPT2* m) {
     if (m->params_bf16) mm_bf16_unregister(m->params);
     free(m->params_bf16);
+    free(m->dlogits_bf16);
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -572,7 +580,12 @@ void gpt2_zero_grad(GPT2* m) {
     // the bf16 copy too unless it said otherwise (gpt2_params_synced)
     if (!m->bf16_synced) m->bf16_stale = 1;
     m->bf16_synced = 0;
-    memset(m->grads, 0, sizeof(float) * m->num_params);
+    // the matmul-written tensors (mm_grad, nearly all of the 124M floats) are not cleared: the
+    // next backward overwrites them (grads_fresh); only the tensors it adds into are zeroed
+    for (int i = 0; i < m->nspecs; i++)
+        if (!m->specs[i].mm_grad)
+            memset(m->grads + m->specs[i].offset, 0, sizeof(float) * m->specs[i].size);
+    m->grads_fresh = 1;
 }
 
 void gpt2_backward(GPT2* m, float scale) {
@@ -585,15 +598,30 @@ void gpt2_backward(GPT2* m, float scale) {
     float* G = m->grads;
     // data parallelism: with a hook the classifier's wte gradient waits for the embedding segment
     const int hook = m->grad_hook != NULL;
-#define GRAD_HOOK(seg, phase)                                                                      \
-    if (hook) m->grad_hook(m->grad_hook_ctx, (seg), (phase))
+    // The weight-gradient matmuls write their tensors (mm_grad) with WGRAD: overwriting them on
+    // the first micro-batch after gpt2_zero_grad (which left them uncleared), accumulating
+    // otherwise, and always when the hook has just filled the segment with a received running
+    // sum (recv). Activation gradients that one matmul or gelu writes whole are overwritten too.
+    const MMWrite first = m->grads_fresh ? MM_OVERWRITE : MM_ACCUMULATE;
+    m->grads_fresh = 0;
+    int recv = 0;
+#define GRAD_HOOK(seg, phase) recv = hook ? m->grad_hook(m->grad_hook_ctx, (seg), (phase)) : 0
+#define WGRAD                 (recv ? MM_ACCUMULATE : first)
     GRAD_HOOK(0, 0);
-    // classifier: dlogits overwrite logits in place
-    crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT, V,
-                          Vp);
-    memset(m->dlnf, 0, sizeof(float) * BTC);
-    matmul_backward(m->dlnf, hook ? NULL : G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
-                    P + m->specs[P_WTE].offset, (int)BT, C, Vp);
+    // classifier: dlogits overwrite logits in place; in bf16 precisions they are rounded into
+    // dlogits_bf16 as they are computed, registered as the logits' bf16 copy for the classifier
+    // matmul, and the fp32 logits stay as they are
+    const int half = m->dlogits_bf16 != NULL && m->precision != MM_FP32;
+    if (half) {
+        crossentropy_backward_bf16(m->dlogits_bf16, m->logits, m->lse, m->targets,
+                                   scale / (float)BT, (int)BT, V, Vp);
+        mm_bf16_register(m->logits, BT * (size_t)Vp, m->dlogits_bf16);
+    } else {
+        crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT,
+                              V, Vp);
+    }
+    matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first, NULL,
+                       m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
     memset(m->dres, 0, sizeof(float) * BTC);
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
     // resid_backward; each branch reads d(its output) from resid_branch_grad
@@ -613,16 +641,13 @@ void gpt2_backward(GPT2* m, float scale) {
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
         const float* datt = m->dres; // mlp = 0: residual3 is residual2
         if (m->cfg.mlp) {
-            memset(m->dfch_gelu, 0, sizeof(float) * 4 * BTC);
-            matmul_backward(m->dfch_gelu, gpt2_tensor(m, G, P_FCPROJW, l),
-                            gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
-                            gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
-            memset(m->dfch, 0, sizeof(float) * 4 * BTC);
-            gelu_backward(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
-            memset(m->dln, 0, sizeof(float) * BTC);
-            matmul_backward(m->dln, gpt2_tensor(m, G, P_FCW, l), gpt2_tensor(m, G, P_FCB, l),
-                            m->dfch, m->ln2 + l * BTC, gpt2_tensor(m, P, P_FCW, l), (int)BT, C,
-                            4 * C);
+            matmul_backward_to(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l), WGRAD,
+                               gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
+                               gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
+            gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
+            matmul_backward_to(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
+                               gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
+                               gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
             layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
                                gpt2_tensor(m, G, P_LN2B, l), m->dln,
                                rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC)
@@ -633,10 +658,9 @@ void gpt2_backward(GPT2* m, float scale) {
             datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
         }
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
-        memset(m->datty, 0, sizeof(float) * BTC);
-        matmul_backward(m->datty, gpt2_tensor(m, G, P_ATTPROJW, l),
-                        gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
-                        gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C);
+        matmul_backward_to(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
+                           gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
+                           gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C);
         memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
         memset(m->dln, 0, sizeof(float) * BTC);
         AttnLayer al = make_layer(m, l, B, T);
@@ -645,8 +669,9 @@ void gpt2_backward(GPT2* m, float scale) {
         al.dx = m->dln; // layer-level variants that read x add their gradient here
         attention_backward(&al);
         if (m->cfg.value_residual) vres_backward(m, l, B, T);
-        matmul_backward(m->dln, gpt2_tensor(m, G, P_QKVW, l), gpt2_tensor(m, G, P_QKVB, l), m->dqkv,
-                        m->ln1 + l * BTC, gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
+        matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
+                           gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
+                           gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
         layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
                            gpt2_tensor(m, G, P_LN1B, l), m->dln,
                            rp ? resid_input(m, 2 * l, res) : res, gpt2_tensor(m, P, P_LN1W, l),
@@ -656,13 +681,15 @@ void gpt2_backward(GPT2* m, float scale) {
     }
     if (rp) resid_embed_grad(m, m->dres);
     GRAD_HOOK(L + 1, 0);
-    if (hook) // the classifier's weight gradient (dlogits are still in m->logits)
-        matmul_backward(NULL, G + m->specs[P_WTE].offset, NULL, m->logits, m->lnf,
-                        P + m->specs[P_WTE].offset, (int)BT, C, Vp);
+    if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
+        matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL, m->logits,
+                           m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
+    if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
     encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C);
     GRAD_HOOK(L + 1, 1);
 #undef GRAD_HOOK
+#undef WGRAD
 }
 
 int gpt2_grad_segments(const GPT2* m) {

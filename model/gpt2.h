@@ -82,6 +82,9 @@ typedef struct {
     int hf_transpose;  // HF stores it (in, out): a Conv1D weight, transposed against (out, in)
     int llmc;          // slot in llm.c's model file (0..GPT2_NUM_LLMC-1), -1 if not in it
     int variant_owned; // 1: belongs to an attention variant (logged as kind "param")
+    int mm_grad; // 1: its whole gradient is the output of a weight-gradient matmul (wte's tied
+                 // classifier, qkvw, attprojw, fcw, fcprojw), which overwrites it on the first
+                 // micro-batch of a step instead of adding to zeros (gpt2_zero_grad)
 } ParamSpec;
 
 // Attention of one layer: variant, row map and their resolved hyperparameters.
@@ -144,9 +147,10 @@ typedef struct {
     // from params_bf16, a bf16 copy of params refreshed by the first forward after the
     // parameters changed (gpt2_params_changed): once per optimizer step, not once per call.
     MMPrecision precision;
-    bf16* params_bf16; // NULL in fp32
-    int bf16_stale;    // params changed since params_bf16 was made
-    int bf16_synced;   // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
+    bf16* params_bf16;  // NULL in fp32
+    bf16* dlogits_bf16; // (B, T, Vp) the classifier's dlogits in bf16 (NULL in fp32)
+    int bf16_stale;     // params changed since params_bf16 was made
+    int bf16_synced;    // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and
@@ -157,8 +161,13 @@ typedef struct {
     // gradient in segments (gpt2_grad_segments) and calls grad_hook(ctx, seg, 0) before it first
     // adds to segment seg and grad_hook(ctx, seg, 1) once the segment is final for this
     // micro-batch. NULL (a single process): no calls, and the backward runs as without this field.
-    void (*grad_hook)(void* ctx, int seg, int phase);
+    // At phase 0 the hook returns 1 when it has replaced the segment's gradient (a running sum
+    // received from another rank): the backward then adds to it even on a step's first
+    // micro-batch; 0 otherwise (and always at phase 1).
+    int (*grad_hook)(void* ctx, int seg, int phase);
     void* grad_hook_ctx;
+    // gpt2_zero_grad left the mm_grad tensors uncleared: the next backward overwrites them
+    int grads_fresh;
 } GPT2;
 
 // The gradient segments in the order gpt2_backward finishes them: 0 = final layernorm (lnfw,
@@ -201,6 +210,9 @@ int gpt2_find_spec(const GPT2* m, const char* name); // -1 if absent
 // Forward (B,T) token ids; with targets the mean loss is in m->mean_loss and per-position
 // losses in m->losses. Token ids must be < vocab_size (checked by the caller).
 void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T);
+// A new step's gradient: zero for the next backward. Only the tensors that backward adds into
+// are cleared in memory; the mm_grad tensors (the weight-gradient matmuls' outputs) keep stale
+// values until the next gpt2_backward overwrites them, so read m->grads only after a backward.
 void gpt2_zero_grad(GPT2* m);
 // Backward of the last forward (which needs targets); grads += d(mean_loss * scale).
 void gpt2_backward(GPT2* m, float scale);

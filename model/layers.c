@@ -203,19 +203,22 @@ static void gelu_forward_span(float* out, const float* inp, size_t lo, size_t hi
     }
 }
 
+// dinp[i] = base[i] + gelu'(inp[i]) dout[i], base = dinp (accumulate) or 0 (gelu_backward_set:
+// 0 + x, the bits of zeroing dinp first, -0 included)
 static void gelu_backward_span(float* dinp, const float* inp, const float* dout, size_t lo,
-                               size_t hi) {
+                               size_t hi, int add) {
     size_t i = lo;
 #ifdef GV
     for (; i + GV <= hi; i += GV) {
         gvec x = gv_load(inp + i);
         gvec g = gelu_grad_v(x, gv_tanh(gelu_u_v(x)));
-        gv_store(dinp + i, gv_add(gv_load(dinp + i), gv_mul(g, gv_load(dout + i))));
+        gvec base = add ? gv_load(dinp + i) : gv_set1(0.0f);
+        gv_store(dinp + i, gv_add(base, gv_mul(g, gv_load(dout + i))));
     }
 #endif
     for (; i < hi; i++) {
         float x = inp[i];
-        dinp[i] += gelu_grad(x, vm_tanhf(gelu_u(x))) * dout[i];
+        dinp[i] = (add ? dinp[i] : 0.0f) + gelu_grad(x, vm_tanhf(gelu_u(x))) * dout[i];
     }
 }
 
@@ -228,13 +231,21 @@ void gelu_forward(float* out, const float* inp, size_t n) {
     }
 }
 
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+static void gelu_backward_any(float* dinp, const float* inp, const float* dout, size_t n, int add) {
     long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {
         size_t lo = (size_t)c * GELU_CHUNK;
-        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK);
+        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK, add);
     }
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, inp, dout, n, 1);
+}
+
+void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, inp, dout, n, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -325,29 +336,53 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
     }
 }
 
+// dz[v - lo] for v in [lo, hi) of one row: exp(z_v - lse) dloss for real entries (less dloss at
+// the target), 0 for padded ones. lo must be a multiple of 16: the vector and scalar forms give
+// the same bits, so any such split of a row gives the bits of the whole row.
+static void ce_backward_span(float* dz, const float* z, float l, int target, float dloss, int lo,
+                             int hi, int V) {
+    int v = lo;
+    const int vh = hi < V ? hi : V;
+#if defined(__AVX512F__)
+    const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
+    for (; v + 16 <= vh; v += 16)
+        _mm512_storeu_ps(dz + (v - lo),
+                         _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
+    for (; v + 8 <= vh; v += 8)
+        _mm256_storeu_ps(dz + (v - lo),
+                         _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
+#endif
+    for (; v < vh; v++)
+        dz[v - lo] = vm_expf(z[v] - l) * dloss;
+    if (target >= lo && target < vh) dz[target - lo] -= dloss;
+    for (v = vh > lo ? vh : lo; v < hi; v++)
+        dz[v - lo] = 0.0f;
+}
+
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                            const int* targets, float dloss, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
+    for (int r = 0; r < N; r++)
+        ce_backward_span(dlogits + (size_t)r * Vp, logits + (size_t)r * Vp, lse[r], targets[r],
+                         dloss, 0, Vp, V);
+}
+
+#define CE_SPAN 1024 // floats of a row computed on the stack, then rounded (a multiple of 16)
+
+void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
+                                const int* targets, float dloss, int N, int V, int Vp) {
+#pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
+        float tmp[CE_SPAN];
         const float* z = logits + (size_t)r * Vp;
-        float* dz = dlogits + (size_t)r * Vp;
-        float l = lse[r];
-        int v = 0;
-#if defined(__AVX512F__)
-        const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
-        for (; v + 16 <= V; v += 16)
-            _mm512_storeu_ps(
-                dz + v, _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
-#elif defined(__AVX2__) && defined(__FMA__)
-        const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
-        for (; v + 8 <= V; v += 8)
-            _mm256_storeu_ps(dz + v,
-                             _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
-#endif
-        for (; v < V; v++)
-            dz[v] = vm_expf(z[v] - l) * dloss;
-        dz[targets[r]] -= dloss;
-        for (v = V; v < Vp; v++)
-            dz[v] = 0.0f;
+        bf16* dz = dlogits + (size_t)r * Vp;
+        for (int lo = 0; lo < Vp; lo += CE_SPAN) {
+            int hi = lo + CE_SPAN < Vp ? lo + CE_SPAN : Vp;
+            ce_backward_span(tmp, z, lse[r], targets[r], dloss, lo, hi, V);
+            for (int v = lo; v < hi; v++)
+                dz[v] = bf16_from_float(tmp[v - lo]);
+        }
     }
 }

@@ -27,7 +27,9 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
 // GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float* out, const float* inp, size_t n);
-void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n); // dinp +=
+// dinp = the gradient, bit for bit what zeroing dinp and then gelu_backward gives (dinp unread)
+void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n);
 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 void residual_backward(float* da, float* db, const float* dout, size_t n);
@@ -40,5 +42,10 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
 // dlogits may alias logits (the fused, in-place form).
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                            const int* targets, float dloss, int N, int V, int Vp);
+// The same rounded to bf16 (bf16_from_float of each crossentropy_backward value, bit for bit)
+// in one pass: the fp32 dlogits are never stored (bf16 precisions: the classifier backward's
+// operand).
+void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
+                                const int* targets, float dloss, int N, int V, int Vp);
 
 #endif

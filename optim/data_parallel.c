@@ -114,21 +114,22 @@ void dp_begin_micro(DataParallel* d, int k) {
 
 // Micro-batch j = k * size + rank of the step adds onto the running sum of micro-batches
 // 0..j-1, received from the rank of j-1, and passes its sum to the rank of j+1.
-void dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+int dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
     const long j = (long)d->k * d->size + d->rank, last = (long)d->accum * d->size - 1;
     if (phase == 0) {
         if (seg == 0) d->losses[d->k] = loss;
-        if (j == 0) return;   // the first micro-batch starts from the zeroed gradient
+        if (j == 0) return 0; // the first micro-batch starts from the zeroed gradient
         dist_wait_sends(seg); // this rank's last send of the segment has left the buffer
         char what[96];
         snprintf(what, sizeof(what), "gradient segment %d of step %ld", seg, step);
         dist_recv_slices(G, d->slices[seg], d->nslices[seg], (d->rank + d->size - 1) % d->size, seg,
                          what);
-    } else {
-        if (j < last)
-            dist_send_slices(G, d->slices[seg], d->nslices[seg], (d->rank + 1) % d->size, seg);
-        dist_progress();
+        return 1;
     }
+    if (j < last)
+        dist_send_slices(G, d->slices[seg], d->nslices[seg], (d->rank + 1) % d->size, seg);
+    dist_progress();
+    return 0;
 }
 
 double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {

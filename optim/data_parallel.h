@@ -45,8 +45,10 @@ int dp_size(const DataParallel* d); // 1 for NULL
 // Before micro-batch k of a step (k = 0 starts the step's counters).
 void dp_begin_micro(DataParallel* d, int k);
 // The model's gradient hook (gpt2_backward): G the gradient buffer, loss the micro-batch's mean
-// loss (read at segment 0, phase 0), step the step being computed (for messages).
-void dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step);
+// loss (read at segment 0, phase 0), step the step being computed (for messages). Returns 1 when
+// it received the segment's running sum into G (phase 0 of every micro-batch but the global
+// first), else 0.
+int dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step);
 // After the micro-batches: the global gradient is complete (on every rank with zero = 0, on
 // rank N - 1 with zero = 1), *loss becomes the global mean loss; returns the global gradient norm.
 double dp_reduce(DataParallel* d, float* G, size_t n, double* loss);
