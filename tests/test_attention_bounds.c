@@ -329,16 +329,6 @@ END_TEST
 // every hyperparameter of it appears there as "`KEY` = DEFAULT [MIN, MAX]" (numbers, printed
 // with %g: compared to 1e-5 relative) or "`KEY` = WORD (CHOICES)" (the default's word).
 // the choice word number idx of "a|b|c"
-static void nth_choice(char* out, size_t cap, const char* choices, int idx) {
-    char tmp[256];
-    snprintf(tmp, sizeof(tmp), "%s", choices);
-    char* save = NULL;
-    char* w = strtok_r(tmp, "|", &save);
-    for (int i = 0; i < idx && w; i++)
-        w = strtok_r(NULL, "|", &save);
-    snprintf(out, cap, "%s", w ? w : "");
-}
-
 static int doc_close(double doc, float reg) {
     return fabs(doc - (double)reg) <= 1e-5 * fmax(fabs((double)reg), 1e-30);
 }
@@ -380,7 +370,7 @@ START_TEST(test_documented_hyperparameters) {
             at += strlen(key);
             if (sp->choices) {
                 char want[64], got[64];
-                nth_choice(want, sizeof(want), sp->choices, (int)sp->def);
+                test_nth_choice(want, sizeof(want), sp->choices, (int)sp->def);
                 ck_assert(sscanf(at, "%63s", got) == 1);
                 ck_assert_msg(strcmp(got, want) == 0, "%s: attn.%s default '%s', documented '%s'",
                               v->name, sp->name, want, got);

@@ -21,17 +21,6 @@ static char* print_list(size_t* len) {
     return buf;
 }
 
-// the choice word number idx of "a|b|c" (independent of the printer's own helper)
-static void nth_choice(char* out, size_t cap, const char* choices, int idx) {
-    char tmp[256];
-    snprintf(tmp, sizeof(tmp), "%s", choices);
-    char* save = NULL;
-    char* w = strtok_r(tmp, "|", &save);
-    for (int i = 0; i < idx && w; i++)
-        w = strtok_r(NULL, "|", &save);
-    snprintf(out, cap, "%s", w ? w : "");
-}
-
 static int close_to(double a, double b) {
     double d = a - b;
     if (d < 0) d = -d;
@@ -104,7 +93,7 @@ static void check_block(const AttnVariant* v, char** lines, int nl) {
                           s->name);
             if (s->choices) {
                 char w[64], paren[300];
-                nth_choice(w, sizeof(w), s->choices, (int)s->def);
+                test_nth_choice(w, sizeof(w), s->choices, (int)s->def);
                 snprintf(paren, sizeof(paren), "(%s)", s->choices);
                 ck_assert_msg(strcmp(rest, w) == 0, "%s: attn.%s default '%s', expected '%s'",
                               v->name, key, rest, w);

@@ -105,6 +105,16 @@ const char* test_repo_root(void) {
     return buf;
 }
 
+void test_nth_choice(char* out, size_t cap, const char* choices, int idx) {
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s", choices);
+    char* save = NULL;
+    char* w = strtok_r(tmp, "|", &save);
+    for (int i = 0; i < idx && w; i++)
+        w = strtok_r(NULL, "|", &save);
+    snprintf(out, cap, "%s", w ? w : "");
+}
+
 int test_variant_selected(const char* name) {
     const char* want = getenv("ATTNLAB_TEST_VARIANTS");
     if (!want || !*want) return 1;

@@ -67,4 +67,8 @@ const char* test_tmpdir(void);
 const char* test_build_dir(void);
 const char* test_repo_root(void);
 
+// Word number idx of a "a|b|c" choice list, into out (empty when idx is past the end): the tests'
+// own reading of a choice hyperparameter, independent of the registry printer's helper.
+void test_nth_choice(char* out, size_t cap, const char* choices, int idx);
+
 #endif
