@@ -25,10 +25,12 @@
 static const double MR_SM1[3] = {50, 60, 70}, MR_SM[3] = {150, 200, 160};
 static const double KM_SM1[3] = {30, 20, 31}, KM_SM[3] = {25, 25, 30};
 
-static void write_run(const char* dir, const char* att, int seed, double mr, double km,
-                      double sink_l1) {
-    char d[1200], p[1400];
-    snprintf(d, sizeof(d), "%s/attention=%s,seed=%d", dir, att, seed);
+// The directory of a committed run DIR/attention=ATT,seed=SEED with its config.conf and a
+// provenance.json holding PROV (printf'd); its path goes to d.
+static void write_run_dir(char* d, size_t cap, const char* dir, const char* att, int seed,
+                          const char* prov) {
+    char p[1400];
+    snprintf(d, cap, "%s/attention=%s,seed=%d", dir, att, seed);
     ck_assert_int_eq(mkdir(d, 0755), 0);
     snprintf(p, sizeof(p), "%s/config.conf", d);
     FILE* f = fopen(p, "w");
@@ -38,9 +40,17 @@ static void write_run(const char* dir, const char* att, int seed, double mr, dou
     snprintf(p, sizeof(p), "%s/provenance.json", d);
     f = fopen(p, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"final_step\": 10, \"run\": \"attention=%s,seed=%d\", \"command\": \"x\"}\n", att,
-            seed);
+    fprintf(f, "%s\n", prov);
     fclose(f);
+}
+
+static void write_run(const char* dir, const char* att, int seed, double mr, double km,
+                      double sink_l1) {
+    char d[1200], p[1400], prov[256];
+    snprintf(prov, sizeof(prov),
+             "{\"final_step\": 10, \"run\": \"attention=%s,seed=%d\", \"command\": \"x\"}", att,
+             seed);
+    write_run_dir(d, sizeof(d), dir, att, seed, prov);
     snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
     gzFile g = gzopen(p, "wb");
     ck_assert_ptr_nonnull(g);
@@ -148,18 +158,7 @@ END_TEST
 // loss over all positions, inside the training length and beyond it.
 static void write_loss_run(const char* dir, const char* att, int seed, double vl, double beyond) {
     char d[1200], p[1400];
-    snprintf(d, sizeof(d), "%s/attention=%s,seed=%d", dir, att, seed);
-    ck_assert_int_eq(mkdir(d, 0755), 0);
-    snprintf(p, sizeof(p), "%s/config.conf", d);
-    FILE* f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "attention = %s\nseed = %d\nmax_steps = 10\n", att, seed);
-    fclose(f);
-    snprintf(p, sizeof(p), "%s/provenance.json", d);
-    f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "{\"final_step\": 10, \"command\": \"x\"}\n");
-    fclose(f);
+    write_run_dir(d, sizeof(d), dir, att, seed, "{\"final_step\": 10, \"command\": \"x\"}");
     snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
     gzFile g = gzopen(p, "wb");
     ck_assert_ptr_nonnull(g);
@@ -167,7 +166,7 @@ static void write_loss_run(const char* dir, const char* att, int seed, double vl
     gzprintf(g, "{\"step\":10,\"val_loss\":%.6f}\n", vl);
     gzclose(g);
     snprintf(p, sizeof(p), "%s/long_context.txt", d);
-    f = fopen(p, "w");
+    FILE* f = fopen(p, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f, "# long-context evaluation\nT        x       val_loss   inside_T     beyond_T     "
                "tokens\n");
