@@ -209,7 +209,9 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
     ck_assert_ptr_nonnull(json);
     ck_assert_ptr_nonnull(strstr(json, "\"claimed\": \"+0.004 nats/token\""));
     ck_assert_ptr_nonnull(strstr(json, "\"text\": \"K = 16 costs little\""));
-    // the paired mean difference is 0.003 nats; in the claimed unit x 4 = 0.012
+    // the paired mean difference is 0.003 nats; in the claimed unit x 4 = 0.012, and the 95%
+    // interval 0.003 +- t(2, 0.975) 0.001/sqrt(3) = [0.000516, 0.005484] becomes
+    // [0.002063, 0.02194]
     ck_assert_double_eq_tol(claim_num(json, "val_loss: quantized", "\"paired_mean\""), 0.003, 1e-9);
     const char* ms = strstr(strstr(json, "val_loss: quantized"), "\"measured_scaled\"");
     ck_assert_ptr_nonnull(ms);
@@ -225,7 +227,7 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
     char* md = util_read_file(p, &n, NULL, 0);
     ck_assert_ptr_nonnull(md);
     ck_assert_msg(strstr(md, "Claimed: +0.004 nats/token; measured: +0.003 (paired") &&
-                      strstr(md, "= +0.012 (paired"),
+                      strstr(md, "= +0.012 [0.002063, 0.02194] nats/token"),
                   "%s", md);
     ck_assert_msg(strstr(md, "4 nats/token"), "%s", md);
     free(md);
