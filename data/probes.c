@@ -12,8 +12,13 @@
 #include "common/util.h"
 #include "data/shard.h"
 
-static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy", "bb",
-                                                          "ibb",     "mark"};
+// The tasks over bb's letters and bigram table (alphabet 16, two buckets).
+static int bb_family(int task) {
+    return task == PROBE_TASK_BB || task == PROBE_TASK_IBB || task == PROBE_TASK_MARK;
+}
+
+static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy",
+                                                     "bb",      "ibb",    "mark"};
 
 int probes_task_from_name(const char* name) {
     for (int i = 0; i < PROBE_NTASKS; i++)
@@ -28,7 +33,7 @@ const char* probes_task_name(int task) {
 int probes_nbuckets(int task) {
     if (task == PROBE_TASK_TRIGGER) return 2;
     if (task == PROBE_TASK_PASSKEY) return 3;
-    if (task == PROBE_TASK_BB || task == PROBE_TASK_IBB || task == PROBE_TASK_MARK) return 2;
+    if (bb_family(task)) return 2;
     return 1;
 }
 
@@ -50,8 +55,7 @@ void probes_defaults(ProbeParams* p, int task, int T) {
     memset(p, 0, sizeof(*p));
     p->task = task;
     p->T = T;
-    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : (task == PROBE_TASK_BB || task == PROBE_TASK_IBB || task == PROBE_TASK_MARK) ? 16
-                                                                                          : 26;
+    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : bb_family(task) ? 16 : 26;
     p->pairs = 8;
     p->trigger_every = 8;
     p->copy_len = 0;

@@ -78,7 +78,7 @@ typedef struct {
     int alphabet;      // symbols drawn from: trigger 'a'.. (default 4), recall values 'A'..,
                        // passkey filler 'a'.. and keys 'A'.., copy letters 'a'.. (default 26)
     int pairs;         // recall: key-value pairs per document (1..26, default 8)
-    int trigger_every; // trigger, bb, ibb, mark: a trigger (mark: a query) appears with probability 1/trigger_every (8)
+    int trigger_every; // probability 1/trigger_every (8) of a trigger (mark: of a query)
     int copy_len;      // copy: longest segment (0: (T-2)/2)
     int bucket_mask;   // passkey: buckets generated, bit 0 start, 1 middle, 2 end (default 7)
 } ProbeParams;
@@ -102,10 +102,10 @@ const char* probes_bucket_name(int task, int bucket);
 // must equal doc[source]); -1 when there is none.
 int probes_ibb_source(const uint16_t* doc, int t);
 
-// The bb (and ibb) task's bigram table over `alphabet` letters (row i: the distribution of the letter
-// after letter i; row-major, alphabet x alphabet). It is part of the task's definition, fixed
-// for an alphabet size and independent of the data seed: row i puts weight 1/(r+1)^1.5 on the
-// letter of rank r in a permutation drawn from a fixed stream.
+// The bigram table of the bb, ibb and mark tasks over `alphabet` letters (row i: the
+// distribution of the letter after letter i; row-major, alphabet x alphabet). It is part of the
+// tasks' definition, fixed for an alphabet size and independent of the data seed: row i puts
+// weight 1/(r+1)^1.5 on the letter of rank r in a permutation drawn from a fixed stream.
 void probes_bb_table(double* P, int alphabet);
 
 // Defaults for `task` at document length T.

@@ -427,8 +427,10 @@ START_TEST(test_ibb_answers) {
             }
             ck_assert(x >= 'a' && x < 'a' + A);
             nletter++;
-            if (y >= '0' && y <= '2') ntrig++;
-            else ck_assert(y >= 'a' && y < 'a' + A);
+            if (y >= '0' && y <= '2')
+                ntrig++;
+            else
+                ck_assert(y >= 'a' && y < 'a' + A);
         }
         ck_assert_int_eq(probes_answers(bucket, doc, T, PROBE_TASK_IBB), T - 2);
         int b0 = 0;

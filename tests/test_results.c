@@ -273,7 +273,8 @@ START_TEST(test_results_page_is_built_from_committed_files) {
     snprintf(page, sizeof(page), "%s/results.md", dir);
     snprintf(cmd, sizeof(cmd),
              "cd '%s' && d=''; for t in '%s'/results/*/ablate_sweep.tsv; do d=\"$d $(dirname "
-             "\"$t\")\"; done; " PY " scripts/results_report --out '%s' --img '%s/img' $d >/dev/null",
+             "\"$t\")\"; done; " PY
+             " scripts/results_report --out '%s' --img '%s/img' $d >/dev/null",
              root, dir, page, dir);
     ck_assert_int_eq(system(cmd), 0);
     char want_path[1100];
@@ -290,8 +291,10 @@ START_TEST(test_results_page_is_built_from_committed_files) {
         char* b = next_kept_line(&pg);
         lineno++;
         if (!a || !b) {
-            ck_assert_msg(!a && !b, "docs/results.md and the rebuilt page differ in length at "
-                                    "kept line %d: regenerate it with scripts/results_report", lineno);
+            ck_assert_msg(!a && !b,
+                          "docs/results.md and the rebuilt page differ in length at "
+                          "kept line %d: regenerate it with scripts/results_report",
+                          lineno);
             break;
         }
         ck_assert_msg(strcmp(a, b) == 0,

@@ -272,7 +272,8 @@ int main(int argc, char** argv) {
         }
     if (strcmp(argv[1], "gen") && strcmp(argv[1], "eval"))
         die(EXIT_USAGE, "unknown command '%s': gen or eval (./probe --help)", argv[1]);
-    if (argc < 3) die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey, copy, bb or ibb", argv[1]);
+    if (argc < 3)
+        die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey, copy, bb or ibb", argv[1]);
     int task = probes_task_from_name(argv[2]);
     if (task < 0)
         die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey, copy, bb or ibb", argv[2]);
