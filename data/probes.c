@@ -1,6 +1,6 @@
 // data/probes.c: generators, answer locators and accuracy for the synthetic probe tasks
 // (trigger-conditional, multi-query associative recall, passkey retrieval, copy,
-// Bigram-Backcopy). The layouts
+// Bigram-Backcopy, induction Bigram-Backcopy, mark recall). The layouts
 // are described in data/probes.h.
 #include "data/probes.h"
 
@@ -12,7 +12,13 @@
 #include "common/util.h"
 #include "data/shard.h"
 
-static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy", "bb"};
+// The tasks over bb's letters and bigram table (alphabet 16, two buckets).
+static int bb_family(int task) {
+    return task == PROBE_TASK_BB || task == PROBE_TASK_IBB || task == PROBE_TASK_MARK;
+}
+
+static const char* const TASK_NAMES[PROBE_NTASKS] = {"trigger", "recall", "passkey", "copy",
+                                                     "bb",      "ibb",    "mark"};
 
 int probes_task_from_name(const char* name) {
     for (int i = 0; i < PROBE_NTASKS; i++)
@@ -27,7 +33,7 @@ const char* probes_task_name(int task) {
 int probes_nbuckets(int task) {
     if (task == PROBE_TASK_TRIGGER) return 2;
     if (task == PROBE_TASK_PASSKEY) return 3;
-    if (task == PROBE_TASK_BB) return 2;
+    if (bb_family(task)) return 2;
     return 1;
 }
 
@@ -35,7 +41,11 @@ const char* probes_bucket_name(int task, int bucket) {
     static const char* const trig[] = {"trigger", "noop"};
     static const char* const pk[] = {"start", "middle", "end"};
     static const char* const bb[] = {"backcopy", "bigram"};
+    static const char* const ibb[] = {"induction", "bigram"};
     if (task == PROBE_TASK_BB && bucket >= 0 && bucket < 2) return bb[bucket];
+    static const char* const mark[] = {"recall", "bigram"};
+    if (task == PROBE_TASK_IBB && bucket >= 0 && bucket < 2) return ibb[bucket];
+    if (task == PROBE_TASK_MARK && bucket >= 0 && bucket < 2) return mark[bucket];
     if (task == PROBE_TASK_TRIGGER && bucket >= 0 && bucket < 2) return trig[bucket];
     if (task == PROBE_TASK_PASSKEY && bucket >= 0 && bucket < 3) return pk[bucket];
     return "all";
@@ -45,7 +55,7 @@ void probes_defaults(ProbeParams* p, int task, int T) {
     memset(p, 0, sizeof(*p));
     p->task = task;
     p->T = T;
-    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : task == PROBE_TASK_BB ? 16 : 26;
+    p->alphabet = task == PROBE_TASK_TRIGGER ? 4 : bb_family(task) ? 16 : 26;
     p->pairs = 8;
     p->trigger_every = 8;
     p->copy_len = 0;
@@ -53,7 +63,7 @@ void probes_defaults(ProbeParams* p, int task, int T) {
 }
 
 int probes_validate(const ProbeParams* p, char* err, size_t errcap) {
-    static const int min_T[PROBE_NTASKS] = {5, 0, 8, 4, 4};
+    static const int min_T[PROBE_NTASKS] = {5, 0, 8, 4, 4, 4, 6};
     if (p->task < 0 || p->task >= PROBE_NTASKS) {
         snprintf(err, errcap, "unknown task %d", p->task);
         return -1;
@@ -206,32 +216,68 @@ static int bb_is_trigger(int tok) {
     return tok >= '0' && tok < '0' + PROBE_BB_NTRIG;
 }
 
-static void make_bb(uint16_t* doc, const ProbeParams* p, Rng* r) {
+// A letter drawn from row `prev` of the bigram table P (A letters).
+static int bigram_next(const double* P, int A, int prev, Rng* r) {
+    const double* row = P + (prev - 'a') * A;
+    double u = rng_uniform(r), c = 0.0;
+    for (int j = 0; j < A; j++) {
+        c += row[j];
+        if (u < c) return 'a' + j;
+    }
+    return 'a' + A - 1;
+}
+
+int probes_ibb_source(const uint16_t* doc, int t) {
+    if (t < 3) return -1;
+    int x = doc[t - 2];
+    for (int j = t - 3; j >= 1; j--)
+        if (doc[j] == x && doc[j + 1] >= 'a' && doc[j + 1] <= 'z') return j + 1;
+    return -1;
+}
+
+// bb (induction = 0) and ibb (induction = 1).
+static void make_bb(uint16_t* doc, const ProbeParams* p, Rng* r, int induction) {
     const int A = p->alphabet;
     double P[26 * 26];
     probes_bb_table(P, A);
     doc[1] = (uint16_t)('a' + rng_below(r, (uint64_t)A));
     for (int t = 2; t < p->T; t++) {
         int prev = doc[t - 1];
-        if (bb_is_trigger(prev)) { // backcopy: the token before the trigger (always a letter)
-            doc[t] = doc[t - 2];
+        if (bb_is_trigger(prev)) { // the token before the trigger (always a letter), or the
+                                   // letter after its previous occurrence
+            doc[t] = induction ? doc[probes_ibb_source(doc, t)] : doc[t - 2];
             continue;
         }
-        if (rng_below(r, (uint64_t)p->trigger_every) == 0) {
+        // ibb: a trigger at t needs an answer source for t + 1, an earlier occurrence of prev
+        // with a letter after it (probes_ibb_source(doc, t + 1) looks from t - 2 down)
+        if (rng_below(r, (uint64_t)p->trigger_every) == 0 &&
+            (!induction || probes_ibb_source(doc, t + 1) >= 0)) {
             doc[t] = (uint16_t)('0' + rng_below(r, PROBE_BB_NTRIG));
             continue;
         }
-        const double* row = P + (prev - 'a') * A;
-        double u = rng_uniform(r), c = 0.0;
-        int next = A - 1;
-        for (int j = 0; j < A; j++) {
-            c += row[j];
-            if (u < c) {
-                next = j;
-                break;
-            }
+        doc[t] = (uint16_t)bigram_next(P, A, prev, r);
+    }
+}
+
+static void make_mark(uint16_t* doc, const ProbeParams* p, Rng* r) {
+    const int A = p->alphabet, T = p->T;
+    double P[26 * 26];
+    probes_bb_table(P, A);
+    int m = 2 + (int)rng_below(r, (uint64_t)(T / 2 - 1)); // the mark, in [2, T/2]
+    doc[1] = (uint16_t)('a' + rng_below(r, (uint64_t)A));
+    int last = doc[1]; // the letter the bigram chain continues from
+    for (int t = 2; t < T; t++) {
+        if (t == m) {
+            doc[t] = PROBE_MARK;
+        } else if (doc[t - 1] == PROBE_QUERY) {
+            doc[t] = doc[m - 1];
+        } else if (t > m && doc[t - 1] != PROBE_MARK &&
+                   rng_below(r, (uint64_t)p->trigger_every) == 0) {
+            doc[t] = PROBE_QUERY;
+        } else {
+            doc[t] = (uint16_t)bigram_next(P, A, last, r);
+            last = doc[t];
         }
-        doc[t] = (uint16_t)('a' + next);
     }
 }
 
@@ -248,7 +294,13 @@ void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index
         make_passkey(doc, p, r, index);
         break;
     case PROBE_TASK_BB:
-        make_bb(doc, p, r);
+        make_bb(doc, p, r, 0);
+        break;
+    case PROBE_TASK_IBB:
+        make_bb(doc, p, r, 1);
+        break;
+    case PROBE_TASK_MARK:
+        make_mark(doc, p, r);
         break;
     default:
         make_copy(doc, p, r);
@@ -310,15 +362,39 @@ int probes_answers(int8_t* bucket, const uint16_t* doc, int T, int task) {
         }
         return n;
     }
-    if (task == PROBE_TASK_BB) {
+    if (task == PROBE_TASK_BB || task == PROBE_TASK_IBB) {
         if (!is_lower(doc[1])) return -1;
         for (int t = 2; t < T; t++) {
             int x = doc[t - 1], y = doc[t];
             if (!is_lower(y) && !bb_is_trigger(y)) return -1;
             if (bb_is_trigger(x)) {
-                if (y != doc[t - 2]) return -1; // not a backcopy
+                if (!is_lower(doc[t - 2])) return -1; // a trigger follows a letter
+                int src = task == PROBE_TASK_BB ? t - 2 : probes_ibb_source(doc, t);
+                if (src < 0 || y != doc[src]) return -1; // not a (induction) backcopy
                 bucket[t] = 0;
             } else {
+                bucket[t] = 1;
+            }
+            n++;
+        }
+        return n;
+    }
+    if (task == PROBE_TASK_MARK) {
+        int m = -1;
+        for (int t = 1; t < T; t++)
+            if (doc[t] == PROBE_MARK) {
+                if (m >= 0 || t < 2 || t > T / 2) return -1; // one mark, in [2, T/2]
+                m = t;
+            }
+        if (m < 0 || !is_lower(doc[1]) || !is_lower(doc[m - 1])) return -1;
+        for (int t = 2; t < T; t++) {
+            int x = doc[t - 1], y = doc[t];
+            if (x == PROBE_QUERY) {
+                if (y != doc[m - 1]) return -1; // not the letter before the mark
+                bucket[t] = 0;
+            } else {
+                if (y == PROBE_QUERY && (t < m || x == PROBE_MARK)) return -1;
+                if (!is_lower(y) && y != PROBE_QUERY && t != m) return -1;
                 bucket[t] = 1;
             }
             n++;

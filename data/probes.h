@@ -25,6 +25,23 @@
 //            after a trigger the next token copies the token before the trigger. Buckets:
 //            backcopy (deterministic, after a trigger), bigram (after a letter; its ceiling is
 //            the table's top-1 probability).
+//   ibb      induction Bigram-Backcopy: the bb layout, but after a trigger the next token is
+//            the letter that followed the most recent earlier occurrence of the letter before
+//            the trigger (an induction lookup: x ... x y ... x TRIG -> y). A trigger is placed
+//            only after a letter that occurred before with a letter after it. One attention
+//            layer cannot answer it (the query must know the letter before the trigger and the
+//            keys the letter before them), so the copy head sits in layer >= 1 and has nothing
+//            to do on the bigram positions: the active-dormant setting of Guo et al. one layer
+//            up. Buckets: induction (after a trigger), bigram.
+//   mark     bigram letters as in bb with one mark '^' at a uniform position in [2, T/2] and,
+//            after it, the query '?' after a letter with probability 1/trigger_every; after '?'
+//            comes the letter that preceded the mark. Letters continue the bigram chain from
+//            the letter before (a '^' or an answer is skipped over: the letter after '^'
+//            follows the letter before '^'). One layer cannot answer it (the keys at the mark
+//            do not hold the letter before it until a layer has copied it there), so the
+//            recall head sits in layer >= 1, and on every other position the letter it would
+//            fetch is noise: a head that must do nothing most of the time. Buckets: recall
+//            (after '?'), bigram.
 #ifndef ATTNLAB_PROBES_H
 #define ATTNLAB_PROBES_H
 
@@ -40,6 +57,7 @@
 #define PROBE_SEP         '|'
 #define PROBE_QUERY       '?'
 #define PROBE_NEEDLE      '#'
+#define PROBE_MARK        '^'
 #define PROBE_MAX_BUCKETS 4
 #define PROBE_BB_NTRIG    3 // trigger tokens of the bb task: '0', '1', '2'
 
@@ -49,6 +67,8 @@ enum {
     PROBE_TASK_PASSKEY,
     PROBE_TASK_COPY,
     PROBE_TASK_BB,
+    PROBE_TASK_IBB,
+    PROBE_TASK_MARK,
     PROBE_NTASKS
 };
 
@@ -58,7 +78,7 @@ typedef struct {
     int alphabet;      // symbols drawn from: trigger 'a'.. (default 4), recall values 'A'..,
                        // passkey filler 'a'.. and keys 'A'.., copy letters 'a'.. (default 26)
     int pairs;         // recall: key-value pairs per document (1..26, default 8)
-    int trigger_every; // trigger, bb: a trigger appears with probability 1/trigger_every (8)
+    int trigger_every; // probability 1/trigger_every (8) of a trigger (mark: of a query)
     int copy_len;      // copy: longest segment (0: (T-2)/2)
     int bucket_mask;   // passkey: buckets generated, bit 0 start, 1 middle, 2 end (default 7)
 } ProbeParams;
@@ -71,16 +91,21 @@ typedef struct {
     long malformed; // documents whose answers could not be located
 } ProbeScore;
 
-// "trigger", "recall", "passkey", "copy", "bb"; -1 for an unknown name.
+// "trigger", "recall", "passkey", "copy", "bb", "ibb", "mark"; -1 for an unknown name.
 int probes_task_from_name(const char* name);
 const char* probes_task_name(int task);
 int probes_nbuckets(int task);
 const char* probes_bucket_name(int task, int bucket);
 
-// The bb task's bigram table over `alphabet` letters (row i: the distribution of the letter
-// after letter i; row-major, alphabet x alphabet). It is part of the task's definition, fixed
-// for an alphabet size and independent of the data seed: row i puts weight 1/(r+1)^1.5 on the
-// letter of rank r in a permutation drawn from a fixed stream.
+// The ibb answer source: for a position t whose previous token is a trigger, the position of
+// the letter that followed the most recent occurrence of doc[t-2] before t-2 (the token at t
+// must equal doc[source]); -1 when there is none.
+int probes_ibb_source(const uint16_t* doc, int t);
+
+// The bigram table of the bb, ibb and mark tasks over `alphabet` letters (row i: the
+// distribution of the letter after letter i; row-major, alphabet x alphabet). It is part of the
+// tasks' definition, fixed for an alphabet size and independent of the data seed: row i puts
+// weight 1/(r+1)^1.5 on the letter of rank r in a permutation drawn from a fixed stream.
 void probes_bb_table(double* P, int alphabet);
 
 // Defaults for `task` at document length T.

@@ -390,8 +390,12 @@ def measured_text(res, metric, unit):
     out = form % tuple(vals)
     if unit and "loss" in metric:
         f, name = unit
-        out += " = " + (form % tuple(v * f for v in vals)) + " " + name
-        res["measured_scaled"] = [v * f for v in vals]
+        scaled = [v * f for v in vals]
+        if len(scaled) == 3:
+            out += " = %+.4g [%.4g, %.4g] %s" % (scaled[0], scaled[1], scaled[2], name)
+        else:
+            out += " = %+.4g %s" % (scaled[0], name)
+        res["measured_scaled"] = scaled
     return out
 
 

@@ -27,7 +27,7 @@ static unsigned char* slurp(const char* path, size_t* n) {
 }
 
 START_TEST(test_shards_valid_and_deterministic) {
-    const char* tasks[] = {"trigger", "recall", "passkey", "copy", "bb"};
+    const char* tasks[] = {"trigger", "recall", "passkey", "copy", "bb", "ibb", "mark"};
     for (int k = 0; k < 5; k++) {
         int task = probes_task_from_name(tasks[k]);
         ck_assert_int_eq(task, k);
@@ -383,6 +383,175 @@ START_TEST(test_bb_answers_and_table) {
 }
 END_TEST
 
+// The ibb rule from its definition, scanning forward: the answer after a trigger at t-1 is the
+// token after the LAST position j < t-2 holding doc[t-2] whose next token is a letter.
+static int ibb_ref(const uint16_t* doc, int t) {
+    int ans = -1;
+    for (int j = 1; j < t - 2; j++)
+        if (doc[j] == doc[t - 2] && doc[j + 1] >= 'a' && doc[j + 1] <= 'z') ans = doc[j + 1];
+    return ans;
+}
+
+START_TEST(test_ibb_answers) {
+    enum { T = 64, N = 400, A = 16 };
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_IBB, T);
+    ck_assert_int_eq(p.alphabet, A);
+    char err[256];
+    ck_assert_int_eq(probes_validate(&p, err, sizeof(err)), 0);
+    ck_assert_str_eq(probes_task_name(PROBE_TASK_IBB), "ibb");
+    ck_assert_int_eq(probes_task_from_name("ibb"), PROBE_TASK_IBB);
+    ck_assert_int_eq(probes_nbuckets(PROBE_TASK_IBB), 2);
+    ck_assert_str_eq(probes_bucket_name(PROBE_TASK_IBB, 0), "induction");
+    ck_assert_str_eq(probes_bucket_name(PROBE_TASK_IBB, 1), "bigram");
+    uint16_t* docs = probes_generate(&p, 5, N);
+    long nind = 0, ndiff = 0, ntrig = 0, nletter = 0;
+    int8_t bucket[T];
+    for (int d = 0; d < N; d++) {
+        const uint16_t* doc = docs + (size_t)d * T;
+        ck_assert_int_eq(doc[0], PROBE_EOT);
+        ck_assert(doc[1] >= 'a' && doc[1] < 'a' + A);
+        int nb0 = 0;
+        for (int t = 2; t < T; t++) {
+            int x = doc[t - 1], y = doc[t];
+            if (x >= '0' && x <= '2') {
+                int want = ibb_ref(doc, t);
+                ck_assert_int_ne(want, -1); // a trigger only where the lookup has an answer
+                ck_assert_int_eq(y, want);
+                ck_assert_int_eq(probes_ibb_source(doc, t) >= 0, 1);
+                ck_assert_int_eq(doc[probes_ibb_source(doc, t)], want);
+                nind++;
+                ndiff += y != doc[t - 2]; // a plain backcopy would be wrong here
+                nb0++;
+                continue;
+            }
+            ck_assert(x >= 'a' && x < 'a' + A);
+            nletter++;
+            if (y >= '0' && y <= '2')
+                ntrig++;
+            else
+                ck_assert(y >= 'a' && y < 'a' + A);
+        }
+        ck_assert_int_eq(probes_answers(bucket, doc, T, PROBE_TASK_IBB), T - 2);
+        int b0 = 0;
+        for (int t = 2; t < T; t++) {
+            int trig = doc[t - 1] >= '0' && doc[t - 1] <= '2';
+            ck_assert_int_eq(bucket[t], trig ? 0 : 1);
+            b0 += bucket[t] == 0;
+        }
+        ck_assert_int_eq(b0, nb0);
+    }
+    // triggers come at about 1/8 of the letters (a little less: early letters have no earlier
+    // occurrence), and the induction answer is mostly not the letter before the trigger
+    double frac = (double)ntrig / (double)nletter;
+    ck_assert_msg(frac > 0.08 && frac < 1.0 / 8 + 0.02, "trigger rate %.3f", frac);
+    ck_assert_int_gt(nind, 1000);
+    ck_assert_msg((double)ndiff / (double)nind > 0.5, "induction != backcopy in %ld of %ld", ndiff,
+                  nind);
+    // the same documents are not bb documents (their answers are not backcopies), and an
+    // induction answer changed to the backcopy is not an ibb document
+    int rejected = 0;
+    for (int d = 0; d < N; d++)
+        rejected += probes_answers(bucket, docs + (size_t)d * T, T, PROBE_TASK_BB) == -1;
+    ck_assert_int_gt(rejected, N / 2);
+    uint16_t bad[T];
+    int done = 0;
+    for (int d = 0; d < N && !done; d++) {
+        memcpy(bad, docs + (size_t)d * T, sizeof(bad));
+        for (int t = 2; t < T && !done; t++)
+            if (bad[t - 1] >= '0' && bad[t - 1] <= '2' && bad[t] != bad[t - 2]) {
+                bad[t] = bad[t - 2];
+                done = 1;
+            }
+    }
+    ck_assert(done);
+    ck_assert_int_eq(probes_answers(bucket, bad, T, PROBE_TASK_IBB), -1);
+    free(docs);
+}
+END_TEST
+
+START_TEST(test_mark_answers) {
+    enum { T = 64, N = 400, A = 16 };
+    ProbeParams p;
+    probes_defaults(&p, PROBE_TASK_MARK, T);
+    ck_assert_int_eq(p.alphabet, A);
+    ck_assert_str_eq(probes_task_name(PROBE_TASK_MARK), "mark");
+    ck_assert_str_eq(probes_bucket_name(PROBE_TASK_MARK, 0), "recall");
+    ck_assert_str_eq(probes_bucket_name(PROBE_TASK_MARK, 1), "bigram");
+    uint16_t* docs = probes_generate(&p, 9, N);
+    long nq = 0, nletter_after = 0, ndiff = 0, markpos[T];
+    memset(markpos, 0, sizeof(markpos));
+    int8_t bucket[T];
+    for (int d = 0; d < N; d++) {
+        const uint16_t* doc = docs + (size_t)d * T;
+        ck_assert_int_eq(doc[0], PROBE_EOT);
+        int m = -1, nmark = 0;
+        for (int t = 1; t < T; t++)
+            if (doc[t] == '^') {
+                m = t;
+                nmark++;
+            }
+        ck_assert_int_eq(nmark, 1); // exactly one mark, in [2, T/2], after a letter
+        ck_assert(m >= 2 && m <= T / 2);
+        ck_assert(doc[m - 1] >= 'a' && doc[m - 1] < 'a' + A);
+        markpos[m]++;
+        int b0 = 0;
+        for (int t = 1; t < T; t++) {
+            int y = doc[t];
+            if (doc[t - 1] == '?') { // the answer: the letter right before the mark
+                ck_assert_int_eq(y, doc[m - 1]);
+                ndiff += doc[t - 2] != doc[m - 1]; // not a plain backcopy
+                nq++;
+                b0++;
+            } else if (y == '?') {
+                ck_assert_int_gt(t, m + 1); // queries only after the mark, never right after it
+                ck_assert(doc[t - 1] >= 'a' && doc[t - 1] < 'a' + A);
+            } else if (t != m) {
+                ck_assert(y >= 'a' && y < 'a' + A);
+                if (t > m + 1) nletter_after++;
+            }
+        }
+        ck_assert_int_eq(probes_answers(bucket, doc, T, PROBE_TASK_MARK), T - 2);
+        int c0 = 0;
+        for (int t = 2; t < T; t++) {
+            ck_assert_int_eq(bucket[t], doc[t - 1] == '?' ? 0 : 1);
+            c0 += bucket[t] == 0;
+        }
+        ck_assert_int_eq(c0, b0);
+    }
+    // the mark is spread over [2, T/2] (31 places, about 13 documents each)
+    int seen = 0;
+    for (int t = 2; t <= T / 2; t++)
+        seen += markpos[t] > 0;
+    ck_assert_int_ge(seen, 28);
+    // a query after about 1/8 of the eligible letters; the answer is mostly not the backcopy
+    double frac = (double)nq / (double)(nletter_after + nq);
+    ck_assert_msg(frac > 0.08 && frac < 0.15, "query rate %.3f", frac);
+    ck_assert_msg((double)ndiff / (double)nq > 0.7, "recall != backcopy in %ld of %ld", ndiff, nq);
+    // broken documents: a wrong answer, a second mark, a query before the mark
+    uint16_t bad[T];
+    memcpy(bad, docs, sizeof(bad));
+    int t = 2;
+    while (t < T && bad[t - 1] != '?')
+        t++;
+    ck_assert_int_lt(t, T);
+    bad[t] = bad[t] == 'a' ? 'b' : 'a';
+    ck_assert_int_eq(probes_answers(bucket, bad, T, PROBE_TASK_MARK), -1);
+    memcpy(bad, docs, sizeof(bad));
+    bad[T - 1] = '^';
+    ck_assert_int_eq(probes_answers(bucket, bad, T, PROBE_TASK_MARK), -1);
+    memcpy(bad, docs, sizeof(bad));
+    int m = 2;
+    while (bad[m] != '^')
+        m++;
+    if (m >= 3) {
+        bad[m - 1] = '?';
+        ck_assert_int_eq(probes_answers(bucket, bad, T, PROBE_TASK_MARK), -1);
+    }
+    free(docs);
+}
+END_TEST
+
 START_TEST(test_malformed_and_validation) {
     int8_t bucket[32];
     uint16_t junk[32];
@@ -429,6 +598,8 @@ static Suite* probes_suite(void) {
     tcase_add_test(tc, test_passkey_answers);
     tcase_add_test(tc, test_copy_answers);
     tcase_add_test(tc, test_bb_answers_and_table);
+    tcase_add_test(tc, test_ibb_answers);
+    tcase_add_test(tc, test_mark_answers);
     tcase_add_test(tc, test_accuracy_from_logits);
     tcase_add_test(tc, test_malformed_and_validation);
     suite_add_tcase(s, tc);

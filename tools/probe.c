@@ -36,10 +36,13 @@ static void usage(FILE* f) {
             "  copy     a random segment, '|', its copy\n"
             "  bb       Bigram-Backcopy: letters from a fixed bigram table; after a trigger\n"
             "           '0' '1' '2' the token before the trigger is copied (buckets backcopy,\n"
-            "           bigram)\n\n"
+            "           bigram)\n"
+            "  ibb      induction Bigram-Backcopy: as bb, but after a trigger the letter that\n"
+            "           followed the previous occurrence of the letter before the trigger is\n"
+            "           copied (x ... x y ... x 0 -> y; buckets induction, bigram)\n\n"
             "gen writes DIR/TASK_train_000000.bin and DIR/TASK_val_000000.bin.\n"
             "  --n-train N (20000)  --n-val N (500)  --seq-len T (128)  --seed S (1)\n"
-            "  --alphabet A: symbols per slot (trigger 4, bb 16, others 26)  --pairs P: recall "
+            "  --alphabet A: symbols per slot (trigger 4, bb/ibb 16, others 26)  --pairs P: recall "
             "pairs (8)\n"
             "  --trigger-every K: trigger probability 1/K (8)  --copy-len L: longest segment\n"
             "  ((T-2)/2)  --buckets: passkey needle depths generated (start,middle,end)\n"
@@ -269,10 +272,11 @@ int main(int argc, char** argv) {
         }
     if (strcmp(argv[1], "gen") && strcmp(argv[1], "eval"))
         die(EXIT_USAGE, "unknown command '%s': gen or eval (./probe --help)", argv[1]);
-    if (argc < 3) die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey, copy or bb", argv[1]);
+    if (argc < 3)
+        die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey, copy, bb or ibb", argv[1]);
     int task = probes_task_from_name(argv[2]);
     if (task < 0)
-        die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey, copy or bb", argv[2]);
+        die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey, copy, bb or ibb", argv[2]);
     if (!strcmp(argv[1], "gen")) return cmd_gen(task, argc - 3, argv + 3);
     return cmd_eval(task, argc - 3, argv + 3);
 }
