@@ -20,6 +20,8 @@
 #include "data/shard.h"
 #include "model/open.h"
 
+#define TASK_LIST "trigger, recall, passkey, copy, bb, ibb or mark"
+
 static void usage(FILE* f) {
     fprintf(f,
             "usage: ./probe gen TASK --out DIR [--n-train N] [--n-val N] [--seq-len T] [--seed S]\n"
@@ -39,13 +41,16 @@ static void usage(FILE* f) {
             "           bigram)\n"
             "  ibb      induction Bigram-Backcopy: as bb, but after a trigger the letter that\n"
             "           followed the previous occurrence of the letter before the trigger is\n"
-            "           copied (x ... x y ... x 0 -> y; buckets induction, bigram)\n\n"
+            "           copied (x ... x y ... x 0 -> y; buckets induction, bigram)\n"
+            "  mark     bigram letters with one mark '^' in the first half; after a query '?'\n"
+            "           the letter before the mark (buckets recall, bigram)\n\n"
             "gen writes DIR/TASK_train_000000.bin and DIR/TASK_val_000000.bin.\n"
             "  --n-train N (20000)  --n-val N (500)  --seq-len T (128)  --seed S (1)\n"
-            "  --alphabet A: symbols per slot (trigger 4, bb/ibb 16, others 26)  --pairs P: recall "
-            "pairs (8)\n"
-            "  --trigger-every K: trigger probability 1/K (8)  --copy-len L: longest segment\n"
-            "  ((T-2)/2)  --buckets: passkey needle depths generated (start,middle,end)\n"
+            "  --alphabet A: symbols per slot (trigger 4, bb/ibb/mark 16, others 26)\n"
+            "  --pairs P: recall pairs (8)\n"
+            "  --trigger-every K: trigger (mark: query) probability 1/K (8)\n"
+            "  --copy-len L: longest segment ((T-2)/2)\n"
+            "  --buckets: passkey needle depths generated (start,middle,end)\n"
             "Train on them with tokenizer = byte, vocab_size = 257, seq_len = T.\n\n"
             "eval scores the argmax next-token prediction on the answer positions of the\n"
             "validation documents (DIR/TASK_val_*.bin, or FILE): accuracy overall and per bucket,\n"
@@ -272,11 +277,9 @@ int main(int argc, char** argv) {
         }
     if (strcmp(argv[1], "gen") && strcmp(argv[1], "eval"))
         die(EXIT_USAGE, "unknown command '%s': gen or eval (./probe --help)", argv[1]);
-    if (argc < 3)
-        die(EXIT_USAGE, "%s needs a task: trigger, recall, passkey, copy, bb or ibb", argv[1]);
+    if (argc < 3) die(EXIT_USAGE, "%s needs a task: %s", argv[1], TASK_LIST);
     int task = probes_task_from_name(argv[2]);
-    if (task < 0)
-        die(EXIT_USAGE, "unknown task '%s': trigger, recall, passkey, copy, bb or ibb", argv[2]);
+    if (task < 0) die(EXIT_USAGE, "unknown task '%s': %s", argv[2], TASK_LIST);
     if (!strcmp(argv[1], "gen")) return cmd_gen(task, argc - 3, argv + 3);
     return cmd_eval(task, argc - 3, argv + 3);
 }
