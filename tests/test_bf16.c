@@ -28,13 +28,7 @@
 static const double U = 1.0 / 256; // bf16 unit roundoff (8-bit significand)
 
 static int native(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        char impl[256], why[512];
-        cached = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
-        if (!cached) fprintf(stderr, "test_bf16: oneDNN checks skipped: %s\n", why);
-    }
-    return cached;
+    return test_bf16_native("test_bf16");
 }
 
 static float from_bits(uint32_t u) {

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/dnnl_mm.h"
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/gpt2.h"
@@ -26,13 +25,7 @@
 #include "tests/testutil.h"
 
 static int native(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        char impl[256], why[512];
-        cached = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
-        if (!cached) fprintf(stderr, "test_bf16_train: oneDNN runs skipped: %s\n", why);
-    }
-    return cached;
+    return test_bf16_native("test_bf16_train");
 }
 
 // the bf16 precisions to test here: the reference always, oneDNN where native

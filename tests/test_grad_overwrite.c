@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/dnnl_mm.h"
 #include "common/matmul.h"
 #include "common/util.h"
 #include "model/gpt2.h"
@@ -28,13 +27,7 @@
 #include "tests/testutil.h"
 
 static int native(void) {
-    static int cached = -1;
-    if (cached < 0) {
-        char impl[256], why[512];
-        cached = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
-        if (!cached) fprintf(stderr, "test_grad_overwrite: oneDNN bf16 cases not run: %s\n", why);
-    }
-    return cached;
+    return test_bf16_native("test_grad_overwrite");
 }
 
 // fp32 and bf16_ref always; bf16 (oneDNN) where native

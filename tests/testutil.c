@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dnnl_mm.h"
 #include "common/util.h"
 
 GradCheck gradcheck(ScalarFn f, void* ctx, float* x, const float* g, size_t n, float h, double atol,
@@ -164,4 +165,14 @@ void test_check_grad_kinks(ScalarFn f, void* ctx, float* x, const float* g, size
     }
     ck_assert_msg(checked >= min_ratio * skipped && checked > 0, "%s: %d kinks vs %d checked", what,
                   skipped, checked);
+}
+
+int test_bf16_native(const char* who) {
+    static int cached = -1;
+    if (cached < 0) {
+        char impl[256], why[512];
+        cached = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
+        if (!cached) fprintf(stderr, "%s: oneDNN bf16 cases not run: %s\n", who, why);
+    }
+    return cached;
 }

@@ -67,6 +67,11 @@ const char* test_tmpdir(void);
 const char* test_build_dir(void);
 const char* test_repo_root(void);
 
+// 1 when oneDNN runs bf16 matmuls natively on this CPU (dnnl_mm_probe, asked once per test
+// binary), else 0 after printing "WHO: oneDNN bf16 cases not run: <reason>" once to stderr, so
+// a skip always names its cause.
+int test_bf16_native(const char* who);
+
 // Word number idx of a "a|b|c" choice list, into out (empty when idx is past the end): the tests'
 // own reading of a choice hyperparameter, independent of the registry printer's helper.
 void test_nth_choice(char* out, size_t cap, const char* choices, int idx);
