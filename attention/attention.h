@@ -157,6 +157,12 @@ struct AttnVariant {
     const char* name;    // config / CLI name
     const char* formula; // one line for --list-attention
     const char* source;  // paper reference
+    // The implementation this variant's default follows, as "owner/repo:path" of the authors'
+    // code, or "paper, Eq. N" where no authors' code exists (--list-attention, docs/variants.md).
+    const char* reference;
+    // Each way the default differs from that reference, and the attn.<key> that selects the
+    // reference's behaviour where one exists; NULL = none.
+    const char* deviations;
     int rows_sum_to_one; // 1: every causal row sums to 1
     int shift_invariant; // 1: f(s + c) == f(s) for a per-row constant c; 0: it must not be
     const AttnHParamSpec* hparams;

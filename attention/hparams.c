@@ -163,6 +163,8 @@ void attn_print_list(void* file) {
                     ? (v->ignores_inner ? "; layer-level" : "; layer-level (wraps attn.inner)")
                     : "");
         if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
+        if (v->reference) fprintf(f, "%-12s reference: %s\n", "", v->reference);
+        if (v->deviations) fprintf(f, "%-12s deviations: %s\n", "", v->deviations);
         if (v->layer_tensors) { // shapes shown for GPT-2 small's sizes
             AttnDims d = {.B = 1, .T = 1024, .C = 768, .NH = 12, .hs = 64};
             AttnHParams hp;

@@ -43,7 +43,7 @@ static void check_block(const AttnVariant* v, char** lines, int nl) {
     ck_assert_msg(layer == (v->layer_forward != NULL), "%s: layer-level shown %d", v->name, layer);
     ck_assert_msg(wraps == (v->layer_forward && !v->ignores_inner), "%s: wraps shown %d", v->name,
                   wraps);
-    int seen_source = 0, seen_pph = 0, seen_layer = 0, nkeys = 0;
+    int seen_source = 0, seen_ref = 0, seen_dev = 0, seen_pph = 0, seen_layer = 0, nkeys = 0;
     for (int i = 2; i < nl; i++) {
         const char* l = lines[i];
         ck_assert_msg(strncmp(l, "             ", 13) == 0, "%s: line not indented: '%s'", v->name,
@@ -53,6 +53,14 @@ static void check_block(const AttnVariant* v, char** lines, int nl) {
             seen_source++;
             ck_assert_msg(v->source && strcmp(l + 8, v->source) == 0, "%s: source '%s'", v->name,
                           l + 8);
+        } else if (strncmp(l, "reference: ", 11) == 0) {
+            seen_ref++;
+            ck_assert_msg(v->reference && strcmp(l + 11, v->reference) == 0, "%s: reference '%s'",
+                          v->name, l + 11);
+        } else if (strncmp(l, "deviations: ", 12) == 0) {
+            seen_dev++;
+            ck_assert_msg(v->deviations && strcmp(l + 12, v->deviations) == 0,
+                          "%s: deviations '%s'", v->name, l + 12);
         } else if (strncmp(l, "learnable per head:", 19) == 0) {
             seen_pph++;
             char names[512] = "";
@@ -115,6 +123,9 @@ static void check_block(const AttnVariant* v, char** lines, int nl) {
         }
     }
     ck_assert_msg(seen_source == (v->source ? 1 : 0), "%s: %d source lines", v->name, seen_source);
+    ck_assert_msg(seen_ref == (v->reference ? 1 : 0), "%s: %d reference lines", v->name, seen_ref);
+    ck_assert_msg(seen_dev == (v->deviations ? 1 : 0), "%s: %d deviation lines", v->name,
+                  seen_dev);
     ck_assert_msg(seen_pph == (v->params_per_head > 0), "%s: %d per-head lines", v->name, seen_pph);
     ck_assert_msg(seen_layer <= (v->layer_tensors != NULL), "%s: %d per-layer lines", v->name,
                   seen_layer);
