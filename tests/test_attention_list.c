@@ -124,8 +124,7 @@ static void check_block(const AttnVariant* v, char** lines, int nl) {
     }
     ck_assert_msg(seen_source == (v->source ? 1 : 0), "%s: %d source lines", v->name, seen_source);
     ck_assert_msg(seen_ref == (v->reference ? 1 : 0), "%s: %d reference lines", v->name, seen_ref);
-    ck_assert_msg(seen_dev == (v->deviations ? 1 : 0), "%s: %d deviation lines", v->name,
-                  seen_dev);
+    ck_assert_msg(seen_dev == (v->deviations ? 1 : 0), "%s: %d deviation lines", v->name, seen_dev);
     ck_assert_msg(seen_pph == (v->params_per_head > 0), "%s: %d per-head lines", v->name, seen_pph);
     ck_assert_msg(seen_layer <= (v->layer_tensors != NULL), "%s: %d per-layer lines", v->name,
                   seen_layer);
