@@ -33,6 +33,11 @@
 // back to A' at the end. Parameter gradients are summed over (b, t) in index order per head.
 // Position encodings (rope, alibi) apply to the inner scores as in the default pipeline.
 // Cache: obar, dobar (B,T,C); alpha, beta, dza, dzb (B,T,NH).
+//
+// Reference: paper, arXiv 2602.23057 (method equations not located)
+// Deviations from it: alpha = 2 sigmoid(.), beta = tanh(.)/n and the zero init are this
+//   implementation's reading of the abstract, not checked against the paper's equations;
+//   attn.affine_beta = tied is the other reading (the bias redistributes the mass alpha removes).
 #include <math.h>
 #include <string.h>
 
@@ -275,6 +280,11 @@ const AttnVariant attn_affine = {
     .name = "affine",
     .formula = "A' = alpha(x_i) inner(s) + beta(x_i), alpha = 2 sigmoid(.), beta = tanh(.)/n",
     .source = "Bae et al. 2026, Affine-Scaled Attention (2602.23057)",
+    .reference = "paper, arXiv 2602.23057 (method equations not located)",
+    .deviations =
+        "alpha = 2 sigmoid(.), beta = tanh(.)/n and the zero init are this implementation's "
+        "reading of the abstract, not checked against the paper's equations; attn.affine_beta = "
+        "tied is the other reading (the bias redistributes the mass alpha removes)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = AFFINE_HP,

@@ -28,6 +28,14 @@
 // Position encodings apply to the scores as in the default pipeline; under rope the scale reads
 // the unrotated q (theta carries no position except through ln n).
 // Cache: theta, dtheta, u (B,NH,T).
+//
+// Reference: deep-spin/asentmax:synthetic/src/models/architectures/sparse_gemma.py
+// Deviations from it: the scale theta = delta + softplus(w_h . q_i) (ln n)^gamma_h (w on the query,
+//   gamma a learned per-head constant, init 1) follows a third-party recipe; the reference's
+//   adapt-softplus-tanh scale is delta + softplus(W_b x_i) (ln(i+2))^(2 tanh(W_g x_i)), beta and
+//   gamma projected from the block input, and its learn mode uses per-head constants beta ~ U(0.1,
+//   1), gamma ~ N(0, 0.1); the log position is ln(i+2) there, ln(max(i+1, 2)) here; no attn key
+//   selects the reference's form.
 #include <math.h>
 #include <string.h>
 
@@ -208,6 +216,14 @@ const AttnVariant attn_asentmax = {
     .formula = "A = entmax_1.5(theta_i s), theta_i = delta + softplus(w_h . q_i) (ln n_i)^gamma_h",
     .source =
         "Vasylenko et al. 2025, Long-Context Generalization with Sparse Attention (2506.16640)",
+    .reference = "deep-spin/asentmax:synthetic/src/models/architectures/sparse_gemma.py",
+    .deviations =
+        "the scale theta = delta + softplus(w_h . q_i) (ln n)^gamma_h (w on the query, gamma a "
+        "learned per-head constant, init 1) follows a third-party recipe; the reference's "
+        "adapt-softplus-tanh scale is delta + softplus(W_b x_i) (ln(i+2))^(2 tanh(W_g x_i)), beta "
+        "and gamma projected from the block input, and its learn mode uses per-head constants beta "
+        "~ U(0.1, 1), gamma ~ N(0, 0.1); the log position is ln(i+2) there, ln(max(i+1, 2)) here; "
+        "no attn key selects the reference's form",
     .rows_sum_to_one = 0, // 1 with entmax; depends on attn.inner with as_map = inner
     .shift_invariant = 0,
     .hparams = AS_HP,

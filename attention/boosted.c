@@ -2,7 +2,7 @@
 // q/k/v projection fits the residual x - Attn_0(x), and a per-dimension gate adds it in.
 //
 // Source: S. Sargolzaei, "Gradient Boosting within a Single Attention Layer", arXiv 2604.03190,
-// code salehsargolzaee/boosted-attention, src/attention.py::BoostedCausalAttention
+// code salehsargolzaee/boosted-attention, experiments/exp_lm_v2.py::BoostedCausalAttention
 // (VARIANTS.md B1, M = 2 rounds, kv_source = residual).
 //
 // With x the attention input (ln_1 output, (B,T,C)) and heads concatenated before c_proj:
@@ -32,6 +32,10 @@
 //   round 0 core backward with dP0 -> dqkv (the layer's c_attn gradient)
 // Projections go through the model's blocked sgemm kernels (fixed blocks: results do not
 // depend on the thread count); parameter gradients are summed over rows inside sgemm.
+//
+// Reference: salehsargolzaee/boosted-attention:experiments/exp_lm_v2.py
+// Deviations from it: projections initialised N(0, 0.02) with zero biases (the GPT-2 convention;
+//   the reference uses PyTorch's default nn.Linear init); no attention dropout; M = 2 rounds only.
 #include <math.h>
 #include <string.h>
 
@@ -204,6 +208,10 @@ const AttnVariant attn_boosted = {
     .name = "boosted",
     .formula = "out = P0 + g*P1, P0 = MHA(x), P1 = MHA_1(x - P0), g = sigmoid(Wg[P0;P1] + bg)",
     .source = "Sargolzaei 2026, Gradient Boosting within a Single Attention Layer (2604.03190)",
+    .reference = "salehsargolzaee/boosted-attention:experiments/exp_lm_v2.py",
+    .deviations =
+        "projections initialised N(0, 0.02) with zero biases (the GPT-2 convention; the reference "
+        "uses PyTorch's default nn.Linear init); no attention dropout; M = 2 rounds only",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_tensors = boosted_tensors,

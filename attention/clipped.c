@@ -24,6 +24,10 @@
 // needed for every entry: the backward recomputes the softmax (one exp per entry, stored in the
 // row scratch), then one pass; O(n).
 // Rows do not sum to 1; shift-invariant (p is, and the affine map and clip do not see s).
+//
+// Reference: Qualcomm-AI-research/outlier-free-transformers:transformers_language/models/
+//   opt_attention.py
+// Deviations from it: none.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -78,6 +82,8 @@ const AttnVariant attn_clipped = {
     .name = "clipped",
     .formula = "a = clip((zeta - gamma) softmax(s) + gamma, 0, 1), gamma = -alpha / T_train",
     .source = "Bondarenko, Nagel, Blankevoort 2023, Quantizable Transformers, arXiv 2306.12929",
+    .reference = "Qualcomm-AI-research/outlier-free-transformers:transformers_language/models/"
+                 "opt_attention.py",
     .rows_sum_to_one = 0,
     .shift_invariant = 1,
     .hparams = CLIPPED_HP,

@@ -16,6 +16,11 @@
 // ds = sign(s) d|s|. With a = sign(s) p and sign(s)^2 p = |a|:
 //   <p, dp> = <a, da>,   ds_j = |a_j| da_j - a_j <a, da>
 // which is O(n), needs only a, and gives 0 at s_j = 0 (where a_j = 0).
+//
+// Reference: trestad/CogAttn:Cogformer/attention.py
+// Deviations from it: the reference model keeps plain softmax in its first and last layers
+//   (Cogformer/model.py); a row map applies to every layer that selects it, so write that as a
+//   per-layer spec, e.g. attention = 0:softmax,1-10:cog,11:softmax.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -58,6 +63,10 @@ const AttnVariant attn_cog = {
     .name = "cog",
     .formula = "a = sign(s) * softmax(|s|)  (sum |a| = 1)",
     .source = "Lv et al. 2024 (2411.07176)",
+    .reference = "trestad/CogAttn:Cogformer/attention.py",
+    .deviations = "the reference model keeps plain softmax in its first and last layers "
+                  "(Cogformer/model.py); a row map applies to every layer that selects it, so "
+                  "write that as a per-layer spec, e.g. attention = 0:softmax,1-10:cog,11:softmax",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .forward_row = cog_forward_row,

@@ -26,6 +26,12 @@
 //   dbeta_h  += -sum_j da_j a_j  (over unclamped j)
 //   dl_h     += -sum_j da_j a_j  (over all j)
 // Rows do not sum to 1; not shift-invariant (beta is a constant, not the row max).
+//
+// Reference: ReaLLMASIC/ReaLLM-Forge:variations/softmax_variations.py
+// Deviations from it: per-head beta and gamma (ReaLLM-Forge's ConSmax has one of each per layer,
+//   its ConSmaxV2 one per head); gamma is learned through ln gamma (the reference learns gamma
+//   itself); the exponent is clamped at 80 (attn.clamp; ConSmax has no clamp, ConSmaxV2's clamp at
+//   80 is off by default).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -77,6 +83,11 @@ const AttnVariant attn_consmax = {
                "normalisation)",
     .source = "Liu et al. 2024, ConSmax: Hardware-Friendly Alternative Softmax with Learnable "
               "Parameters, arXiv 2402.10930",
+    .reference = "ReaLLMASIC/ReaLLM-Forge:variations/softmax_variations.py",
+    .deviations = "per-head beta and gamma (ReaLLM-Forge's ConSmax has one of each per layer, its "
+                  "ConSmaxV2 one per head); gamma is learned through ln gamma (the reference "
+                  "learns gamma itself); the exponent is clamped at 80 (attn.clamp; ConSmax has no "
+                  "clamp, ConSmaxV2's clamp at 80 is off by default)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = CONSMAX_HP,

@@ -29,6 +29,13 @@
 // 1/S = a_j / (1 + e(s_j)); j = arg min s is used (the smallest evidence, best conditioned; for
 // the exp evidence 1 + e^{s_min} = inf gives 1/S = 0, the correct limit). For the exp evidence
 // e'(s_k)/S = e_k/S = a_k - 1/S needs no transcendental at all.
+//
+// Reference: paper, arXiv 2510.12137 (equations not located)
+// Deviations from it: evidence e = softplus(s) by default (the evidential-learning form of
+//   VARIANTS.md A20); the public implementation
+//   Chunjiang-Intelligence/Credal-Transformer:src/layers/attention.py uses e = exp(s - max s), the
+//   max-shifted exponential, which no attn key reproduces (attn.evidence = exp is the unshifted e =
+//   exp(s)).
 #include <math.h>
 #include <stdint.h>
 
@@ -134,6 +141,12 @@ const AttnVariant attn_credal = {
     .name = "credal",
     .formula = "a = (e(s) + 1) / sum (e(s) + 1), e = softplus|exp|relu; uncertainty n/S",
     .source = "Ji, Song, Huang 2025, Credal Transformer (arXiv 2510.12137)",
+    .reference = "paper, arXiv 2510.12137 (equations not located)",
+    .deviations = "evidence e = softplus(s) by default (the evidential-learning form of "
+                  "VARIANTS.md A20); the public implementation "
+                  "Chunjiang-Intelligence/Credal-Transformer:src/layers/attention.py uses e = "
+                  "exp(s - max s), the max-shifted exponential, which no attn key reproduces "
+                  "(attn.evidence = exp is the unshifted e = exp(s))",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .hparams = credal_hparams,

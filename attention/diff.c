@@ -42,6 +42,9 @@
 // identical for any thread count.
 // Cache: A1, A2 (B,NH,T,T), U (B,T,C), 1/r (B,T,NH), slots. Inner maps that need key norms are
 // refused at setup.
+//
+// Reference: microsoft/unilm:Diff-Transformer/multihead_diffattn.py
+// Deviations from it: none.
 #include <math.h>
 #include <string.h>
 
@@ -376,6 +379,7 @@ const AttnVariant attn_diff = {
     .name = "diff",
     .formula = "o = (1 - l0) RMSNorm((inner(q1 k1^T) - lambda inner(q2 k2^T)) v), lambda learned",
     .source = "Ye et al. 2025, Differential Transformer (ICLR 2025), arXiv 2410.05258",
+    .reference = "microsoft/unilm:Diff-Transformer/multihead_diffattn.py",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = DIFF_HP,

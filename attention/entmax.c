@@ -40,6 +40,11 @@
 //   h_j = p_j (-b^2 ln y_j + b z_j / y_j) = b (g_j z_j - p_j ln p_j),
 // so dL/dalpha = <da, h> - <da, g'> sum h / sum g' and dL/dr = dL/dalpha (alpha-1)(2-alpha).
 // Everything is O(n) per row (plus the sort fallback, O(|S| log |S|), practically never taken).
+//
+// Reference: deep-spin/entmax:entmax/activations.py
+// Deviations from it: alpha other than 1.5 and 2 is solved by Newton steps on tau (the reference's
+//   entmax/root_finding.py bisects; same fixed point); the learnable alpha (attn.learn_alpha = on,
+//   off by default) is alpha = 1 + sigmoid(r) with r initialised at logit(attn.alpha - 1).
 #include <math.h>
 #include <stdlib.h>
 
@@ -297,6 +302,11 @@ const AttnVariant attn_entmax = {
     .name = "entmax",
     .formula = "a = [(alpha-1) s - tau]_+^(1/(alpha-1)), sum a = 1 (alpha = 1.5)",
     .source = "Peters et al. 2019 (1905.05702); Correia et al. 2019 (1909.00015)",
+    .reference = "deep-spin/entmax:entmax/activations.py",
+    .deviations = "alpha other than 1.5 and 2 is solved by Newton steps on tau (the reference's "
+                  "entmax/root_finding.py bisects; same fixed point); the learnable alpha "
+                  "(attn.learn_alpha = on, off by default) is alpha = 1 + sigmoid(r) with r "
+                  "initialised at logit(attn.alpha - 1)",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = ENTMAX_HP,

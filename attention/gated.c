@@ -26,6 +26,13 @@
 // Parameter gradients are summed over (b, t) in index order, one head per thread.
 // Position encodings (rope, alibi) apply to the inner scores as in the default pipeline.
 // Cache: obar (B,T,C), dobar (B,T,C), G (B,T,NH), dz (B,T,NH).
+//
+// Reference: Qualcomm-AI-research/outlier-free-transformers:transformers_language/models/
+//   opt_attention.py
+// Deviations from it: w initialised N(0, 1/sqrt(3 hs)), the variance of the reference's
+//   PyTorch-default uniform init of its nn.Linear(hs, 1) (b = logit(attn.gate_init) as there); only
+//   the reference's default linear per-token gate is offered, not its attn_gate_mlp, per-head
+//   pooled or all-features gates.
 #include <math.h>
 #include <string.h>
 
@@ -154,6 +161,12 @@ const AttnVariant attn_gated = {
     .name = "gated",
     .formula = "o_i^h = sigmoid(w_h . x_i^h + b_h) * sum_j inner(s)_ij v_j",
     .source = "Bondarenko et al. 2023, Quantizable Transformers (2306.12929)",
+    .reference = "Qualcomm-AI-research/outlier-free-transformers:transformers_language/models/"
+                 "opt_attention.py",
+    .deviations = "w initialised N(0, 1/sqrt(3 hs)), the variance of the reference's "
+                  "PyTorch-default uniform init of its nn.Linear(hs, 1) (b = logit(attn.gate_init) "
+                  "as there); only the reference's default linear per-token gate is offered, not "
+                  "its attn_gate_mlp, per-head pooled or all-features gates",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = GATED_HP,

@@ -26,6 +26,12 @@
 //   ds_k  = beta lin_k de_k - [k = j*] beta sum_j lin_j de_j      (m = s_j* moves with s_j*)
 //   dalpha = sum_j lin_j de_j,   dbeta = sum_j lin_j de_j (s_j - m),   dlog_beta = beta dbeta
 // All O(n), two passes, no transcendental.
+//
+// Reference: paper, arXiv 2604.02292 (exact parameterisation not located)
+// Deviations from it: clip(alpha + beta (s - max s), 0, 1), normalised, with learnable per-head
+//   alpha and log beta follows VARIANTS.md A16, not the paper's equations; the paper's offline
+//   calibration and int8 arithmetic are not modelled (fp32; attn.learn = off is a fixed
+//   calibration).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -145,6 +151,11 @@ const AttnVariant attn_hccs = {
     .name = "hccs",
     .formula = "a = clip(alpha_h + beta_h (s - max s), 0, 1) / sum(.)",
     .source = "Danopoulos et al. 2026 (2604.02292)",
+    .reference = "paper, arXiv 2604.02292 (exact parameterisation not located)",
+    .deviations =
+        "clip(alpha + beta (s - max s), 0, 1), normalised, with learnable per-head alpha and log "
+        "beta follows VARIANTS.md A16, not the paper's equations; the paper's offline calibration "
+        "and int8 arithmetic are not modelled (fp32; attn.learn = off is a fixed calibration)",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = HCCS_HP,

@@ -18,6 +18,10 @@
 // Backward: with g_j = a_j (da_j - <a, da>) (the softmax VJP with respect to z),
 //   ds_j += g_j,   d|k_j|^2 += -c g_j                                                  O(n)
 // (the driver turns d|k_j|^2 into dk_j += 2 d|k_j|^2 k_j).
+//
+// Reference: paper, not located (seed abstracts 003:L59, 003:L139; VARIANTS.md A25)
+// Deviations from it: attn.coef = 1 is exactly the Gaussian kernel exp(-|q - k|^2 / (2 sqrt d));
+//   the source papers and code were not located.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -68,6 +72,9 @@ const AttnVariant attn_keynorm = {
     .name = "keynorm",
     .formula = "a = softmax(s - coef |k_j|^2 / (2 sqrt d))  (Gaussian kernel)",
     .source = "Gaussian-kernel attention / softmax without the -|k|^2 term (VARIANTS.md A25)",
+    .reference = "paper, not located (seed abstracts 003:L59, 003:L139; VARIANTS.md A25)",
+    .deviations = "attn.coef = 1 is exactly the Gaussian kernel exp(-|q - k|^2 / (2 sqrt d)); the "
+                  "source papers and code were not located",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = keynorm_hparams,

@@ -26,6 +26,11 @@
 //   dg_h  += (beta / g_h) <s, dz> = (ln n / ln T_train)^kappa <s, dz>    (attn.learn = on)
 // O(n) with no transcendental per entry.
 // Rows sum to 1; shift-invariant (beta depends on n only).
+//
+// Reference: paper, arXiv 2605.12697 (critical-scaling laws; no single equation)
+// Deviations from it: beta = (ln n / ln T_train)^kappa is the drop-in VARIANTS.md A11 derives from
+//   the paper's laws, normalised so that beta(T_train) = 1; kappa = 1 by default (the paper ranges
+//   from 1/2 to 2).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -75,6 +80,10 @@ const AttnVariant attn_logn = {
     .name = "logn",
     .formula = "a = softmax(g_h (ln n / ln T_train)^kappa * s), g_h = 1 unless attn.learn = on",
     .source = "Hayase & Karakida, critical scaling of inverse temperature, arXiv 2605.12697",
+    .reference = "paper, arXiv 2605.12697 (critical-scaling laws; no single equation)",
+    .deviations = "beta = (ln n / ln T_train)^kappa is the drop-in VARIANTS.md A11 derives from "
+                  "the paper's laws, normalised so that beta(T_train) = 1; kappa = 1 by default "
+                  "(the paper ranges from 1/2 to 2)",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = LOGN_HP,

@@ -42,6 +42,11 @@
 // results are identical for any thread count. Cache: Vt and dVt (B,T,C); G and k^ are
 // recomputed in backward.
 // Per-thread scratch: T^2 + 3 T hs + T floats.
+//
+// Reference: paper, arXiv 2602.10410, Sec. 3
+// Deviations from it: none known: the authors' LucidAttention (a modified LLaMA attention read in
+//   the reference index without its repository name) computes the same kernel on RMS-normalised
+//   keys after RoPE.
 #include <math.h>
 #include <string.h>
 
@@ -229,6 +234,7 @@ const AttnVariant attn_lucid = {
     .formula = "O = A G^-1 V, G = tril(exp(k^_i.k^_j / sqrt hs - sqrt hs)), k^ = RMSNorm(k), A: "
                "attn.inner",
     .source = "Duvvuri, Patel, Gupta, Dhillon 2026, LUCID attention (arXiv 2602.10410)",
+    .reference = "paper, arXiv 2602.10410, Sec. 3",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_cache_floats = lucid_cache_floats,

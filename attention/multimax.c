@@ -21,6 +21,11 @@
 //   dr0 = sum dz t0 [s<r0],   dr1 = -sum dz t1 [s>r1],  dr2 = sum dz 2 t2 relu(r2-s),
 //   dr3 = -sum dz 2 t3 relu(s-r3)
 // One exp per entry in forward, none in backward; O(n).
+//
+// Reference: ZhouYuxuanYX/MultiMax:multihead_attention.py
+// Deviations from it: t and r are per head (reference: one set of 4 + 4 shared by the heads of a
+//   module); init 0 (attn.t_init, attn.r_init; the reference draws both from a truncated N(0,
+//   0.02^2)).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -97,6 +102,10 @@ const AttnVariant attn_multimax = {
     .name = "multimax",
     .formula = "a = softmax(s + t0 relu(r0-s) + t1 relu(s-r1) + t2 relu(r2-s)^2 + t3 relu(s-r3)^2)",
     .source = "Zhou, Fritz, Keuper, ICML 2024",
+    .reference = "ZhouYuxuanYX/MultiMax:multihead_attention.py",
+    .deviations =
+        "t and r are per head (reference: one set of 4 + 4 shared by the heads of a module); init "
+        "0 (attn.t_init, attn.r_init; the reference draws both from a truncated N(0, 0.02^2))",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .hparams = MULTIMAX_HP,

@@ -42,6 +42,12 @@
 // dso), reduced over (b, h) in index order: identical results for any thread count.
 // Cache: q^, k^ and their gradients (B,T,2C); v^, hh, g, dg, dv^ (B,T,C); |q|, |k|, |v|
 // (B,T,NH each); slots (B NH 3). Per-thread scratch: T^2 + 2 T hs floats.
+//
+// Reference: dieOD/multiscreen-pytorch:multiscreen/model.py
+// Deviations from it: a third-party implementation (no author code located); its MiPE rotation is
+//   replaced by the model's pos_encoding; sw starts at 0 for every head (reference: linspace(0, ln
+//   T_train) over the heads); the ALiBi factor is attnlab's; the Multiscreen tiles replacing the
+//   MLP are not modelled.
 #include <math.h>
 #include <string.h>
 
@@ -328,6 +334,11 @@ const AttnVariant attn_multiscreen = {
                "TanhNorm(rho v^)",
     .source = "Nakanishi 2026, Screening Is Enough (arXiv 2604.01178); third-party "
               "dieOD/multiscreen-pytorch",
+    .reference = "dieOD/multiscreen-pytorch:multiscreen/model.py",
+    .deviations = "a third-party implementation (no author code located); its MiPE rotation is "
+                  "replaced by the model's pos_encoding; sw starts at 0 for every head (reference: "
+                  "linspace(0, ln T_train) over the heads); the ALiBi factor is attnlab's; the "
+                  "Multiscreen tiles replacing the MLP are not modelled",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_tensors = ms_tensors,

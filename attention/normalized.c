@@ -23,6 +23,12 @@
 //   ds_j += rstd (dx_j - mean(dx) - x_j mean(dx * x))                                    O(n)
 //   dg += (G/g) sum_j da_j x_j    (only with attn.gain = learn)
 // mu and rstd are recomputed from s in backward (arithmetic only).
+//
+// Reference: OliverRichter/normalized-attention:models.py
+// Deviations from it: the reference learns a per-head gain (init 1) and bias (init 0) on the
+//   standardised row: the gain is attn.gain = learn (off by default), the bias is not offered; the
+//   reference adds 1e-3 to the standard deviation, here attn.eps (default 1e-12) is added to the
+//   variance; attn.len_scale = inv_sqrt_n is an extension.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -102,6 +108,12 @@ const AttnVariant attn_normalized = {
     .formula = "a = g (s - mean s) / sqrt(var s + eps)  (row standardisation)",
     .source = "Richter, Wattenhofer 2020, Normalized Attention Without Probability Cage "
               "(arXiv 2005.09561)",
+    .reference = "OliverRichter/normalized-attention:models.py",
+    .deviations =
+        "the reference learns a per-head gain (init 1) and bias (init 0) on the standardised row: "
+        "the gain is attn.gain = learn (off by default), the bias is not offered; the reference "
+        "adds 1e-3 to the standard deviation, here attn.eps (default 1e-12) is added to the "
+        "variance; attn.len_scale = inv_sqrt_n is an extension",
     .rows_sum_to_one = 0,
     .shift_invariant = 1,
     .hparams = normalized_hparams,

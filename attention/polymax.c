@@ -24,6 +24,9 @@
 //   ds_j += da_j f'(s_j) / D,  f'(x) = 0 (x < x0), -y0 / x0 (x0 <= x <= 0), p x^(p-1) (x > 0)
 // At the two kinks the one-sided derivative of the piece that contains the point is used.
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: ReaLLMASIC/ReaLLM-Forge:variations/softmax_variations.py
+// Deviations from it: none.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -75,6 +78,7 @@ const AttnVariant attn_polymax = {
     .name = "polymax",
     .formula = "a = f(s) / D, f = 0 (s < x0), y0 (1 - s/x0) (x0 <= s <= 0), s^p + y0 (s > 0)",
     .source = "ReaLLM-Forge, Polymax (variations/softmax_variations.py)",
+    .reference = "ReaLLMASIC/ReaLLM-Forge:variations/softmax_variations.py",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = POLYMAX_HP,

@@ -22,6 +22,11 @@
 //   ds_j += da_j p x_j^(p-1) / sqrt(N) * 1[-c <= s_j <= c]
 // Elementwise, O(n), no transcendental (x^(p-1) by repeated multiplication).
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: paper, arXiv 2410.18613 (phi(x) = x^p / sqrt(N); equation not located)
+// Deviations from it: scores are clamped to [-10, 10] first (attn.clamp; the paper has no clamp); N
+//   is the causal row length n (attn.scale = train uses T_train, the paper's fixed sequence
+//   length).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -90,6 +95,10 @@ const AttnVariant attn_polynomial = {
     .formula = "a = clamp(s, -c, c)^p / sqrt(N), N = n (row) or T_train",
     .source = "Saratchandran et al. 2024, Rethinking Attention: Polynomial Alternatives, "
               "arXiv 2410.18613",
+    .reference = "paper, arXiv 2410.18613 (phi(x) = x^p / sqrt(N); equation not located)",
+    .deviations =
+        "scores are clamped to [-10, 10] first (attn.clamp; the paper has no clamp); N is the "
+        "causal row length n (attn.scale = train uses T_train, the paper's fixed sequence length)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = POLY_HP,

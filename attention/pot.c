@@ -20,6 +20,11 @@
 // from s:
 //   ds_j = p_j (da_j - <p, da>)
 // and surrogate_row is that softmax.
+//
+// Reference: paper, not located (seed abstract 002#9; design of VARIANTS.md A15)
+// Deviations from it: the source uses the power-of-two weights at inference inside
+//   FlashAttention-4; training with them (straight-through backward) is an extension; the exponent
+//   grid (attn.frac_bits, attn.round) is this implementation's.
 #include <math.h>
 #include <stdint.h>
 
@@ -86,6 +91,10 @@ const AttnVariant attn_pot = {
     .name = "pot",
     .formula = "a = 2^round(log2(e)(s - max s)) / sum(.), straight-through softmax backward",
     .source = "Rowmax-PoT (VARIANTS.md A15; paper not located)",
+    .reference = "paper, not located (seed abstract 002#9; design of VARIANTS.md A15)",
+    .deviations = "the source uses the power-of-two weights at inference inside FlashAttention-4; "
+                  "training with them (straight-through backward) is an extension; the exponent "
+                  "grid (attn.frac_bits, attn.round) is this implementation's",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = POT_HP,

@@ -27,6 +27,11 @@
 //   ds_j = p_j (da_j - <p, da>)
 // surrogate_row is that softmax. Numerics: max subtraction, as in softmax (exp through an inline
 // polynomial, <= 1.4 ulp, so the loops vectorise); the quantised values lie in [0, 1].
+//
+// Reference: paper, not located (seed abstract 000#3; design of VARIANTS.md A14)
+// Deviations from it: the grid, rounding and straight-through placement are this implementation's
+//   design, not checked against a paper or code; attn.grid, attn.rounding, attn.ste and attn.renorm
+//   select alternatives.
 #include <math.h>
 #include <stdint.h>
 
@@ -110,6 +115,10 @@ const AttnVariant attn_quantized = {
     .name = "quantized",
     .formula = "a = round(softmax(s) (K-1)) / (K-1), straight-through softmax backward",
     .source = "K-interval attention approximation (VARIANTS.md A14; paper not located)",
+    .reference = "paper, not located (seed abstract 000#3; design of VARIANTS.md A14)",
+    .deviations = "the grid, rounding and straight-through placement are this implementation's "
+                  "design, not checked against a paper or code; attn.grid, attn.rounding, attn.ste "
+                  "and attn.renorm select alternatives",
     .rows_sum_to_one = 0,
     .shift_invariant = 1,
     .hparams = QUANT_HP,

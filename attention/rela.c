@@ -25,6 +25,13 @@
 // of output channels (of dW_g), so the summation order never depends on the thread count; the
 // gain's gradient is summed over (b, t) in index order per channel. Position encodings apply to the
 // scores as in the default pipeline. Cache: obar, dobar, G, dZ (B,T,C); r (B,T,NH).
+//
+// Reference: bzhangGo/zero:modules/rela.py
+// Deviations from it: RMSNorm per head over hs channels (reference: over all C channels of the
+//   concatenated heads); gate sigmoid(W_g x) of the block input through a dense (C, C) matrix
+//   (reference: sigmoid(g * o), elementwise on the attention output o with a vector g of C
+//   entries); eps 1e-5 (reference 1e-8: attn.rela_eps = 1e-8); the relu_n, relu2 and inner maps
+//   (attn.rela_map) are extensions.
 #include <math.h>
 #include <string.h>
 
@@ -218,6 +225,12 @@ const AttnVariant attn_rela = {
     .name = "rela",
     .formula = "o = sigmoid(W_g x_i) * g * RMSNorm(sum_j ReLU(s_ij) v_j) per head",
     .source = "Zhang, Titov, Sennrich 2021, Sparse Attention with Linear Units (2104.07012)",
+    .reference = "bzhangGo/zero:modules/rela.py",
+    .deviations = "RMSNorm per head over hs channels (reference: over all C channels of the "
+                  "concatenated heads); gate sigmoid(W_g x) of the block input through a dense (C, "
+                  "C) matrix (reference: sigmoid(g * o), elementwise on the attention output o "
+                  "with a vector g of C entries); eps 1e-5 (reference 1e-8: attn.rela_eps = 1e-8); "
+                  "the relu_n, relu2 and inner maps (attn.rela_map) are extensions",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = RELA_HP,

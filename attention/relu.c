@@ -23,6 +23,11 @@
 //   relu2:  ds_j += da_j 2 ReLU(s_j) / n
 // O(n), no transcendental.
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: paper, arXiv 2309.08586 (ReLU(s)/L; equation not located)
+// Deviations from it: L, the sequence length of the paper's non-causal ViT, becomes the causal row
+//   length n (attn.form = relu is Ran-Milo's unnormalised ReLU); the paper trains with qk-layernorm
+//   (model key qk_norm).
 #include "attention/attention.h"
 #include "attention/compose.h"
 
@@ -72,6 +77,10 @@ const AttnVariant attn_relu = {
     .name = "relu",
     .formula = "a = ReLU(s)/n | ReLU(s) | ReLU(s)^2/n  (attn.form; n = row length)",
     .source = "Wortsman et al. 2023, arXiv 2309.08586; Ran-Milo 2026, arXiv 2603.11487",
+    .reference = "paper, arXiv 2309.08586 (ReLU(s)/L; equation not located)",
+    .deviations = "L, the sequence length of the paper's non-causal ViT, becomes the causal row "
+                  "length n (attn.form = relu is Ran-Milo's unnormalised ReLU); the paper trains "
+                  "with qk-layernorm (model key qk_norm)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = RELU_HP,

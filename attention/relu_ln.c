@@ -26,6 +26,11 @@
 //   dr_j = rstd (dx_j - mean(dx) - x_j mean(dx * x))
 //   ds_j += dr_j [s_j > 0]                                                              O(n)
 // mu and rstd are recomputed from s in backward (arithmetic only, no transcendentals).
+//
+// Reference: paper, arXiv 2309.10713 (equation not located)
+// Deviations from it: the LayerNorm runs over the causal row's keys (the paper's ViT rows are not
+//   causal); its eps (attn.eps = 1e-12) and the per-head affine (attn.affine = learn) are this
+//   implementation's choices.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -107,6 +112,10 @@ const AttnVariant attn_relu_ln = {
     .name = "relu_ln",
     .formula = "a = g * LayerNorm_row(ReLU(s)) + b",
     .source = "Zhou, Loy, Dai 2023, ViTs as ConvNets with Dynamic Convolutions (arXiv 2309.10713)",
+    .reference = "paper, arXiv 2309.10713 (equation not located)",
+    .deviations = "the LayerNorm runs over the causal row's keys (the paper's ViT rows are not "
+                  "causal); its eps (attn.eps = 1e-12) and the per-head affine (attn.affine = "
+                  "learn) are this implementation's choices",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = relu_ln_hparams,

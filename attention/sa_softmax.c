@@ -33,6 +33,10 @@
 // p is needed where a does not determine it (s_j = 0, w_j = 0), so the backward recomputes the
 // softmax (one exp per entry, kept in the row scratch); then O(n).
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: paper, arXiv 2502.18277 (v1 formula; equation not located)
+// Deviations from it: in the minmax form lo and hi include 0 (w in [0, 1]) and the gradient flows
+//   through them (no stop-gradient); code chuanyang-Zheng/SA-Softmax is not in the index.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -126,6 +130,10 @@ const AttnVariant attn_sa_softmax = {
     .name = "sa_softmax",
     .formula = "a = s * softmax(s) | (s - lo)/(hi - lo) * softmax(s), lo = min(s,0), hi = max(s,0)",
     .source = "Zheng et al. 2025, Self-Adjust Softmax, arXiv 2502.18277",
+    .reference = "paper, arXiv 2502.18277 (v1 formula; equation not located)",
+    .deviations =
+        "in the minmax form lo and hi include 0 (w in [0, 1]) and the gradient flows through them "
+        "(no stop-gradient); code chuanyang-Zheng/SA-Softmax is not in the index",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SA_HP,

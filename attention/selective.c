@@ -31,6 +31,10 @@
 // Threading: parallel over batch items (the mask couples the heads); row-parameter gradients go
 // to per-item slots reduced in index order: results are identical for any thread count.
 // Per-thread scratch: (2 NH + 1) T^2 + 3 T floats plus the row scratch.
+//
+// Reference: paper, arXiv 2410.02703, Sec. 3
+// Deviations from it: the paper's context pruning (an inference-time memory saving) is not
+//   modelled.
 #include <math.h>
 #include <string.h>
 
@@ -212,6 +216,8 @@ const AttnVariant attn_selective = {
     .formula = "A_h = inner(S_h - F), F[i,j] = sum_{k<i} ReLU(S_0[k,j]) (1 <= j < k)",
     .source = "Leviathan et al. 2025, Selective Attention Improves Transformer (ICLR 2025), "
               "arXiv 2410.02703",
+    .reference = "paper, arXiv 2410.02703, Sec. 3",
+    .deviations = "the paper's context pruning (an inference-time memory saving) is not modelled",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_cache_floats = sel_cache_floats,

@@ -19,6 +19,11 @@
 //   ds_j += (1/tau) p_j (da_j - <p, da>)                                                O(n)
 // Recovering the diagonal p_t from a_t = 1 + p_t - 1/n costs an absolute rounding of ~1e-7
 // (the float spacing near 1), the same order as the softmax's own rounding.
+//
+// Reference: paper, arXiv 2306.17759 (equation not located)
+// Deviations from it: causal form: the uniform matrix (1/T) 1 1^T becomes 1/n on each row's keys j
+//   <= t; the temperature is tau0 sqrt(n_embd) on scores that already carry 1/sqrt(d_k)
+//   (attn.tau_scale = width; none gives tau = tau0).
 #include <math.h>
 #include <stdint.h>
 
@@ -79,6 +84,10 @@ const AttnVariant attn_shaped = {
     .name = "shaped",
     .formula = "a = I + softmax(s / tau) - 1/n  (identity on the diagonal j = t)",
     .source = "Noci et al. 2023, The Shaped Transformer (arXiv 2306.17759)",
+    .reference = "paper, arXiv 2306.17759 (equation not located)",
+    .deviations = "causal form: the uniform matrix (1/T) 1 1^T becomes 1/n on each row's keys j <= "
+                  "t; the temperature is tau0 sqrt(n_embd) on scores that already carry "
+                  "1/sqrt(d_k) (attn.tau_scale = width; none gives tau = tau0)",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = shaped_hparams,

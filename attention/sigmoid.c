@@ -28,6 +28,13 @@
 //   ds_j += da_j a_j (1 - a_j);    db_h += sum_j da_j a_j (1 - a_j)    (mode learn)
 // O(n), no transcendental.
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: apple/ml-sigmoid-attention:attention_simulator/src/attention_simulator/layers/
+//   flash_sigmoid_attention.py
+// Deviations from it: the default bias is -ln n per row (a causal-LM adaptation); the reference's
+//   fixed b = -ln T_train (its LM config: sigmoid_bias = -7.62 = -ln 2048) is attn.bias_mode =
+//   ln_T; its LM recipe also normalises q and k (qk_norm: true; here the model key qk_norm = 1, an
+//   RMSNorm).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -93,6 +100,12 @@ const AttnVariant attn_sigmoid = {
     .name = "sigmoid",
     .formula = "a = sigma(s + b), b = -ln n | -ln T_train | attn.bias | 0 | learnable b_h",
     .source = "Ramapuram et al. 2024, arXiv 2409.04431; Gu et al. 2025, arXiv 2410.10781",
+    .reference = "apple/ml-sigmoid-attention:attention_simulator/src/attention_simulator/layers/"
+                 "flash_sigmoid_attention.py",
+    .deviations = "the default bias is -ln n per row (a causal-LM adaptation); the reference's "
+                  "fixed b = -ln T_train (its LM config: sigmoid_bias = -7.62 = -ln 2048) is "
+                  "attn.bias_mode = ln_T; its LM recipe also normalises q and k (qk_norm: true; "
+                  "here the model key qk_norm = 1, an RMSNorm)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SIGMOID_HP,

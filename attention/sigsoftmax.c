@@ -21,6 +21,9 @@
 //   ds_j += a_j (da_j - <a, da>) (2 - sigma(s_j))
 // O(n), one exp per entry.
 // Rows sum to 1; not shift-invariant.
+//
+// Reference: paper, arXiv 1805.10829 (sigsoftmax definition; equation number not located)
+// Deviations from it: used as the attention row map (the paper defines it for the output layer).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -56,6 +59,8 @@ const AttnVariant attn_sigsoftmax = {
     .formula = "a = exp(s) sigma(s) / sum exp(s) sigma(s)",
     .source =
         "Kanai et al. 2018, Sigsoftmax: Reanalysis of the Softmax Bottleneck, arXiv 1805.10829",
+    .reference = "paper, arXiv 1805.10829 (sigsoftmax definition; equation number not located)",
+    .deviations = "used as the attention row map (the paper defines it for the output layer)",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .forward_row = sigsoftmax_forward_row,

@@ -25,6 +25,10 @@
 //   ds_j += a_j (da_j - <a, da>) z'(s_j)                                                 O(n)
 //   poly: z' = p / (1 + |s|)        log: z' = p / ((1 + |s|)(1 + log(1 + |s|)))
 //   elu1: z' = 1 (s <= 0), 1 / (1 + s) (s > 0)
+//
+// Reference: paper, not located (seed abstract 002#7; VARIANTS.md A23)
+// Deviations from it: the kernels (attn.kernel = poly|log|elu1) and the degree are this
+//   implementation's choices.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -85,6 +89,9 @@ const AttnVariant attn_slowgrow = {
     .name = "slowgrow",
     .formula = "a = kappa(s) / sum kappa(s), kappa = (1+|s|)^(+-p) | (1+log(1+|s|))^(+-p) | 1+ELU",
     .source = "Slow-growing kernels for heavy-tailed inputs (VARIANTS.md A23)",
+    .reference = "paper, not located (seed abstract 002#7; VARIANTS.md A23)",
+    .deviations = "the kernels (attn.kernel = poly|log|elu1) and the degree are this "
+                  "implementation's choices",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .hparams = slowgrow_hparams,

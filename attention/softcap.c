@@ -18,6 +18,9 @@
 //   ds_j += a_j (da_j - <a, da>) (1 - (z_j / c)^2)
 // z_j is recomputed from s_j (one tanh per entry); O(n).
 // Rows sum to 1; not shift-invariant (the cap is not).
+//
+// Reference: google-deepmind/gemma:gemma/modules.py
+// Deviations from it: none.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -50,6 +53,7 @@ const AttnVariant attn_softcap = {
     .name = "softcap",
     .formula = "a = softmax(c tanh(s / c))",
     .source = "Gemma Team 2024, Gemma 2, arXiv 2408.00118 (attention logit soft-capping)",
+    .reference = "google-deepmind/gemma:gemma/modules.py",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .hparams = SOFTCAP_HP,

@@ -23,6 +23,10 @@
 //   ds_j += ln 2 * a_j (da_j - <a, da>)
 // O(n).
 // Rows sum to 1; shift-invariant (up to rounding: the integer max moves with the shift).
+//
+// Reference: paper, arXiv 2103.09301 (equation not located)
+// Deviations from it: fp32 arithmetic: the paper's fixed-point quantisation of its hardware unit is
+//   not modelled.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -61,6 +65,9 @@ const AttnVariant attn_softermax = {
     .name = "softermax",
     .formula = "a = 2^(s - M) / sum 2^(s - M), M = ceil(max s) found online (= softmax(s ln 2))",
     .source = "Stevens et al. 2021, Softermax, DAC 2021, arXiv 2103.09301",
+    .reference = "paper, arXiv 2103.09301 (equation not located)",
+    .deviations = "fp32 arithmetic: the paper's fixed-point quantisation of its hardware unit is "
+                  "not modelled",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .forward_row = softermax_forward_row,

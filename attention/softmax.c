@@ -9,6 +9,9 @@
 // (<= 1 ulp from expf on [-87, 0], 0 below), so the row loop vectorises: about 4x faster than
 // libm expf per entry, and the weights are as close to a double-precision softmax as with expf.
 // Rows sum to 1; shift-invariant.
+//
+// Reference: openai/gpt-2:src/model.py
+// Deviations from it: none.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -30,6 +33,7 @@ const AttnVariant attn_softmax = {
     .name = "softmax",
     .formula = "a = exp(s - max s) / sum exp(s - max s)",
     .source = "Vaswani et al. 2017 (GPT-2 baseline)",
+    .reference = "openai/gpt-2:src/model.py",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .forward_row = softmax_forward_row,

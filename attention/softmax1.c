@@ -27,6 +27,11 @@
 // a_k exp(b - s_k) at k = argmax s (exponent <= 0, a_k >= 1/(n+1)); otherwise a_null >= 1/(n+1)
 // and 1 - sum a is accurate. O(n), no transcendental per entry.
 // Rows do not sum to 1; not shift-invariant (the null logit is not shifted).
+//
+// Reference: MAGICS-LAB/OutEffHop:OutEffHop/vutils/softmax_1.py
+// Deviations from it: the shift is max(max s, b) instead of the reference's max s (the same value;
+//   no overflow of exp(-max s) when every score is below -88); the learnable sink (attn.sink =
+//   learn) is an extension.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -84,6 +89,10 @@ const AttnVariant attn_softmax1 = {
     .name = "softmax1",
     .formula = "a = exp(s) / (exp(b_h) + sum exp(s)), b_h = 0 unless attn.sink = learn",
     .source = "Hu et al. 2024, Outlier-Efficient Hopfield Layers, arXiv 2404.03828",
+    .reference = "MAGICS-LAB/OutEffHop:OutEffHop/vutils/softmax_1.py",
+    .deviations = "the shift is max(max s, b) instead of the reference's max s (the same value; no "
+                  "overflow of exp(-max s) when every score is below -88); the learnable sink "
+                  "(attn.sink = learn) is an extension",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SOFTMAX1_HP,

@@ -29,6 +29,11 @@
 // through the denominator. The backward recomputes E_k (one exp per entry, kept in the row
 // scratch) because a_k = 0 does not determine it; O(n).
 // Rows do not sum to 1; not shift-invariant.
+//
+// Reference: zaydzuhri/softpick-attention:naive_softpick_attn.py
+// Deviations from it: eps is added to the unshifted denominator (the reference adds it after the
+//   max shift, i.e. eps e^max); the two differ only when every score is ~0; the shift is clamped at
+//   0.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -89,6 +94,10 @@ const AttnVariant attn_softpick = {
     .name = "softpick",
     .formula = "a = ReLU(exp(s) - 1) / (sum |exp(s) - 1| + eps)",
     .source = "Zuhri, Fuadi, Aji 2025, Softpick, arXiv 2504.20966",
+    .reference = "zaydzuhri/softpick-attention:naive_softpick_attn.py",
+    .deviations =
+        "eps is added to the unshifted denominator (the reference adds it after the max shift, "
+        "i.e. eps e^max); the two differ only when every score is ~0; the shift is clamped at 0",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SOFTPICK_HP,

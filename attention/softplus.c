@@ -29,6 +29,12 @@
 //   ds_k = P kappa a~_k (da~_k - <a~, da~>) sigmoid(x_k) / softplus(x_k)
 // (a~_k / a_k = a_k^(P-1)/sum R, a_k Z = e_k). In the all-below--20 regime both forms use
 // sigmoid/softplus = 1, consistent with the exp-based forward. O(n).
+//
+// Reference: paper, arXiv 2501.13428 (method section not located; code iminfine/freeatten not in
+//   the index)
+// Deviations from it: the reference length of the scale (attn.n_ref, default T_train), the form of
+//   the scale and the re-weighting's form and power (attn.reweight = off by default, attn.power =
+//   2) are unverified readings of the abstract.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -153,6 +159,11 @@ const AttnVariant attn_softplus = {
     .name = "softplus",
     .formula = "a = softplus(kappa_n s) / sum(.), kappa_n = ln n / ln n_ref (LSSA)",
     .source = "Gao & Spratling 2025 (2501.13428)",
+    .reference = "paper, arXiv 2501.13428 (method section not located; code iminfine/freeatten not "
+                 "in the index)",
+    .deviations = "the reference length of the scale (attn.n_ref, default T_train), the form of "
+                  "the scale and the re-weighting's form and power (attn.reweight = off by "
+                  "default, attn.power = 2) are unverified readings of the abstract",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .hparams = SOFTPLUS_HP,

@@ -18,6 +18,9 @@
 //
 // Backward: on the support S (a > 0), J = I_S - 1_S 1_S^T / |S|, so
 //   ds_j = [a_j > 0] (da_j - sum_{i in S} da_i / |S|).
+//
+// Reference: deep-spin/entmax:entmax/activations.py
+// Deviations from it: none.
 #include <math.h>
 #include <stdlib.h>
 
@@ -130,6 +133,7 @@ const AttnVariant attn_sparsemax = {
     .name = "sparsemax",
     .formula = "a = [s - tau]_+, sum a = 1 (projection onto the simplex)",
     .source = "Martins & Astudillo 2016 (1602.02068)",
+    .reference = "deep-spin/entmax:entmax/activations.py",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .scratch_floats = sparsemax_scratch,

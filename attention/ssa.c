@@ -29,6 +29,11 @@
 // Position encodings apply to the scores as in the default pipeline.
 // Cache: tau, dtau, tanh (B,NH,T); with the value temperature also phi and
 // its gradient (B,T,NH) and v', dv' (B,T,C).
+//
+// Reference: paper, arXiv 2411.12892 (functional form not located)
+// Deviations from it: tau = 1 + tanh(tw . x) + lambda ln n and the value temperature 1 + tanh(vw .
+//   x) are this implementation's parametrisation; the paper's exact form and its weight sharing
+//   were not at hand.
 #include <math.h>
 #include <string.h>
 
@@ -207,6 +212,10 @@ const AttnVariant attn_ssa = {
     .name = "ssa",
     .formula = "A = inner(tau_i s), tau_i = 1 + tanh(tw_h . x_i) + lambda_h ln n_i",
     .source = "Zhang et al. 2024, Selective Attention (2411.12892)",
+    .reference = "paper, arXiv 2411.12892 (functional form not located)",
+    .deviations = "tau = 1 + tanh(tw . x) + lambda ln n and the value temperature 1 + tanh(vw . x) "
+                  "are this implementation's parametrisation; the paper's exact form and its "
+                  "weight sharing were not at hand",
     .rows_sum_to_one = 0, // as the inner row map
     .shift_invariant = 0,
     .hparams = SSA_HP,

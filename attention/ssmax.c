@@ -27,6 +27,11 @@
 //   db_h     += <s, dz>            (only when the bias is learnable)
 // One pass for <a, da>, one pass for ds and <s, dz>: O(n), no transcendental per entry.
 // Rows sum to 1; shift-invariant (lambda depends on n only).
+//
+// Reference: paper, arXiv 2501.19399 (SSMax definition; equation number not located)
+// Deviations from it: theta starts at 0.43 (the paper's Fig. 1 value; its init is not verified;
+//   attn.theta_init = inv_log_T starts at 1/ln T_train); n is the causal row length t + 1; the
+//   paper's 'with bias' form is attn.bias = learn.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -80,6 +85,10 @@ const AttnVariant attn_ssmax = {
     .name = "ssmax",
     .formula = "a = softmax((theta_h ln n + b_h) * s), b_h = 0 unless attn.bias = learn",
     .source = "Nakanishi 2025, Scalable-Softmax Is Superior for Attention, arXiv 2501.19399",
+    .reference = "paper, arXiv 2501.19399 (SSMax definition; equation number not located)",
+    .deviations = "theta starts at 0.43 (the paper's Fig. 1 value; its init is not verified; "
+                  "attn.theta_init = inv_log_T starts at 1/ln T_train); n is the causal row length "
+                  "t + 1; the paper's 'with bias' form is attn.bias = learn",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = SSMAX_HP,

@@ -21,6 +21,13 @@
 //   g_j = 1 / (1 + s_j) (s_j >= 0),  1 / (1 - s_j) (s_j < 0)      (= f'(s_j) / f(s_j))
 // O(n), one division per entry.
 // Rows sum to 1; not shift-invariant.
+//
+// Reference: LucasPrietoAl/grokking-at-the-edge-of-numerical-stability:utils.py
+//   (read in the fork EIFY/grokking-at-the-edge-of-numerical-stability; utils.py there is the
+//   authors' own commit)
+// Deviations from it: used as the attention row map (the reference uses it in the cross-entropy
+//   loss); the reference's 1e-30 in 1/(1 - x + 1e-30) is omitted (below float resolution for x <
+//   0).
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
@@ -50,6 +57,10 @@ const AttnVariant attn_stablemax = {
     .name = "stablemax",
     .formula = "a = f(s) / sum f(s), f(x) = x + 1 (x >= 0), 1 / (1 - x) (x < 0)",
     .source = "Prieto et al. 2025, Grokking at the Edge of Numerical Stability, arXiv 2501.04697",
+    .reference = "LucasPrietoAl/grokking-at-the-edge-of-numerical-stability:utils.py",
+    .deviations =
+        "used as the attention row map (the reference uses it in the cross-entropy loss); the "
+        "reference's 1e-30 in 1/(1 - x + 1e-30) is omitted (below float resolution for x < 0)",
     .rows_sum_to_one = 1,
     .shift_invariant = 0,
     .forward_row = stablemax_forward_row,

@@ -27,6 +27,11 @@
 // Backward: da/dx = a (1 - a) elementwise, so inside the window
 //   ds_j += da_j a_j (1 - a_j),   db += sum_j da_j a_j (1 - a_j)   (attn.bias = learn)     O(n)
 // and nothing outside it.
+//
+// Reference: paper, arXiv 2502.18845 (equations not located)
+// Deviations from it: window 128 and balanced slopes as described in VARIANTS.md A30; no bias by
+//   default (attn.bias = fixed or learn adds -ln min(w, T_train)); the paper pairs it with RoPE
+//   (pos_encoding = rope).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -105,6 +110,10 @@ const AttnVariant attn_swat = {
     .name = "swat",
     .formula = "a = sigmoid(s + m_h (j - t) + b) for t - w < j <= t, else 0 (balanced ALiBi)",
     .source = "Fu et al. 2025, SWAT: Sliding Window Attention Training (arXiv 2502.18845)",
+    .reference = "paper, arXiv 2502.18845 (equations not located)",
+    .deviations = "window 128 and balanced slopes as described in VARIANTS.md A30; no bias by "
+                  "default (attn.bias = fixed or learn adds -ln min(w, T_train)); the paper pairs "
+                  "it with RoPE (pos_encoding = rope)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = swat_hparams,

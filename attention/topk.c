@@ -20,6 +20,10 @@
 // and a_j = 0 off K makes that entry 0, so the plain softmax VJP over the whole row is exact;
 // O(n).
 // Rows sum to 1; shift-invariant.
+//
+// Reference: ag1988/top_k_attention:nocache_attention/nocache_attention.py
+// Deviations from it: ties at the k-th score are broken by the lower index (torch.topk leaves them
+//   unspecified); k = 32 is this project's default (the reference takes k as an argument).
 #include <math.h>
 #include <string.h>
 
@@ -108,6 +112,10 @@ const AttnVariant attn_topk = {
     .formula = "a = softmax over the k largest scores of the row, 0 elsewhere",
     .source = "Gupta et al. 2021, Memory-efficient Transformers via Top-k Attention, arXiv "
               "2106.06899",
+    .reference = "ag1988/top_k_attention:nocache_attention/nocache_attention.py",
+    .deviations =
+        "ties at the k-th score are broken by the lower index (torch.topk leaves them "
+        "unspecified); k = 32 is this project's default (the reference takes k as an argument)",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = TOPK_HP,

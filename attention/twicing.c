@@ -20,6 +20,11 @@
 // with (v = V, dout = dP), which gives dV and the dP V^T part of dq, dk and the row params, and
 // once with (v = P, dout = -dO), which adds the -dO P^T part (its "dv" is discarded).
 // Cache (per layer): P, -dO, dP and a discard buffer, each (B,T,C).
+//
+// Reference: lazizcodes/twicing_attention:twicing_attention_lang/lmtool-fwms/src/mem_transformer.py
+// Deviations from it: the reference language model applies twicing only in its deepest layers
+//   (layer_num >= 14) and forms A^2 explicitly; here every layer that selects twicing uses it
+//   (per-layer spec, e.g. attention = 0-9:softmax,10-11:twicing).
 #include <string.h>
 
 #include "attention/attention.h"
@@ -88,6 +93,11 @@ const AttnVariant attn_twicing = {
     .name = "twicing",
     .formula = "O = (2A - A^2) V = 2 AV - A (AV), A from attn.inner",
     .source = "Abdullaev & Nguyen 2025, Twicing Attention (ICLR 2025)",
+    .reference =
+        "lazizcodes/twicing_attention:twicing_attention_lang/lmtool-fwms/src/mem_transformer.py",
+    .deviations = "the reference language model applies twicing only in its deepest layers "
+                  "(layer_num >= 14) and forms A^2 explicitly; here every layer that selects "
+                  "twicing uses it (per-layer spec, e.g. attention = 0-9:softmax,10-11:twicing)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .layer_cache_floats = twicing_cache_floats,

@@ -22,6 +22,11 @@
 // Numerics: subtracting the window max keeps every exponent <= 0 (finite for any finite s).
 // Backward: the softmax VJP restricted to the window, ds_j += a_j (da_j - <a, da>_window) for
 // t - w < j <= t, nothing outside. O(n) per row.
+//
+// Reference: paper, SWAX (seed abstract 003:L7; VARIANTS.md B5; no single equation)
+// Deviations from it: sliding-window softmax with the window drawn uniformly per step and layer in
+//   stochastic mode (attn.window_mode); the window sizes and their distribution are this
+//   implementation's choices.
 #include <math.h>
 #include <stdint.h>
 
@@ -91,6 +96,10 @@ const AttnVariant attn_window = {
     .name = "window",
     .formula = "a = softmax over t-w < j <= t, 0 elsewhere; w fixed or drawn per step (SWAX)",
     .source = "Sliding-window attention; SWAX stochastic windows (VARIANTS.md B5)",
+    .reference = "paper, SWAX (seed abstract 003:L7; VARIANTS.md B5; no single equation)",
+    .deviations = "sliding-window softmax with the window drawn uniformly per step and layer in "
+                  "stochastic mode (attn.window_mode); the window sizes and their distribution are "
+                  "this implementation's choices",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = window_hparams,
