@@ -3,7 +3,9 @@
 // registry order (no more, no fewer), each block's flags (rows sum to 1, shift invariance,
 // layer-level and whether it wraps attn.inner), its source, its per-head parameter names, its
 // layer tensors, and one line per hyperparameter whose printed default (a choice word or a
-// number with its range) equals the declared one.
+// number with its range) equals the declared one. Every variant names its reference
+// implementation ("owner/repo:path" or "paper, ..."), and the form checker itself rejects
+// malformed references.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,10 +170,62 @@ START_TEST(test_list_matches_registry) {
 }
 END_TEST
 
+// 1 when ref has one of the two documented forms of AttnVariant.reference: "owner/repo:path" (no
+// spaces; non-empty owner, repository and path) or "paper, ..." with text after the prefix.
+static int reference_form_ok(const char* ref) {
+    if (!ref || !*ref) return 0;
+    if (strncmp(ref, "paper, ", 7) == 0) return ref[7] != '\0' && ref[7] != ' ';
+    if (strchr(ref, ' ')) return 0;
+    const char* slash = strchr(ref, '/');
+    const char* colon = strchr(ref, ':');
+    return slash && colon && slash > ref && colon > slash + 1 && colon[1] != '\0' &&
+           colon[1] != '/';
+}
+
+START_TEST(test_reference_form_checker) {
+    ck_assert(reference_form_ok("zaydzuhri/softpick-attention:naive_softpick_attn.py"));
+    ck_assert(reference_form_ok("paper, arXiv 2410.02703, Sec. 3"));
+    ck_assert(!reference_form_ok(NULL));
+    ck_assert(!reference_form_ok(""));
+    ck_assert(!reference_form_ok("paper, "));
+    ck_assert(!reference_form_ok("paper"));
+    ck_assert(!reference_form_ok("owner/repo"));                 // no path
+    ck_assert(!reference_form_ok("owner/repo:"));                // empty path
+    ck_assert(!reference_form_ok("repo:path.py"));               // no owner
+    ck_assert(!reference_form_ok("/repo:path.py"));              // empty owner
+    ck_assert(!reference_form_ok("owner/:path.py"));             // empty repository
+    ck_assert(!reference_form_ok("Vaswani et al. 2017, a/b:c")); // prose, not a path
+}
+END_TEST
+
+// Every registered variant names the implementation its default follows (attention/attention.h),
+// and a deviations text, when present, says something. The failing variants are listed together.
+START_TEST(test_every_variant_names_its_reference) {
+    char bad[4096] = "";
+    int nbad = 0;
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        int ok = reference_form_ok(v->reference);
+        if (v->deviations && (!*v->deviations || strcmp(v->deviations, "none") == 0)) ok = 0;
+        if (!ok) {
+            size_t off = strlen(bad);
+            snprintf(bad + off, sizeof(bad) - off, " %s", v->name);
+            nbad++;
+        }
+    }
+    ck_assert_msg(nbad == 0,
+                  "%d variants without a reference of the form owner/repo:path or 'paper, ...' "
+                  "(or with an empty deviations text):%s",
+                  nbad, bad);
+}
+END_TEST
+
 static Suite* attention_list_suite(void) {
     Suite* s = suite_create("attention_list");
     TCase* tc = tcase_create("list");
     tcase_add_test(tc, test_list_matches_registry);
+    tcase_add_test(tc, test_reference_form_checker);
+    tcase_add_test(tc, test_every_variant_names_its_reference);
     suite_add_tcase(s, tc);
     return s;
 }
