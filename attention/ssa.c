@@ -30,10 +30,13 @@
 // Cache: tau, dtau, tanh (B,NH,T); with the value temperature also phi and
 // its gradient (B,T,NH) and v', dv' (B,T,C).
 //
-// Reference: paper, arXiv 2411.12892 (functional form not located)
-// Deviations from it: tau = 1 + tanh(tw . x) + lambda ln n and the value temperature 1 + tanh(vw .
-//   x) are this implementation's parametrisation; the paper's exact form and its weight sharing
-//   were not at hand.
+// Reference: umich-sota/selective_attention:lit_gpt/gpt_2_PTS.py
+// Deviations from it: the public code has only the position temperature, tau = 1 + exp(-exp(beta))
+//   ln n with one beta per layer shared by the heads (init 1.5, i.e. 1 + 0.0114 ln n at the start);
+//   here lambda_h ln n is per head, free in sign and 0 at init, and the token term tanh(tw . x) and
+//   the value temperature (attn.ssa_value) are this implementation's reading of the paper's query
+//   and value temperatures, which that code does not contain; no attn key selects the reference's
+//   form.
 #include <math.h>
 #include <string.h>
 
@@ -212,10 +215,13 @@ const AttnVariant attn_ssa = {
     .name = "ssa",
     .formula = "A = inner(tau_i s), tau_i = 1 + tanh(tw_h . x_i) + lambda_h ln n_i",
     .source = "Zhang et al. 2024, Selective Attention (2411.12892)",
-    .reference = "paper, arXiv 2411.12892 (functional form not located)",
-    .deviations = "tau = 1 + tanh(tw . x) + lambda ln n and the value temperature 1 + tanh(vw . x) "
-                  "are this implementation's parametrisation; the paper's exact form and its "
-                  "weight sharing were not at hand",
+    .reference = "umich-sota/selective_attention:lit_gpt/gpt_2_PTS.py",
+    .deviations = "the public code has only the position temperature, tau = 1 + exp(-exp(beta)) ln "
+                  "n with one beta per layer shared by the heads (init 1.5, i.e. 1 + 0.0114 ln n "
+                  "at the start); here lambda_h ln n is per head, free in sign and 0 at init, and "
+                  "the token term tanh(tw . x) and the value temperature (attn.ssa_value) are this "
+                  "implementation's reading of the paper's query and value temperatures, which "
+                  "that code does not contain; no attn key selects the reference's form",
     .rows_sum_to_one = 0, // as the inner row map
     .shift_invariant = 0,
     .hparams = SSA_HP,

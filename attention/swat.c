@@ -31,7 +31,9 @@
 // Reference: paper, arXiv 2502.18845 (equations not located)
 // Deviations from it: window 128 and balanced slopes as described in VARIANTS.md A30; no bias by
 //   default (attn.bias = fixed or learn adds -ln min(w, T_train)); the paper pairs it with RoPE
-//   (pos_encoding = rope).
+//   (pos_encoding = rope); the authors' repository Fzkuji/swat-attention was found, but its current
+//   fla/layers/swattn.py runs softmax flash attention with standard ALiBi slopes, so it was not
+//   taken as the reference.
 #include <math.h>
 
 #include "attention/attention.h"
@@ -111,9 +113,12 @@ const AttnVariant attn_swat = {
     .formula = "a = sigmoid(s + m_h (j - t) + b) for t - w < j <= t, else 0 (balanced ALiBi)",
     .source = "Fu et al. 2025, SWAT: Sliding Window Attention Training (arXiv 2502.18845)",
     .reference = "paper, arXiv 2502.18845 (equations not located)",
-    .deviations = "window 128 and balanced slopes as described in VARIANTS.md A30; no bias by "
-                  "default (attn.bias = fixed or learn adds -ln min(w, T_train)); the paper pairs "
-                  "it with RoPE (pos_encoding = rope)",
+    .deviations =
+        "window 128 and balanced slopes as described in VARIANTS.md A30; no bias by default "
+        "(attn.bias = fixed or learn adds -ln min(w, T_train)); the paper pairs it with RoPE "
+        "(pos_encoding = rope); the authors' repository Fzkuji/swat-attention was found, but its "
+        "current fla/layers/swattn.py runs softmax flash attention with standard ALiBi slopes, so "
+        "it was not taken as the reference",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = swat_hparams,
