@@ -31,7 +31,7 @@
 // Deviations from it: per-head beta and gamma (ReaLLM-Forge's ConSmax has one of each per layer,
 //   its ConSmaxV2 one per head); gamma is learned through ln gamma (the reference learns gamma
 //   itself); the exponent is clamped at 80 (attn.clamp; ConSmax has no clamp, ConSmaxV2's clamp at
-//   80 is off by default).
+//   80 is off by default in its train_args.py).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -87,7 +87,7 @@ const AttnVariant attn_consmax = {
     .deviations = "per-head beta and gamma (ReaLLM-Forge's ConSmax has one of each per layer, its "
                   "ConSmaxV2 one per head); gamma is learned through ln gamma (the reference "
                   "learns gamma itself); the exponent is clamped at 80 (attn.clamp; ConSmax has no "
-                  "clamp, ConSmaxV2's clamp at 80 is off by default)",
+                  "clamp, ConSmaxV2's clamp at 80 is off by default in its train_args.py)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = CONSMAX_HP,

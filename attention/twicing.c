@@ -22,7 +22,7 @@
 // Cache (per layer): P, -dO, dP and a discard buffer, each (B,T,C).
 //
 // Reference: lazizcodes/twicing_attention:twicing_attention_lang/lmtool-fwms/src/mem_transformer.py
-// Deviations from it: the reference language model applies twicing only in its deepest layers
+// Deviations from it: the reference language model applies twicing only in its last 2 of 16 layers
 //   (layer_num >= 14) and forms A^2 explicitly; here every layer that selects twicing uses it
 //   (per-layer spec, e.g. attention = 0-9:softmax,10-11:twicing).
 #include <string.h>
@@ -95,7 +95,7 @@ const AttnVariant attn_twicing = {
     .source = "Abdullaev & Nguyen 2025, Twicing Attention (ICLR 2025)",
     .reference =
         "lazizcodes/twicing_attention:twicing_attention_lang/lmtool-fwms/src/mem_transformer.py",
-    .deviations = "the reference language model applies twicing only in its deepest layers "
+    .deviations = "the reference language model applies twicing only in its last 2 of 16 layers "
                   "(layer_num >= 14) and forms A^2 explicitly; here every layer that selects "
                   "twicing uses it (per-layer spec, e.g. attention = 0-9:softmax,10-11:twicing)",
     .rows_sum_to_one = 0,
