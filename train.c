@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/cpuinfo.h"
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
@@ -406,6 +407,9 @@ static void open_logs(Trainer* t, long start) {
     fflush(stdout);
     fprintf(t->log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
             t->peak.flops / 1e9);
+    char cpu[256], isa[256]; // recorded so that a result names the machine that trained it
+    cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
+    fprintf(t->log, "# cpu: %s | flags: %s | %d threads\n", cpu, isa, t->nthreads);
     if (dpl) fprintf(t->log, "%s", dpl);
     fflush(t->log);
     char against[128];
@@ -417,6 +421,9 @@ static void open_logs(Trainer* t, long start) {
     json_str(j, "precision", pname);
     json_str(j, "precision_info", t->precision_info);
     json_str(j, "mfu_against", against);
+    json_str(j, "cpu", cpu);
+    json_str(j, "cpu_flags", isa);
+    json_int(j, "threads", t->nthreads);
     json_end(j);
     json_write_line(j, t->jsonl);
 }

@@ -9,16 +9,25 @@ ablate_status.json, probe.json, long_context.txt and passkey.txt. Writes OUT_DIR
 OUT_DIR/results.md (one row per run, then mean and spread over seeds per group), OUT_DIR/claims.md
 and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
 
-Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text | claimed: EFFECT` (also `>`, and
-`~ TOL` for parity within TOL; the `| claimed:` part, the paper's claimed effect, is optional and
-printed beside the measured effect A - B; `ablate.loss_unit = FACTOR UNIT` also prints loss
-effects times FACTOR, e.g. nats per byte times bytes per GPT-2 token). A group is a label of the non-seed swept values (e.g. `softmax1`, or
+Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text | claimed: EFFECT | size: NUMBER |
+settings: SETTINGS` (also `>`, and `~ TOL` for parity within TOL). The fields after the text are
+optional and may come in any order: `claimed:` is the paper's claimed effect in words, printed
+beside the measured effect A - B; `size:` is that effect as a number, in the unit the measured
+effect is printed in (for a loss with `ablate.loss_unit`, that unit), or as `N%` of group B's
+mean, and the report prints measured/claimed beside it; `settings:` is `paper` when the sweep
+runs the paper's own settings and metric, or `adapted: WHAT DIFFERS`. `ablate.loss_unit =
+FACTOR UNIT` also prints loss effects times FACTOR, e.g. nats per byte times bytes per GPT-2
+token. A group is a label of the non-seed swept values (e.g. `softmax1`, or
 `quantized+attn.levels=8`; the part before '+' suffices when it is unique); GROUP_B may be a
 number. Verdict, from the per-seed values:
 reproduced when the difference of the group means has the claimed sign and exceeds the larger
 range (max - min) over seeds of the two groups; not reproduced when it has the opposite sign
 and exceeds it; inconclusive otherwise (the spread is larger than the effect), and also when a
-group has a single seed (no spread is known) or a value is missing.
+group has a single seed (no spread is known) or a value is missing. With >= 3 paired seeds the
+interval decides instead (paired_verdict). A reproduced directional claim with a `size:` reads
+"reproduced: sign and size" when measured/claimed lies in [1/2, 2] and "reproduced: sign only"
+otherwise (also without a size). A parity claim whose difference exceeds the tolerance in every
+seed is not reproduced.
 """
 import bisect
 import csv
@@ -315,18 +324,22 @@ def evaluate_claim(text, groups, unit=None):
     """'METRIC: A < B | description | claimed: EFFECT' -> dict with the numbers and the verdict.
     The optional `| claimed: ...` part is the paper's claimed effect, printed next to the
     measured one; with `unit` (ablate.loss_unit) a loss difference is also given in that unit."""
-    desc = ""
-    if "|" in text:
-        text, desc = text.split("|", 1)
-    claimed = ""
-    mc = re.search(r"\|\s*claimed:\s*(.*)$", desc)
-    if mc:
-        claimed, desc = mc.group(1).strip(), desc[:mc.start()]
+    text, desc, fields = split_claim(text)
     m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", text)
-    res = {"claim": text.strip(), "text": desc.strip(), "claimed": claimed}
+    res = {"claim": text.strip(), "text": desc, "claimed": fields.get("claimed", ""),
+           "settings": fields.get("settings", "")}
     if not m:
         res.update(verdict="invalid claim line", sentence="could not parse the claim line")
         return res
+    size = fields.get("size", "")
+    if size:
+        ms = re.match(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(%?)$", size.replace("\u2212", "-"))
+        if not ms or fnum(ms.group(1)) is None or fnum(ms.group(1)) == 0:
+            res.update(verdict="invalid claim line",
+                       sentence="size: '%s' is not a non-zero number or N%%" % size)
+            return res
+        res["size"] = fnum(ms.group(1))
+        res["size_relative"] = ms.group(2) == "%"
     metric, a, op, b, tol = m.groups()
     a, b = resolve_group(a, groups), resolve_group(b, groups)
     sa = group_stats(groups.get(a, []), metric)
@@ -373,7 +386,46 @@ def evaluate_claim(text, groups, unit=None):
     paired_verdict(res, metric, op, fnum(tol) if tol else 0.0, groups.get(a, []),
                    groups.get(b, []))
     res["measured"] = measured_text(res, metric, unit)
+    size_reading(res, metric, unit, sb)
     return res
+
+
+def split_claim(line):
+    """'TEST | text | claimed: .. | size: .. | settings: ..' -> (TEST, text, {field: value}).
+    The fields are recognised by their name; any other part belongs to the text."""
+    parts = line.split("|")
+    text, fields, desc = parts[0], {}, []
+    for part in parts[1:]:
+        mf = re.match(r"^\s*(claimed|size|settings)\s*:\s*(.*?)\s*$", part)
+        if mf and mf.group(1) not in fields:
+            fields[mf.group(1)] = mf.group(2)
+        else:
+            desc.append(part.strip())
+    return text, " | ".join(d for d in desc if d), fields
+
+
+def size_reading(res, metric, unit, sb):
+    """measured/claimed for a claim with `size:`, and the split of a directional "reproduced"
+    into "sign and size" (the ratio within [1/2, 2]) and "sign only"."""
+    if res.get("op") == "~" or "verdict" not in res:
+        return
+    measured = res.get("paired_mean", res.get("diff"))
+    if measured is not None and "size" in res:
+        if res["size_relative"]:
+            base = sb["mean"] if sb else None
+            if base:
+                ratio = (100.0 * measured / abs(base)) / res["size"]
+                res["measured"] += "; %+.3g%% of %s, measured/claimed = %.3g" % (
+                    100.0 * measured / abs(base), res["b"], ratio)
+                res["ratio"] = ratio
+        else:
+            scaled = measured * unit[0] if unit and "loss" in metric else measured
+            res["ratio"] = scaled / res["size"]
+            res["measured"] += "; measured/claimed = %.3g" % res["ratio"]
+    if res["verdict"] == "reproduced":
+        r = res.get("ratio")
+        res["verdict"] = "reproduced: sign and size" if r is not None and 0.5 <= r <= 2.0 \
+            else "reproduced: sign only"
 
 
 def measured_text(res, metric, unit):
@@ -446,8 +498,13 @@ def paired_verdict(res, metric, op, tol, rows_a, rows_b):
     if res.get("untestable"):
         return
     if op == "~":
+        outside = all(abs(x) > tol for x in d)
         v = "reproduced" if -tol <= lo and hi <= tol else \
-            "not reproduced" if lo > tol or hi < -tol else "inconclusive (interval not decided)"
+            "not reproduced" if lo > tol or hi < -tol or outside else \
+            "inconclusive (interval not decided)"
+        if outside:
+            res["sentence"] += "; outside the tolerance %g in every seed (%s)" % (
+                tol, ", ".join("%.3g" % x for x in d))
     else:
         want_neg = op == "<"
         if (hi < 0 and want_neg) or (lo > 0 and not want_neg):
@@ -456,6 +513,9 @@ def paired_verdict(res, metric, op, tol, rows_a, rows_b):
             v = "not reproduced"
         else:
             v = "inconclusive (interval includes 0)"
+            against = sum(1 for x in d if (x > 0) == want_neg and x != 0)
+            if against == n:
+                v = "inconclusive (interval includes 0; the opposite sign in all %d seeds)" % n
     res["verdict"] = v
 
 

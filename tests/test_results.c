@@ -135,7 +135,7 @@ START_TEST(test_committed_sweep_paired_verdicts) {
     ck_assert(mean + half < 0); // so the interval excludes 0 on the claimed side
     char v[128];
     claim_verdict(json, "massive_ratio_max: softmax1", v, sizeof(v));
-    ck_assert_str_eq(v, "reproduced");
+    ck_assert_str_eq(v, "reproduced: sign only"); // the claim gives no size
     // kurtosis: differences +5, -5, +1 -> the interval holds 0
     claim_verdict(json, "kurtosis_max: softmax1", v, sizeof(v));
     ck_assert_str_eq(v, "inconclusive (interval includes 0)");
@@ -221,7 +221,7 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
                             -0.2, 1e-9);
     char v[128];
     claim_verdict(json, "val_loss_beyond_4x: quantized", v, sizeof(v));
-    ck_assert_str_eq(v, "reproduced");
+    ck_assert_str_eq(v, "reproduced: sign only");
     free(json);
     snprintf(p, sizeof(p), "%s/claims.md", dir);
     char* md = util_read_file(p, &n, NULL, 0);
@@ -238,6 +238,143 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
     ck_assert_ptr_nonnull(strstr(csv, "val_loss_inside_4x"));
     ck_assert_ptr_null(strstr(csv, "val_loss_beyond_1x")); // "-": no positions beyond T at 1x
     free(csv);
+}
+END_TEST
+
+// Magnitude beside sign (per seed, 3 seeds; loss unit x 4):
+//   twicing - softmax:  val_loss -0.010, -0.011, -0.009 (mean -0.01 nats = -0.04 in the unit);
+//                       beyond 4x -0.2 in every seed (-9.52% of softmax's mean 2.1)
+//   gated - softmax:    val_loss +0.010, +0.050, +0.003: every seed outside the 0.002 tolerance,
+//                       though the interval [-0.04, 0.08] reaches inside it
+//   ssmax - softmax:    beyond 4x +0.01, +0.20, +0.02: the claim's opposite sign in every seed,
+//                       an interval that holds 0
+static const double SM_VL[3] = {1.60, 1.62, 1.58}, SM_BY[3] = {2.0, 2.1, 2.2};
+static const double TW_DV[3] = {-0.010, -0.011, -0.009}, GA_DV[3] = {0.010, 0.050, 0.003};
+static const double SS_DB[3] = {0.01, 0.20, 0.02};
+
+START_TEST(test_claim_size_settings_and_tolerance) {
+    char dir[1024], p[1400], cmd[3000];
+    snprintf(dir, sizeof(dir), "%s/results_size", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "sweep\tx.conf\ncommand\tscripts/ablate x.conf\nkey\tattention\nkey\tseed\n");
+    fprintf(f, "setting\tloss_unit\t4 nats/token\n");
+    fprintf(f, "claim\tval_loss: twicing < softmax | twicing helps | claimed: -0.037 nats/token | "
+               "size: -0.04 | settings: paper\n");
+    fprintf(f, "claim\tbest_val_loss: twicing < softmax | settings: adapted: T = 128 | size: "
+               "-0.004 | twicing helps (best)\n");
+    fprintf(f, "claim\tval_loss: gated ~ softmax 0.002 | gated keeps the loss\n");
+    fprintf(f, "claim\tval_loss_beyond_4x: ssmax < softmax | ssmax extrapolates\n");
+    fprintf(f,
+            "claim\tval_loss_beyond_4x: twicing < softmax | twicing extrapolates | size: -10%%\n");
+    fprintf(f, "claim\tval_loss: ssmax < softmax | size: 0 | a zero size is refused\n");
+    const char* att[4] = {"softmax", "twicing", "gated", "ssmax"};
+    for (int a = 0; a < 4; a++)
+        for (int s = 1; s <= 3; s++)
+            fprintf(f, "run\tattention=%s,seed=%d\tattention=%s\tseed=%d\n", att[a], s, att[a], s);
+    fclose(f);
+    for (int s = 0; s < 3; s++) {
+        write_loss_run(dir, "softmax", s + 1, SM_VL[s], SM_BY[s]);
+        write_loss_run(dir, "twicing", s + 1, SM_VL[s] + TW_DV[s], SM_BY[s] - 0.2);
+        write_loss_run(dir, "gated", s + 1, SM_VL[s] + GA_DV[s], SM_BY[s]);
+        write_loss_run(dir, "ssmax", s + 1, SM_VL[s], SM_BY[s] + SS_DB[s]);
+    }
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ablate_report.py %s >/dev/null", test_repo_root(),
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t n;
+    snprintf(p, sizeof(p), "%s/claims.json", dir);
+    char* json = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(json);
+    char v[160];
+    // -0.01 nats x 4 = -0.04 = the claimed size: ratio 1
+    ck_assert_double_eq_tol(claim_num(json, "val_loss: twicing", "\"ratio\""), 1.0, 1e-6);
+    claim_verdict(json, "val_loss: twicing", v, sizeof(v));
+    ck_assert_str_eq(v, "reproduced: sign and size");
+    ck_assert_ptr_nonnull(strstr(json, "\"settings\": \"paper\""));
+    // the same effect against a claimed -0.004: ten times the claim, sign only; the fields may
+    // come in any order and the text is what is left
+    ck_assert_double_eq_tol(claim_num(json, "best_val_loss: twicing", "\"ratio\""), 10.0, 1e-6);
+    claim_verdict(json, "best_val_loss: twicing", v, sizeof(v));
+    ck_assert_str_eq(v, "reproduced: sign only");
+    ck_assert_ptr_nonnull(strstr(json, "\"settings\": \"adapted: T = 128\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"text\": \"twicing helps (best)\""));
+    // parity: the interval is not decided, but every seed is outside the tolerance
+    claim_verdict(json, "val_loss: gated", v, sizeof(v));
+    ck_assert_str_eq(v, "not reproduced");
+    // the opposite sign in every seed, with an interval holding 0
+    claim_verdict(json, "val_loss_beyond_4x: ssmax", v, sizeof(v));
+    ck_assert_str_eq(v, "inconclusive (interval includes 0; the opposite sign in all 3 seeds)");
+    // a relative size: -0.2 / 2.1 = -9.524% against -10%
+    ck_assert_double_eq_tol(claim_num(json, "val_loss_beyond_4x: twicing", "\"ratio\""),
+                            (-0.2 / 2.1 * 100) / -10.0, 1e-6);
+    claim_verdict(json, "val_loss_beyond_4x: twicing", v, sizeof(v));
+    ck_assert_str_eq(v, "reproduced: sign and size");
+    claim_verdict(json, "val_loss: ssmax", v, sizeof(v));
+    ck_assert_str_eq(v, "invalid claim line");
+    free(json);
+}
+END_TEST
+
+// scripts/results_export --relabel: the machine and the whole rerun come from the committed
+// files (the run event of metrics.jsonl.gz, config.conf, the sweep's settings).
+START_TEST(test_provenance_relabel) {
+    char dir[1024], d[1200], p[1400], cmd[3000];
+    snprintf(dir, sizeof(dir), "%s/results/r_x", test_tmpdir());
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\ttrigger\n"
+               "setting\tprobe_data\tdata_cache/probes/t64\nsetting\tprobe_gen\t--seq-len 64\n"
+               "setting\tlong_context\t1,2\nsetting\teval_batches\t5\n"
+               "run\tattention=softmax,seed=1\tattention=softmax\tseed=1\n");
+    fclose(f);
+    write_run_dir(d, sizeof(d), dir, "softmax", 1, "{\"final_step\": 10, \"commit\": \"abc\"}");
+    snprintf(p, sizeof(p), "%s/config.conf", d);
+    f = fopen(p, "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "threads = 1\nval_data = v_*.bin\n");
+    fclose(f);
+    snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
+    gzFile g = gzopen(p, "wb");
+    ck_assert_ptr_nonnull(g);
+    gzprintf(g, "{\"step\":0,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
+                "(isa x)\",\"cpu\":\"Test CPU\",\"cpu_flags\":\"avx2 amx_bf16\",\"threads\":2}\n");
+    gzprintf(g, "{\"step\":5,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
+                "(isa x)\"}\n"); // a resume on a machine that did not record its CPU
+    gzclose(g);
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/results_export --relabel '%s' >/dev/null",
+             test_repo_root(), dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(p, sizeof(p), "%s/provenance.json", d);
+    size_t n;
+    char* js = util_read_file(p, &n, NULL, 0);
+    ck_assert_ptr_nonnull(js);
+    ck_assert_ptr_nonnull(strstr(js, "\"commit\": \"abc\"")); // kept
+    ck_assert_ptr_nonnull(strstr(js, "\"cpu\": \"Test CPU\""));
+    ck_assert_ptr_nonnull(strstr(js, "\"cpu_flags\": \"avx2 amx_bf16\""));
+    ck_assert_ptr_nonnull(strstr(js, "\"threads\": 2"));
+    ck_assert_ptr_nonnull(strstr(js, "\"cpu\": \"not recorded")); // the second start
+    ck_assert_ptr_nonnull(strstr(js, "\"threads\": 1"));          // from config.conf
+    const char* want[] = {
+        "\"make\"", "\"./probe gen trigger --out data_cache/probes/t64 --seq-len 64\"",
+        "\"./train include=results/r_x/attention=softmax,seed=1/config.conf precision=bf16 "
+        "out_dir=runs/rerun/r_x/attention=softmax,seed=1\"",
+        "\"./probe eval trigger --checkpoint runs/rerun/r_x/attention=softmax,seed=1/"
+        "model_00000010.bin --data data_cache/probes/t64\"",
+        "\"./evaluate --checkpoint runs/rerun/r_x/attention=softmax,seed=1/model_00000010.bin "
+        "--data 'v_*.bin' --lengths 1,2 --batches 5\""};
+    const char* at = js;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) { // in this order
+        const char* w = strstr(at, want[i]);
+        ck_assert_msg(w != NULL, "rerun step %zu missing or out of order: %s\n%s", i, want[i], js);
+        at = w;
+    }
+    free(js);
 }
 END_TEST
 
@@ -316,6 +453,8 @@ static Suite* results_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_committed_sweep_paired_verdicts);
     tcase_add_test(tc, test_claimed_effect_units_and_beyond_column);
+    tcase_add_test(tc, test_claim_size_settings_and_tolerance);
+    tcase_add_test(tc, test_provenance_relabel);
     suite_add_tcase(s, tc);
     // rebuilding the page runs the sweep reports and draws the plots: about 30 s on a free core
     TCase* page = tcase_create("page");
