@@ -172,7 +172,6 @@ void mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     mm_gemm_bf16(trans_a, trans_b, M, N, K, alpha, Ab, lda, Bb, ldb, beta, C, ldc);
 }
 
-
 void mm_init_threads(void) {
     openblas_set_num_threads(1);
 }
