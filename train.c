@@ -621,9 +621,6 @@ static void usage(FILE* f) {
     fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
                "       ./train --help             every config key with type, default, meaning\n"
                "       ./train --list-attention   every attention variant and its keys\n"
-               "       ./train --sgemm-peak       measured sgemm GFLOP/s of this machine\n"
-               "       ./train --bf16-peak        measured bf16 matmul GFLOP/s (oneDNN)\n"
-               "       ./train --bf16-pack        does pre-packing the weights pay? (oneDNN)\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
@@ -656,9 +653,6 @@ int main(int argc, char** argv) {
                 printf("%s\n", attn_get(k)->name);
             return 0;
         }
-        if (!strcmp(argv[i], "--sgemm-peak")) return mm_print_peak(NULL); // scripts/bench
-        if (!strcmp(argv[i], "--bf16-peak")) return mm_print_peak("bf16");
-        if (!strcmp(argv[i], "--bf16-pack")) return mm_bf16_pack_report(stdout) ? 1 : 0;
     }
     Config cfg;
     config_defaults(&cfg);

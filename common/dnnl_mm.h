@@ -26,12 +26,6 @@ int dnnl_mm_probe(char* impl, size_t implcap, char* why, size_t whycap);
 int dnnl_mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A, int lda,
                  const bf16* B, int ldb, float beta, float* C, int ldc);
 
-// Time the 124M linear-layer blocks with the weight operand as passed (reordered by oneDNN in
-// every call) and pre-packed once into oneDNN's blocked layout, print a table to `out` with how
-// many uses per step packing needs to pay, and return 0 (-1, with the reason printed, where the
-// bf16 matmul is not native).
-int dnnl_mm_pack_report(FILE* out);
-
 // Number of primitives created so far (tests check the cache with it).
 long dnnl_mm_primitives_created(void);
 

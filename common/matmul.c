@@ -172,10 +172,6 @@ void mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const f
     mm_gemm_bf16(trans_a, trans_b, M, N, K, alpha, Ab, lda, Bb, ldb, beta, C, ldc);
 }
 
-int mm_bf16_pack_report(FILE* out) {
-    return dnnl_mm_pack_report(out);
-}
-
 void mm_init_threads(void) {
     openblas_set_num_threads(1);
 }

@@ -93,7 +93,7 @@ void matmul_forward_ref(float* out, const float* inp, const float* weight, const
 // trials come out low; the first trial, which creates primitives and warms caches, never
 // counts). About 0.05 s per trial.
 double mm_measure_peak(int nthreads, int trials);
-// --sgemm-peak (precision NULL) / --bf16-peak ("bf16"): measure the peak with every OpenMP
+// ./bench sgemm-peak (precision NULL) / bf16-peak ("bf16"): measure the peak with every OpenMP
 // thread (12 trials) and print "sgemm peak: X GFLOP/s with N threads" (bf16: "bf16 peak: X
 // GFLOP/s with N threads | <precision info>") to stdout; returns 0 (die(2) on a bad precision).
 int mm_print_peak(const char* precision);
@@ -107,9 +107,5 @@ typedef struct {
 // MFU of a step that ran at `rate` FLOP/s: rate / p->flops after raising p->flops to rate if it
 // is larger; the first raise writes "# step STEP beat the measured matmul peak: ..." to log.
 double mm_peak_mfu(MMPeak* p, double rate, long step, FILE* log);
-
-// Whether pre-packing the bf16 weights into oneDNN's blocked layout would pay at GPT-2 124M's
-// block shapes (./train --bf16-pack): a table on `out`; -1 where bf16 is not native.
-int mm_bf16_pack_report(FILE* out);
 
 #endif
