@@ -8,7 +8,9 @@
 //     positions up to the ends of the longest allowed table, 1e-12 relative, and the limit itself;
 //   - talking_heads with attn.bias_order = after | before under alibi (NH = 3, 6) and fire: the
 //     gradients of qkv, pre, post (and the FIRE parameters) at B = 2 against 4-point differences
-//     (tests/attn64_cfg.h), and the two orders agree at P1 = 0 and differ otherwise.
+//     (tests/attn64_cfg.h), and the two orders agree at P1 = 0 and differ otherwise;
+//   - every registered variant at its defaults under xpos (centred), B = 2: gradients of qkv, x,
+//     row parameters and layer tensors by differences.
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -173,9 +175,52 @@ START_TEST(test_talking_heads_bias_order64) {
 }
 END_TEST
 
+// Every registered variant at its defaults under xpos (the centred scale, forward and the
+// transposed map in backward; diff rotates by halves with its own code): B = 2, T = 7, NH = 2,
+// gradients of qkv, x, row parameters and layer tensors against differences.
+START_TEST(test_xpos_gradcheck64) {
+    const AttnVariant* v = attn_get(_i);
+    if (!test_variant_selected(v->name)) return;
+    enum { C = 8, NH = 2 };
+    char label[160];
+    snprintf(label, sizeof(label), "%s (defaults, pos_encoding=xpos, B=%d T=%d)", v->name, B_, T_);
+    AttnHarness h;
+    harness_setup(&h, v, NULL, ATTN_POS_XPOS, B_, T_, C, NH, 1, 0, attn64_seed(label));
+    AttnVariant surrogate; // straight-through maps: the backward is that of the surrogate
+    if (h.row->surrogate_row) {
+        surrogate = *h.row;
+        surrogate.forward_row = h.row->surrogate_row;
+        h.L.row = &surrogate;
+        if (!v->layer_forward) h.L.v = &surrogate;
+    }
+    harness_zero_grads(&h);
+    attention_forward(&h.L);
+    attention_backward(&h.L);
+    const size_t BTC = (size_t)B_ * T_ * C;
+    const int P = h.row->params_per_head;
+    double gmax = fmax(attn64_max_abs(h.dqkv, 3 * BTC), attn64_max_abs(h.dx, BTC));
+    if (P) gmax = fmax(gmax, attn64_max_abs(h.drowp, (size_t)NH * P));
+    for (int k = 0; k < h.ntens; k++)
+        gmax = fmax(gmax, attn64_max_abs(h.dtp[k], h.tsize[k]));
+    double lmag = 0;
+    for (size_t i = 0; i < BTC; i++)
+        lmag += fabs((double)h.w[i] * (double)h.out[i]);
+    Attn64Count cq =
+        attn64_check(harness_loss, &h, h.qkv, h.dqkv, 3 * BTC, gmax, lmag, label, "qkv");
+    ck_assert_msg(cq.checked > 0, "%s: no qkv coordinate checked", label);
+    attn64_check(harness_loss, &h, h.x, h.dx, BTC, gmax, lmag, label, "x");
+    if (P) attn64_check(harness_loss, &h, h.rowp, h.drowp, (size_t)NH * P, gmax, lmag, label, "p");
+    for (int k = 0; k < h.ntens; k++)
+        attn64_check(harness_loss, &h, h.tp[k], h.dtp[k], h.tsize[k], gmax, lmag, label,
+                     h.specs[k].name);
+    harness_free(&h);
+}
+END_TEST
+
 static Suite* attn64_posenc_suite(void) {
     Suite* s = suite_create("attn64_posenc");
     TCase* tc = tcase_create("tables");
+    tcase_set_timeout(tc, 60); // python starts slowly on a loaded machine
     tcase_add_test(tc, test_alibi_slopes64);
     tcase_add_test(tc, test_xpos_scale64);
     suite_add_tcase(s, tc);
@@ -183,6 +228,10 @@ static Suite* attn64_posenc_suite(void) {
     tcase_set_timeout(tt, 120);
     tcase_add_test(tt, test_talking_heads_bias_order64);
     suite_add_tcase(s, tt);
+    TCase* tx = tcase_create("xpos");
+    tcase_set_timeout(tx, 120);
+    tcase_add_loop_test(tx, test_xpos_gradcheck64, 0, attn_count());
+    suite_add_tcase(s, tx);
     return s;
 }
 

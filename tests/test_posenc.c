@@ -685,6 +685,7 @@ END_TEST
 static Suite* posenc_suite(void) {
     Suite* s = suite_create("posenc");
     TCase* tr = tcase_create("rope");
+    tcase_set_timeout(tr, 60); // two cases start python, slow on a loaded machine
     tcase_add_test(tr, test_rope_reference);
     tcase_add_test(tr, test_xpos_reference);
     tcase_add_test(tr, test_alibi_slopes_reference);
