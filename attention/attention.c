@@ -63,7 +63,7 @@ struct AttnWorkspace {
     real* slopes;      // (NH) ALiBi slopes
     // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
     real *rope_cos, *rope_sin;
-    real* xpos_scale; // (T, hs/2) zeta_i^(t/512) for xPos (built on first use)
+    real* xpos_scale; // (T, hs/2) zeta_i^(p/512), p = t - ceil(T/2), for xPos (built on first use)
     int rope_hs;
     real* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
     size_t posgrad_n;
@@ -121,9 +121,8 @@ AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row
     ws->buf = real_alloc(z.buf);
     ws->dp_slots = real_alloc(z.dp_slots);
     ws->slopes = real_alloc(z.slopes);
-    // ALiBi (Press et al.): geometric slopes 2^(-8(h+1)/NH), as negative distance penalties
-    for (int h = 0; h < NH; h++)
-        ws->slopes[h] = real_pow(2.0f, -8.0f * (real)(h + 1) / (real)NH);
+    for (int h = 0; h < NH; h++) // ALiBi, as negative distance penalties
+        ws->slopes[h] = attn_alibi_slope(h, NH);
     return ws;
 }
 
@@ -342,8 +341,31 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 // ---------------------------------------------------------------------------------------------
 // position encodings
 
-const real* attn_alibi_slopes(const AttnWorkspace* ws) {
-    return ws->slopes;
+// ALiBi slopes as the authors' get_slopes (ofirpress/attention_with_linear_biases:
+// fairseq/models/transformer.py, also BLOOM's and MPT's): P = the largest power of two <= NH;
+// heads h < P take the geometric sequence of P heads, 2^(-8(h+1)/P); heads h >= P take every other
+// slope of the sequence of 2P heads, starting with the first: 2^(-8(2(h-P)+1)/(2P)). For NH a power
+// of two this is 2^(-8(h+1)/NH), evaluated exactly as before. The exponents are dyadic rationals,
+// exact in float.
+real attn_alibi_slope(int h, int NH) {
+    int P = 1;
+    while (2 * P <= NH)
+        P *= 2;
+    if (h < P) return real_pow(2.0f, -8.0f * (real)(h + 1) / (real)P);
+    return real_pow(2.0f, -4.0f * (real)(2 * (h - P) + 1) / (real)P);
+}
+
+// xPos (torchscale, see attention.h): ln zeta_0 = ln(0.4 / 1.4) is the most negative, so the
+// extreme factors are zeta_0^(-+P/512) at the centred position p = -P, P = ceil(T/2). Both stay
+// normal floats while P ln(1.4 / 0.4) / 512 <= 126 ln 2 (FLT_MIN = 2^-126; FLT_MAX > 2^127).
+int attn_xpos_max_T(void) {
+    const double P = floor(126.0 * log(2.0) * ATTN_XPOS_SCALE_BASE / log(1.4 / 0.4));
+    return 2 * (int)P;
+}
+
+real attn_xpos_scale(int i, int hs, int p) {
+    const double lz = log((2.0 * i / hs + 0.4) / 1.4); // ln zeta_i
+    return (real)exp(lz * (double)p / ATTN_XPOS_SCALE_BASE);
 }
 
 static void rope_table(AttnWorkspace* ws, int hs) {
@@ -356,32 +378,38 @@ static void rope_table(AttnWorkspace* ws, int hs) {
     ws->rope_sin = real_alloc((size_t)ws->T * (size_t)half);
     ws->xpos_scale = real_alloc((size_t)ws->T * (size_t)half);
     ws->rope_hs = hs;
+    const int c = (ws->T + 1) / 2; // row r of the xPos table is the centred position r - c
     for (int i = 0; i < half; i++) {
         double theta = pow(10000.0, -2.0 * (double)i / (double)hs);
-        double lz = log((2.0 * i / hs + 0.4) / 1.4); // ln zeta_i (xPos)
         for (int t = 0; t < ws->T; t++) {
             double a = (double)t * theta;
             ws->rope_cos[(size_t)t * half + i] = (real)cos(a);
             ws->rope_sin[(size_t)t * half + i] = (real)sin(a);
-            ws->xpos_scale[(size_t)t * half + i] = (real)exp(lz * (double)t / 512.0);
+            ws->xpos_scale[(size_t)t * half + i] = attn_xpos_scale(i, hs, t - c);
         }
     }
 }
 
-// R x (or R^T x), times the xPos scale zeta^(xsign t/512) per pair when xsign != 0
+// R x (or R^T x), times the xPos scale zeta^(xsign p/512) per pair when xsign != 0, at the
+// centred position p = t - ceil(T/2) of a call of length T (torchscale's min_pos = -T // 2)
 static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                        AttnWorkspace* ws, int inverse, int accumulate, int xsign) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2;
     if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
     ASSERT(T <= ws->T);
+    if (xsign != 0 && ws->T > attn_xpos_max_T())
+        die(EXIT_USAGE,
+            "pos_encoding = xpos: sequence length %d is beyond xPos's float32 range (at most %d)",
+            ws->T, attn_xpos_max_T());
     rope_table(ws, hs);
+    const int xoff = (ws->T + 1) / 2 - (T + 1) / 2; // table row of position t: t + xoff
     const real sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) num_threads(ws->nthreads)
     for (int bt = 0; bt < B * T; bt++) {
         const int t = bt % T;
         const real* cs = ws->rope_cos + (size_t)t * half;
         const real* sn = ws->rope_sin + (size_t)t * half;
-        const real* xs = ws->xpos_scale + (size_t)t * half;
+        const real* xs = ws->xpos_scale + (size_t)(t + xoff) * half;
         const real* x = in + (size_t)bt * ldi;
         real* y = out + (size_t)bt * ldo;
         for (int h = 0; h < NH; h++) {

@@ -289,20 +289,37 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
 // RoPE (Su et al., RoFormer): within every head, channel pair (2i, 2i+1) of q and k at position
 // t is rotated by the angle t * 10000^(-2i/hs) (interleaved pairs, as in the RoFormer paper and
 // Meta's LLaMA code; GPT-NeoX pairs i with i + hs/2 instead). Scores then depend on q and k only
-// through their relative position. ALiBi: s_tj += slope_h * (j - t), slope_h = 2^(-8(h+1)/NH).
+// through their relative position.
 //
-// xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer", arXiv 2212.10554): RoPE with an
-// exponential decay. Pair i of q at position t is also multiplied by zeta_i^(t/512) and of k by
-// zeta_i^(-t/512), zeta_i = (2i/hs + 0.4) / 1.4 (the paper's gamma = 0.4, scale base 512), so
-// q_t . k_j carries zeta_i^((t - j)/512) <= 1: attention to distant keys decays. Positions are not
-// centred (the scores depend on t - j only; q and k grow or shrink as zeta^(+-T/512)).
+// ALiBi (Press et al. 2022): s_tj += slope_h * (j - t), slope_h = attn_alibi_slope(h, NH): the
+// authors' get_slopes (ofirpress/attention_with_linear_biases: fairseq/models/transformer.py),
+// 2^(-8(h+1)/NH) when NH is a power of two; otherwise the P = 2^floor(log2 NH) slopes of P heads,
+// then every other slope of 2P heads (BLOOM and MPT use the same slopes). Every ALiBi user in
+// attention/ and model/ calls this one function.
+//
+// xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer", arXiv 2212.10554; the authors'
+// code microsoft/torchscale: torchscale/component/xpos_relative_position.py): RoPE with an
+// exponential decay. With zeta_i = (2i/hs + 0.4) / 1.4 (gamma = 0.4, scale base 512) and the
+// centred position p = t - ceil(T/2) of a call of T positions (torchscale's min_pos = -T // 2;
+// the rotation angle still uses t), pair i of q at position t is also multiplied by
+// zeta_i^(p/512) and of k by zeta_i^(-p/512), so q_t . k_j carries zeta_i^((t - j)/512) <= 1:
+// attention to distant keys decays. The scores are those of uncentred positions (the offset
+// cancels); q and k themselves span zeta^(-+T/1024) instead of zeta^(-+T/512), which doubles the
+// float32 range: attn_xpos_max_T() (71,388) is the longest T whose factors are all normal floats
+// (the config refuses a larger block_size under xpos).
+#define ATTN_XPOS_SCALE_BASE 512.0
+real attn_alibi_slope(int h, int NH);
+int attn_xpos_max_T(void);
+// zeta_i^(p/512) for pair i of a head of size hs at centred position p (computed in double)
+real attn_xpos_scale(int i, int hs, int p);
 //
 // attn_rope: out (row stride ldo) = R x (inverse: R^T x) for the (B,T,C) view `in` (row stride
 // ldi); accumulate = 1 adds into out. out may equal in when accumulate = 0.
 void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int inverse, int accumulate);
-// attn_xpos: as attn_rope, times zeta_i^(+t/512) for queries (is_key = 0) or zeta_i^(-t/512) for
-// keys (is_key = 1); inverse applies the transpose (the same scale with R^T).
+// attn_xpos: as attn_rope, times zeta_i^(+p/512) for queries (is_key = 0) or zeta_i^(-p/512) for
+// keys (is_key = 1), p = t - ceil(T/2) with T = d->T; inverse applies the transpose (the same
+// scale with R^T).
 void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int is_key, int inverse, int accumulate);
 
@@ -369,6 +386,5 @@ void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, i
 void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread);
 real* attn_thread_scratch(AttnWorkspace* ws);
 int attn_workspace_threads(const AttnWorkspace* ws);
-const real* attn_alibi_slopes(const AttnWorkspace* ws); // (NH)
 
 #endif

@@ -5,7 +5,8 @@
 // k = [k1, k2]); v keeps all hs channels. With the inner row map (attn.inner, default softmax):
 //   A1 = rowmap(q1 k1^T / sqrt(d)),  A2 = rowmap(q2 k2^T / sqrt(d))   (position encoding on q, k)
 // Under rope/xpos each half is rotated as a head of its own of d channels: pair i of a half at
-// position t turns by t 10000^(-2i/d) (xPos: times zeta_i^(+-t/512), zeta_i = (2i/d + 0.4)/1.4),
+// position t turns by t 10000^(-2i/d) (xPos: times zeta_i^(+-p/512), zeta_i = (2i/d + 0.4)/1.4,
+// p = t - ceil(T/2) the centred position as attn_xpos),
 // as the authors' code views q, k as 2 NH heads of d channels and rotates those (not the hs-wide
 // rotation of the other variants, whose frequencies would differ between the two halves). This
 // needs d even (hs a multiple of 4). ALiBi and FIRE add the same bias to both maps.
@@ -158,7 +159,8 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
 
 // q or k of every head rotated by halves (see above) from `in` (row stride ldi) into `out` (row
 // stride ldo): out = R x, or R^T x with inverse (then accumulated into out when accumulate);
-// xsign 0 is RoPE, +1 the xPos query scale zeta^(t/512), -1 the key scale zeta^(-t/512).
+// xsign 0 is RoPE, +1 the xPos query scale zeta^(p/512), -1 the key scale zeta^(-p/512), at the
+// centred position p = t - ceil(T/2) (as attn_xpos, attention.h).
 static void diff_rotate(real* out, size_t ldo, const real* in, size_t ldi, const AttnLayer* L,
                         int inverse, int accumulate, int xsign) {
     const int B = L->d.B, T = L->d.T, NG = 2 * L->d.NH, d = L->d.hs / 2, half = d / 2;
@@ -170,10 +172,9 @@ static void diff_rotate(real* out, size_t ldo, const real* in, size_t ldi, const
         real* y = out + (size_t)bt * ldo;
         for (int i = 0; i < half; i++) {
             const double a = (double)t * pow(10000.0, -2.0 * (double)i / (double)d);
-            const double z =
-                xsign == 0
-                    ? 1.0
-                    : exp((double)xsign * log((2.0 * i / d + 0.4) / 1.4) * (double)t / 512.0);
+            const double z = xsign == 0 ? 1.0
+                                        : exp((double)xsign * log((2.0 * i / d + 0.4) / 1.4) *
+                                              (double)(t - (T + 1) / 2) / ATTN_XPOS_SCALE_BASE);
             const real c = (real)(z * cos(a)), sn = (real)(sgn * z * sin(a));
             for (int g = 0; g < NG; g++) {
                 const size_t o = (size_t)g * d + 2 * (size_t)i;

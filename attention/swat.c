@@ -13,7 +13,13 @@
 //   balanced (default)  heads h < P: m_h = +2^(-8(h+1)/P) (a penalty on distance, favours recent
 //                       keys); heads h >= P: m_h = -2^(-8(h-P+1)/P) (favours distant keys in the
 //                       window). Inside the window the bias is bounded by |m_h| (w - 1).
-//   alibi               m_h = 2^(-8(h+1)/H) for every head (standard ALiBi).
+//   alibi               m_h = attn_alibi_slope(h, H), standard ALiBi (attention.h: the ALiBi
+//                       authors' slopes; 2^(-8(h+1)/H) when H is a power of two).
+// The balanced slopes use the plain geometric sequence 2^(-8(h+1)/P) for every P, the form of
+// get_alibi_slope in SWAT's code (Fzkuji/swat-attention:fla/layers/swat_attn.py, which takes it
+// for any head count), not ALiBi's get_slopes: the two agree when P is a power of two (H = 2, 4,
+// 8, 16) and differ otherwise (H = 6, 12). The split into halves is attnlab's reading of the
+// paper's "balanced ALiBi"; that file passes all NH slopes with one sign.
 //   none                m_h = 0.
 // Bias, `attn.bias`: none (default, b = 0) | fixed (b = -ln min(w, T_train), the sigmoid-attention
 // prior of one unit of mass per row) | learn (per-head parameter "bias" with that init).
@@ -65,7 +71,7 @@ static real swat_slope(const AttnRowCtx* ctx) {
     const int mode = (int)ctx->hp->v[1];
     const int H = ctx->hp->n_head > 0 ? ctx->hp->n_head : 1, h = ctx->h;
     if (mode == SL_NONE) return 0.0f;
-    if (mode == SL_ALIBI) return real_pow(2.0f, -8.0f * (real)(h + 1) / (real)H);
+    if (mode == SL_ALIBI) return attn_alibi_slope(h, H);
     const int P = (H + 1) / 2;
     if (h < P) return real_pow(2.0f, -8.0f * (real)(h + 1) / (real)P);
     return -real_pow(2.0f, -8.0f * (real)(h - P + 1) / (real)P);

@@ -1,21 +1,31 @@
 // attention/talking_heads.c: talking-heads attention: learned mixing across heads of the logits
 // before the row map and of the weights after it, around any inner row map (attn.inner).
 //
-// Per batch item, with S_h = scale q_h k_h^T (+ ALiBi) the scores of head h (rotated q, k under
-// rope), and two learned H x H matrices stored as deviations from the identity,
-// M1 = I + P1 and M2 = I + P2:
-//   L_g = sum_h M1[g,h] S_h                 (logits of head g, entries j <= t)
+// Per batch item, with S_h = scale q_h k_h^T the scores of head h (rotated q, k under rope/xpos),
+// B_h the position bias of head h (ALiBi slope_h (j - t), or the FIRE bias; 0 otherwise) and two
+// learned H x H matrices stored as deviations from the identity, M1 = I + P1 and M2 = I + P2:
+//   L_g = sum_h M1[g,h] S_h + B_g           (attn.bias_order = after, the default)
+//   L_g = sum_h M1[g,h] (S_h + B_h)         (attn.bias_order = before: the biases are mixed too)
 //   A_g = rowmap(L_g), row by row           (the inner map, with head g's row parameters)
 //   W_k = sum_g M2[k,g] A_g                 (weights of head k)
 //   o_k = W_k v_k
 // The mixing acts on each (t, j) entry separately, so position t still sees only keys j <= t.
-// With P1 = P2 = 0 (the init) the layer is exactly the inner attention.
+// With P1 = P2 = 0 (the init) the layer is exactly the inner attention, in either order.
 //
 // Source: N. Shazeer, Z. Lan, Y. Cheng, N. Ding, L. Hou, "Talking-Heads Attention",
-// arXiv 2003.02436 (the same number of heads at every stage here: h_k = h = h_v = NH).
+// arXiv 2003.02436 (the same number of heads at every stage here: h_k = h = h_v = NH). The paper
+// has no position bias. Its order follows the reference code that combines the two,
+// lucidrains/x-transformers: x_transformers/attend.py (Attend.forward: sim = sim +
+// pre_softmax_talking_heads(sim), then sim = sim + attn_bias), where attn_bias is the ALiBi (or
+// other relative) bias computed in x_transformers/x_transformers.py (Attention.forward, rel_pos):
+// the bias is added after the pre-softmax mixing, so each head keeps its own ALiBi slope.
+// attn.bias_order = before (attnlab's order until this option existed) mixes the slopes too.
+// Deviations from x-transformers: its pre-softmax mixing is sim + W sim with W initialised to the
+// identity (dirac_), i.e. M1 = 2I at init, here M1 = I + P1 with P1 = 0; its post-softmax mixing
+// W sim (identity init) equals M2 = I + P2 at init. Neither mixing has a bias, as here.
 //
 // Tensors (per layer): pre (NH, NH) = P1 and post (NH, NH) = P2, no weight decay, init 0.
-// Hyperparameters: none of its own (attn.inner picks the row map; its keys apply).
+// Hyperparameters: attn.bias_order = after | before (attn.inner picks the row map; its keys apply).
 // att holds the post-mix weights W (what multiplies V); rows sum to sum_g M2[k,g] for a
 // normalised inner map. The cache keeps the inner weights A (B,NH,T,T).
 //
@@ -23,7 +33,8 @@
 //   dW_k = do_k v_k^T ;  dv_k += W_k^T do_k
 //   dA_g = sum_k M2[k,g] dW_k ;  dP2[k,g] += <dW_k, A_g>
 //   dL_g = VJP_rowmap(dA_g) row by row (O(n) per row; row-parameter gradients of head g)
-//   dS_h = sum_g M1[g,h] dL_g ;  dP1[g,h] += <dL_g, S_h>
+//   dS_h = sum_g M1[g,h] dL_g ;  dP1[g,h] += <dL_g, S_h> (S_h + B_h under before)
+//   dB_g = dL_g (after) or dB_h = dS_h (before): the FIRE parameters' gradient (ALiBi is fixed)
 //   dq_h += scale dS_h k_h ;  dk_h += scale dS_h^T q_h
 // S and L are recomputed in backward (one product per head) rather than stored. Inner products
 // <., .> run over the causal entries j <= t only.
@@ -37,6 +48,13 @@
 #include "attention/rowops.h"
 
 enum { T_PRE, T_POST, N_T };
+enum { BO_AFTER, BO_BEFORE };
+
+static const AttnHParamSpec TH_HP[] = {
+    {"bias_order", BO_AFTER, 0, 0, "after|before",
+     "position bias (alibi, fire) added after the pre-softmax head mixing (x-transformers) or "
+     "before it (the bias is mixed too)"},
+};
 
 static int th_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     (void)hp;
@@ -69,6 +87,7 @@ static size_t th_cache_floats(const AttnDims* d, const AttnHParams* hp) {
 typedef struct {
     AttnCore c; // q, k (rotated under rope), v, slopes, row map, row params
     int P, stride;
+    int after; // attn.bias_order = after
     size_t row_scratch, per_thread;
 } ThSetup;
 
@@ -78,29 +97,39 @@ static ThSetup th_setup(const AttnLayer* L) {
     s.c = attn_layer_core(L);
     s.P = s.c.row->params_per_head;
     s.stride = s.c.rowp_stride > 0 ? s.c.rowp_stride : s.P;
+    s.after = (int)L->hp->v[0] == BO_AFTER;
     s.row_scratch = attn_row_scratch(s.c.row, L->d.T);
     s.per_thread = th_scratch_for(&L->d, s.c.row);
     attn_workspace_reserve(L->ws, s.per_thread);
     return s;
 }
 
-// S_h (all heads) and L_g = S_g + sum_h P1[g,h] S_h for item b, causal entries only
+// S_h (all heads; with their bias B_h under before) and L_g = S_g + sum_h P1[g,h] S_h (+ B_g
+// under after) for item b, causal entries only
 static void th_scores(real* S, real* Lg, const ThSetup* s, const AttnLayer* L, int b) {
     const int T = L->d.T, NH = L->d.NH;
     const size_t TT = (size_t)T * T;
+    AttnCore raw = s->c; // the scores without the position bias
+    if (s->after) {
+        raw.score_bias_slopes = NULL;
+        raw.score_bias = NULL;
+    }
     for (int h = 0; h < NH; h++)
-        rowops_head_scores(S + h * TT, &s->c, &L->d, b, h);
+        rowops_head_scores(S + h * TT, &raw, &L->d, b, h);
     const real* P1 = L->tp[T_PRE];
     for (int g = 0; g < NH; g++) {
         real* Lrow = Lg + g * TT;
+        const real slope =
+            s->after && s->c.score_bias_slopes ? s->c.score_bias_slopes[g] : (real)0.0f;
         for (int t = 0; t < T; t++)
             for (int j = 0; j <= t; j++) {
                 const size_t e = (size_t)t * T + j;
                 real z = S[g * TT + e];
                 for (int h = 0; h < NH; h++)
                     z += P1[g * NH + h] * S[h * TT + e];
-                Lrow[e] = z;
+                Lrow[e] = z - slope * (real)(t - j);
             }
+        if (s->after) attn_score_bias_add(Lrow, &s->c, g, T); // FIRE
     }
 }
 
@@ -218,6 +247,7 @@ static void th_backward(AttnLayer* L) {
                 s.c.row->backward_row(Xg + o, Y + g * TT + o, Lg + g * TT + o, A + g * TT + o,
                                       t + 1, &ctx);
             }
+            if (s.after) attn_score_bias_grad(&s.c, b, g, Xg, T); // dB_g = dL_g
             if (s.c.row->needs_key_sq) { // key_sq_j = |k_j|^2 => dk_j += 2 dkey_sq_j k_j
                 const real* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)g * hs;
                 real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)g * hs;
@@ -245,7 +275,7 @@ static void th_backward(AttnLayer* L) {
             const real* k = s.c.k + (size_t)b * T * s.c.ldk + (size_t)h * hs;
             real* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
             real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
-            attn_score_bias_grad(&s.c, b, h, Yh, T);
+            if (!s.after) attn_score_bias_grad(&s.c, b, h, Yh, T); // dB_h = dS_h
             real_gemm(0, 0, T, hs, T, s.c.scale, Yh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
             real_gemm(1, 0, T, hs, T, s.c.scale, Yh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
         }
@@ -269,8 +299,15 @@ const AttnVariant attn_talking_heads = {
     .name = "talking_heads",
     .formula = "W_k = sum_g (I + P2)[k,g] inner(sum_h (I + P1)[g,h] S_h); o_k = W_k v_k",
     .source = "Shazeer et al. 2020, Talking-Heads Attention, arXiv 2003.02436",
+    .reference = "paper, Sec. 4 (pseudo-code); the position-bias order as "
+                 "lucidrains/x-transformers:x_transformers/attend.py (Attend.forward)",
+    .deviations = "x-transformers initialises its pre-softmax mixing sim + W sim with W = I (M1 = "
+                  "2I at init); here M1 = I + P1, P1 = 0 (the identity). attn.bias_order = before "
+                  "mixes the position bias with the logits (attnlab's earlier order)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
+    .hparams = TH_HP,
+    .n_hparams = (int)(sizeof(TH_HP) / sizeof(TH_HP[0])),
     .layer_tensors = th_tensors,
     .layer_cache_floats = th_cache_floats,
     .layer_scratch_floats = th_scratch,

@@ -57,6 +57,14 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
                  c->pos_encoding);
         return -1;
     }
+    if (g->pos_encoding == ATTN_POS_XPOS && g->block_size > attn_xpos_max_T()) {
+        snprintf(err, errcap,
+                 "key 'block_size': %d is beyond the float32 range of pos_encoding = xpos (at "
+                 "most %d: longer sequences take xPos scale factors zeta^(+-ceil(T/2)/512) "
+                 "outside float's normal range)",
+                 g->block_size, attn_xpos_max_T());
+        return -1;
+    }
     if (g->n_layer > GPT2_MAX_LAYERS) {
         snprintf(err, errcap, "key 'n_layer': %d exceeds the maximum %d", g->n_layer,
                  GPT2_MAX_LAYERS);

@@ -20,9 +20,10 @@ hyperparameter or choice word is an error naming it (exit 2).
 Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
 scores s_tj = q_t.k_j / sqrt(hs) for j <= t (n_t = t + 1 keys); weights above the diagonal are 0.
 RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 10000^(-2i/hs),
-(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554, Sec. 3.2):
-the RoPE rotation times zeta_i^(t/512) on q and zeta_i^(-t/512) on k, zeta_i = (2i/hs + 0.4)/1.4
-(gamma = 0.4, scale base 512; positions not centred). ALiBi: s_tj += m_h (j - t), m_h = 2^(-8(h+1)/NH).
+(x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554; as the
+authors' torchscale XPOS): the RoPE rotation times zeta_i^(p/512) on q and zeta_i^(-p/512) on k,
+zeta_i = (2i/hs + 0.4)/1.4, p the centred position t + (-T // 2) (ref_posenc.xpos).
+ALiBi: s_tj += m_h (j - t), m_h the ALiBi authors' get_slopes (ref_posenc.alibi_slopes).
 FIRE (Li et al. 2023, arXiv 2310.04418, eq. for b(i, j) in Sec. 3): s_tj += f_h(psi(t - j) / psi(max(L, t))),
 psi(r) = ln(c r + 1), f an MLP of the scalar with one ReLU hidden layer (32 units) and one output per
 head; the vector is [c, l, W1 (32), b1 (32), W2 (NH, 32), b2 (NH)] with c used as |c| and L = 512 |l|.
@@ -206,12 +207,19 @@ class Layer:
             return xpos(q, False), xpos(k, True)
         return q, k
 
-    def scores(self, q, k):
+    def scores_unbiased(self, q, k):
+        """q.k / sqrt(hs) after the rotation, without an additive position bias."""
         q, k = self.rotate(q, k)
-        S = q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
+        return q @ k.transpose(0, 1, 3, 2) / math.sqrt(self.hs)
+
+    def pos_bias(self):
+        """The additive position bias of the logits: ALiBi m_h (j - t) or the FIRE bias, else 0."""
         if self.pos == "alibi":
-            S = S + alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
-        return S + self.fire
+            return alibi_slopes(self.NH)[None, :, None, None] * self.dj[None, None]
+        return self.fire
+
+    def scores(self, q, k):
+        return self.scores_unbiased(q, k) + self.pos_bias()
 
     def inner_map(self, S, name=None, hp=None):
         return rowmap(name or self.inner, self.inner_hp if hp is None else hp, S, self.mask,
@@ -498,15 +506,22 @@ def v_gated_deltanet(L):
 
 def v_talking_heads(L):
     """Shazeer et al. 2020 (arXiv 2003.02436, Alg. "talking-heads attention"), h_k = h = h_v = NH:
-    J_h = q_h k_h^T / sqrt(hs) (+ position encoding), logits L_g = sum_h Pl[h, g] J_h, weights
+    J_h = q_h k_h^T / sqrt(hs) (rope / xpos rotate q, k), logits L_g = sum_h Pl[h, g] J_h, weights
     W = rowmap(L) per head, U_k = sum_g Pw[g, k] W_g, o_k = U_k v_k. The projections are stored as
     deviations from the identity, transposed as (out, in): Pl[h, g] = (I + pre)[g, h],
-    Pw[g, k] = (I + post)[k, g]. Masked entries play no part (mixing is per (t, j))."""
-    check_keys("talking_heads", L.hp, ())
+    Pw[g, k] = (I + post)[k, g]. Masked entries play no part (mixing is per (t, j)).
+    Position bias (ALiBi, FIRE): bias_order = after adds it to the mixed logits L_g, as
+    lucidrains/x-transformers x_transformers/attend.py (Attend.forward adds attn_bias after
+    pre_softmax_talking_heads); before adds it to J_h, so the mixing sees it."""
+    check_keys("talking_heads", L.hp, ("bias_order",))
+    order = L.hp.get("bias_order", "after")
+    if order not in ("after", "before"):
+        raise RefError(f"talking_heads: unknown bias_order '{order}'")
     q, k, v = L.qkv_heads(L.qkv)
-    J = L.scores(q, k)
+    bias = L.pos_bias()  # (1, NH, T, T), or 0 without a bias
+    J = L.scores_unbiased(q, k) + (bias if order == "before" else 0.0)
     I = np.eye(L.NH)
-    Lg = np.einsum("gh,bhtj->bgtj", I + L.t["pre"], J)
+    Lg = np.einsum("gh,bhtj->bgtj", I + L.t["pre"], J) + (bias if order == "after" else 0.0)
     W = L.inner_map(Lg)
     U = np.where(L.mask, np.einsum("kg,bgtj->bktj", I + L.t["post"], W), 0.0)
     return L.merge(U @ v), U

@@ -45,6 +45,9 @@ except ImportError:
     sys.stderr.write("ref_rowmaps.py: numpy is missing: apt-get install python3-numpy\n")
     sys.exit(3)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ref_posenc import alibi_slopes  # noqa: E402 (the ALiBi authors' slopes, for swat's alibi mode)
+
 LN2E = 1.0 / math.log(2.0)  # log2(e)
 F32_EPS = 2.0 ** -24  # unit roundoff of float32
 
@@ -231,7 +234,9 @@ def rm_softplus(s, c):  # A19 (LSSA, LSSAR)
     return a
 
 
-def alibi_slope(h, H):
+def swat_slope(h, H):
+    """SWAT's own geometric slopes for any H (Fzkuji/swat-attention, fla/layers/swat_attn.py,
+    get_alibi_slope: 1 / (2^8)^((i+1)/H))."""
     return 2.0 ** (-8.0 * (h + 1) / H)
 
 
@@ -240,9 +245,9 @@ def rm_swat(s, c):  # A30 (SWAT: sigmoid, sliding window, balanced ALiBi)
     w = hp["window"]
     if hp["slopes"] == "balanced":
         P = (H + 1) // 2
-        m = alibi_slope(h, P) if h < P else -alibi_slope(h - P, P)
-    elif hp["slopes"] == "alibi":
-        m = alibi_slope(h, H)
+        m = swat_slope(h, P) if h < P else -swat_slope(h - P, P)
+    elif hp["slopes"] == "alibi":  # standard ALiBi: the ALiBi authors' get_slopes
+        m = alibi_slopes(H)[h]
     else:
         m = 0.0
     if hp["bias"] == "none":
@@ -458,9 +463,18 @@ def rm_polymax(s, c):  # ReaLLM-Forge Polymax: flat / linear / x^p + y0, divided
     return f / D
 
 
-def rm_squareplus(s, c):  # Barron 2021: (x + sqrt(x^2 + b)) / 2, normalised
-    f = 0.5 * (s + np.sqrt(s * s + c["hp"]["b"]))
-    return f / f.sum()
+def rm_squareplus(s, c):
+    """Squareplus f(x) = (x + sqrt(x^2 + b)) / 2 (Barron 2021). form = reallm: as ReaLLM-Forge
+    (ReaLLMASIC/ReaLLM-Forge, variations/softmax_variations.py, class Squareplus: 0.5 (x +
+    sqrt(x^2 + b)) / squareplus_divisor, nothing summed over the row); form = barron: f over its
+    row sum."""
+    hp = c["hp"]
+    f = 0.5 * (s + np.sqrt(s * s + hp["b"]))
+    if hp["form"] == "reallm":
+        return f / hp["divisor"]
+    if hp["form"] == "barron":
+        return f / f.sum()
+    raise ValueError(f"squareplus: unknown form {hp['form']}")
 
 
 def rm_sigsoftmax(s, c):  # Kanai et al. 2018: e^s sigma(s) / sum, in log space
@@ -536,7 +550,8 @@ HPARAMS = {
     "window": {"window": 64, "window_mode": "fixed|stochastic:fixed", "window_min": 16,
                "window_max": 128},
     "topk": {"k": 32}, "softcap": {"cap": 50}, "consmax": {"beta0": 2.5, "gamma0": 100, "clamp": 80},
-    "polymax": {"x0": -100, "y0": 1, "power": 2, "divisor": 1000}, "squareplus": {"b": 4},
+    "polymax": {"x0": -100, "y0": 1, "power": 2, "divisor": 1000}, "squareplus": {"form": "reallm|barron:reallm", "b": 4.0 * math.log(2.0) ** 2,
+                   "divisor": 256},
     "sigsoftmax": {}, "softermax": {}, "stablemax": {}, "gumbel": {"tau": 1, "hard": "off|on:off"},
 }
 

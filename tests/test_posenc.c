@@ -38,6 +38,8 @@ static void check_grad(void* prob, double (*f)(void*), float* x, const float* g,
     test_check_grad_kinks(f, prob, x, g, n, stride, h, atol, 1, 1, what);
 }
 
+static void tiny_config(Config* c, const char* attention, const char* pos, int T);
+
 // ---------------------------------------------------------------------------------------------
 // RoPE itself
 
@@ -106,11 +108,15 @@ START_TEST(test_rope_reference) {
 }
 END_TEST
 
-// xPos against its formula (Sun et al. 2022): pair i of a query at position t is R_t x scaled by
-// zeta_i^(t/512), of a key by zeta_i^(-t/512), zeta_i = (2i/hs + 0.4) / 1.4. Scores then depend on
-// t - s only and decay with the distance; the transpose undoes the map.
+// xPos as torchscale computes it (microsoft/torchscale:
+// torchscale/component/xpos_relative_position.py, written here from that code): pair i of a query
+// at position t is R_t x scaled by zeta_i^(p/512), of a key by zeta_i^(-p/512), zeta_i = (2i/hs +
+// 0.4) / 1.4, at the centred position p = t + min_pos, min_pos = -T // 2 in Python's floor division
+// (-5 for T = 9). Scores then depend on t - s only, equal the uncentred xPos scores R_t q . R_s k
+// zeta^((t-s)/512) (the centring cancels), and decay with the distance; the transpose undoes the
+// map.
 START_TEST(test_xpos_reference) {
-    const int B = 1, T = 9, NH = 2, hs = 8, C = NH * hs;
+    const int B = 1, T = 9, NH = 2, hs = 8, C = NH * hs, min_pos = -5;
     AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
     AttnWorkspace* ws = attn_workspace_new(B, T, NH, 1, 0, 0);
     Rng r;
@@ -120,12 +126,13 @@ START_TEST(test_xpos_reference) {
     fill_normal(x, n, 1.0f, &r);
     attn_xpos(yq, C, x, C, &d, ws, 0, 0, 0);
     attn_xpos(yk, C, x, C, &d, ws, 1, 0, 0);
+    double moved = 0; // against the uncentred scale zeta^(t/512): the centring is visible on q, k
     for (int t = 0; t < T; t++)
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < hs / 2; i++) {
                 size_t o = (size_t)t * C + (size_t)h * hs + 2 * (size_t)i;
                 double a = t * pow(10000.0, -2.0 * i / hs);
-                double zeta = (2.0 * i / hs + 0.4) / 1.4, sq = pow(zeta, t / 512.0);
+                double zeta = (2.0 * i / hs + 0.4) / 1.4, sq = pow(zeta, (t + min_pos) / 512.0);
                 double e0 = x[o] * cos(a) - x[o + 1] * sin(a);
                 double e1 = x[o] * sin(a) + x[o + 1] * cos(a);
                 ck_assert_msg(fabs(yq[o] - sq * e0) < 1e-5 && fabs(yq[o + 1] - sq * e1) < 1e-5,
@@ -134,39 +141,141 @@ START_TEST(test_xpos_reference) {
                 ck_assert_msg(fabs(yk[o] - e0 / sq) < 1e-5 && fabs(yk[o + 1] - e1 / sq) < 1e-5,
                               "xpos key (t=%d, i=%d): %g %g vs %g %g", t, i, yk[o], yk[o + 1],
                               e0 / sq, e1 / sq);
+                moved = fmax(moved, fabs(yq[o] - pow(zeta, t / 512.0) * e0));
             }
-    // the transpose: X^T X x = scale^2 x per pair (a rotation scaled by zeta^(t/512))
+    ck_assert_msg(moved > 1e-3, "xpos queries equal the uncentred ones (max diff %g)", moved);
+    // the transpose: X^T X x = scale^2 x per pair (a rotation scaled by zeta^(p/512))
     attn_xpos(z, C, yq, C, &d, ws, 0, 1, 0);
     for (int t = 0; t < T; t++)
-        for (int i = 0; i < hs; i++) {
-            double zeta = (2.0 * ((i % (hs)) / 2) / hs + 0.4) / 1.4, sq = pow(zeta, t / 512.0);
+        for (int i = 0; i < C; i++) {
+            double zeta = (2.0 * ((i % hs) / 2) / hs + 0.4) / 1.4,
+                   sq = pow(zeta, (t + min_pos) / 512.0);
             size_t o = (size_t)t * C + (size_t)i;
             ck_assert_msg(fabs(z[o] - sq * sq * x[o]) < 1e-5, "xpos transpose at t=%d i=%d", t, i);
         }
-    // relative: <Xq_t q, Xk_s k> depends on t - s only
+    // every score equals the uncentred one: R_t q . R_s k with pair i weighted zeta_i^((t-s)/512)
     float *q = allocFloats(n), *k = allocFloats(n), *qr = allocFloats(n), *kr = allocFloats(n);
-    for (int i = 0; i < hs; i++) {
-        float qv = rng_normal(&r), kv = rng_normal(&r);
-        q[(size_t)3 * C + i] = q[(size_t)8 * C + i] = qv;
-        k[(size_t)1 * C + i] = k[(size_t)6 * C + i] = kv;
-    }
+    float *qo = allocFloats(n), *ko = allocFloats(n);
+    fill_normal(q, n, 1.0f, &r);
+    fill_normal(k, n, 1.0f, &r);
     attn_xpos(qr, C, q, C, &d, ws, 0, 0, 0);
     attn_xpos(kr, C, k, C, &d, ws, 1, 0, 0);
-    double s31 = 0, s86 = 0;
-    for (int i = 0; i < hs; i++) {
-        s31 += (double)qr[(size_t)3 * C + i] * kr[(size_t)1 * C + i];
-        s86 += (double)qr[(size_t)8 * C + i] * kr[(size_t)6 * C + i];
-    }
-    ck_assert_msg(fabs(s31 - s86) < 1e-5, "xpos score at (3,1) %g vs (8,6) %g", s31, s86);
+    attn_rope(qo, C, q, C, &d, ws, 0, 0);
+    attn_rope(ko, C, k, C, &d, ws, 0, 0);
+    for (int t = 0; t < T; t++)
+        for (int s = 0; s <= t; s++)
+            for (int h = 0; h < NH; h++) {
+                double got = 0, want = 0;
+                for (int i = 0; i < hs; i++) {
+                    const size_t a = (size_t)t * C + (size_t)h * hs + i;
+                    const size_t b = (size_t)s * C + (size_t)h * hs + i;
+                    double zeta = (2.0 * (i / 2) / hs + 0.4) / 1.4;
+                    got += (double)qr[a] * kr[b];
+                    want += (double)qo[a] * ko[b] * pow(zeta, (t - s) / 512.0);
+                }
+                ck_assert_msg(fabs(got - want) < 1e-5, "xpos score (%d,%d) head %d: %g vs %g", t, s,
+                              h, got, want);
+            }
     free(q);
     free(k);
     free(qr);
     free(kr);
+    free(qo);
+    free(ko);
     free(x);
     free(yq);
     free(yk);
     free(z);
     attn_workspace_free(ws);
+}
+END_TEST
+
+// The independent float64 reference scripts/ref_posenc.py: ARGS -> up to cap numbers.
+static int ref_posenc(const char* args, double* out, int cap) {
+    ck_assert_msg(system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0,
+                  "/usr/bin/python3 with numpy is required for the independent references: "
+                  "sudo apt-get install python3-numpy (or bash scripts/deps)");
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/scripts/ref_posenc.py %s", test_repo_root(),
+             args);
+    FILE* p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "cannot run %s", cmd);
+    int n = 0;
+    while (n < cap && fscanf(p, "%lf", &out[n]) == 1)
+        n++;
+    ck_assert_msg(pclose(p) == 0, "%s failed", cmd);
+    return n;
+}
+
+// ALiBi slopes against the authors' get_slopes (ofirpress/attention_with_linear_biases:
+// fairseq/models/transformer.py, as scripts/ref_posenc.py re-implements it), for head counts that
+// are and are not powers of two (3, 6 as the small config, 12 as gpt2_124M), in the float build
+// (tests/test_attn64_posenc.c: the double build). The scores of the default pipeline under alibi
+// carry them (NH = 3, 6, 12 in tests/test_ref_layers.c).
+START_TEST(test_alibi_slopes_reference) {
+    static const int NHS[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48};
+    char args[256] = "slopes";
+    int total = 0;
+    for (size_t k = 0; k < sizeof(NHS) / sizeof(NHS[0]); k++) {
+        snprintf(args + strlen(args), sizeof(args) - strlen(args), " %d", NHS[k]);
+        total += NHS[k];
+    }
+    double ref[256];
+    ck_assert_int_eq(ref_posenc(args, ref, 256), total);
+    int o = 0;
+    for (size_t k = 0; k < sizeof(NHS) / sizeof(NHS[0]); k++)
+        for (int h = 0; h < NHS[k]; h++, o++) {
+            const double m = attn_alibi_slope(h, NHS[k]);
+            ck_assert_msg(fabs(m - ref[o]) <= 1e-7 * ref[o],
+                          "ALiBi slope of head %d of %d: %.9g, the authors' get_slopes %.9g", h,
+                          NHS[k], m, ref[o]);
+        }
+}
+END_TEST
+
+// xPos's float32 range: attn_xpos_max_T() equals the reference's search; at the ends of the
+// longest table (centred positions -ceil(T/2) .. floor(T/2) - 1) the factors match the reference
+// and they and their reciprocals are normal floats; one position further they are not; the
+// config refuses block_size beyond the range under xpos (naming the key), not under rope.
+START_TEST(test_xpos_range) {
+    double lim;
+    ck_assert_int_eq(ref_posenc("xpos_max_T", &lim, 1), 1);
+    const int Tmax = attn_xpos_max_T(), hs = 8;
+    ck_assert_msg(Tmax == (int)lim, "attn_xpos_max_T() = %d, the reference %d", Tmax, (int)lim);
+    ck_assert_int_gt(Tmax, 2 * 36261 - 2000); // twice the uncentred range (overflow from 36,261)
+    const int P[] = {-(Tmax + 1) / 2, -1000, 0, 1000, Tmax / 2 - 1};
+    char args[256];
+    int len = snprintf(args, sizeof(args), "xpos_scale %d", hs);
+    for (int k = 0; k < 5; k++)
+        len += snprintf(args + len, sizeof(args) - (size_t)len, " %d", P[k]);
+    double ref[5 * 4];
+    ck_assert_int_eq(ref_posenc(args, ref, 20), 20);
+    for (int k = 0; k < 5; k++)
+        for (int i = 0; i < hs / 2; i++) {
+            const float f = attn_xpos_scale(i, hs, P[k]), inv = 1.0f / f;
+            ck_assert_msg(fabs(f - ref[k * 4 + i]) <= 1e-6 * ref[k * 4 + i],
+                          "xpos scale (i=%d, p=%d): %.9g vs %.9g", i, P[k], f, ref[k * 4 + i]);
+            ck_assert_msg(isnormal(f) && isnormal(inv), "xpos scale (i=%d, p=%d): %g, 1/%g", i,
+                          P[k], f, inv);
+        }
+    const float past = attn_xpos_scale(0, hs, -(Tmax + 2) / 2);
+    ck_assert_msg(!isnormal(1.0f / past) || !isnormal(past),
+                  "the range is not tight: at p = %d the factor %g and its reciprocal are normal",
+                  -(Tmax + 2) / 2, past);
+    Config c;
+    GPT2Config g;
+    char err[512];
+    tiny_config(&c, "softmax", "xpos", 8);
+    c.block_size = Tmax;
+    ck_assert_msg(gpt2_config_from(&g, &c, err, sizeof(err)) == 0, "%s", err);
+    c.block_size = Tmax + 1;
+    ck_assert_int_ne(gpt2_config_from(&g, &c, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "block_size") && strstr(err, "xpos"), "message: %s", err);
+    char num[32];
+    snprintf(num, sizeof(num), "%d", Tmax);
+    ck_assert_msg(strstr(err, num) != NULL, "message does not name the limit %d: %s", Tmax, err);
+    util_strlcpy(c.pos_encoding, "rope", sizeof(c.pos_encoding));
+    ck_assert_msg(gpt2_config_from(&g, &c, err, sizeof(err)) == 0, "%s", err);
 }
 END_TEST
 
@@ -576,8 +685,11 @@ END_TEST
 static Suite* posenc_suite(void) {
     Suite* s = suite_create("posenc");
     TCase* tr = tcase_create("rope");
+    tcase_set_timeout(tr, 60); // two cases start python, slow on a loaded machine
     tcase_add_test(tr, test_rope_reference);
     tcase_add_test(tr, test_xpos_reference);
+    tcase_add_test(tr, test_alibi_slopes_reference);
+    tcase_add_test(tr, test_xpos_range);
     tcase_add_test(tr, test_window_rows);
     tcase_add_test(tr, test_twicing_reference);
     suite_add_tcase(s, tr);

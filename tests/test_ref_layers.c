@@ -1,12 +1,14 @@
 // tests/test_ref_layers.c: every layer-level attention variant (those with layer_forward) against
 // the independent float64 numpy reference scripts/ref_layers.py, written from VARIANTS.md and the
-// papers. One attention layer per case (tests/attn_harness.h): B = 2, NH = 2 or 3, hs = 8,
-// T in {64, 7, 33, 2, 80, 1} and once per variant 300; layer tensors drawn N(0, 0.3) around
-// their init and row parameters N(0, 0.3) around theirs (away from the zero inits that make
-// several variants the identity); x, q, k, v N(0, 1).
+// papers. One attention layer per case (tests/attn_harness.h): B = 2, NH = 2 or 3 (6, 8 and 12
+// in the ALiBi cases), hs = 8, T in {64, 7, 33, 2, 80, 1} and once per variant 300; layer
+// tensors drawn N(0, 0.3) around their init and row parameters N(0, 0.3) around theirs (away
+// from the zero inits that make several variants the identity); x, q, k, v N(0, 1).
 //
 // Cases per variant: the defaults under every position encoding (learned, rope, alibi, none);
-// once under xpos and, when the variant forms logits, once under fire (c = 0.25, L = 5.5 < T);
+// under xpos at T = 33 and 64 (odd and even centring offsets), under alibi with NH = 6 (ALiBi
+// slopes of a head count that is not a power of two), and, when the variant forms logits, once
+// under fire (c = 0.25, L = 5.5 < T);
 // the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
 // besides the default softmax, each under rope and alibi; every choice value of every choice
 // hyperparameter (twice, under different position encodings and sizes); three values of every
@@ -16,7 +18,9 @@
 // compared: max |C - ref| / max(1, max |ref|) <= TOL.
 //
 // The default pipeline's position encodings are also compared under the row maps softmax, ssmax
-// and sigmoid (the row maps themselves are covered in depth by their own reference suite).
+// and sigmoid (the row maps themselves are covered in depth by their own reference suite), softmax
+// under alibi with NH = 3, 6, 12 and 8, and talking_heads with attn.bias_order = after and
+// before under alibi (NH = 6, 12) and fire.
 // A registered layer-level variant that the reference does not implement fails by name; a
 // missing /usr/bin/python3 or numpy fails with the install line.
 #include <math.h>
@@ -247,6 +251,8 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
         add_case(cs, v, "", "softmax", pos, NEXT_T, NEXT_NH);
     add_case(cs, v, "", "softmax", ATTN_POS_ROPE, 300, 2); // long rows
     add_case(cs, v, "", "softmax", ATTN_POS_XPOS, 33, 3);  // rotation with decay
+    add_case(cs, v, "", "softmax", ATTN_POS_XPOS, 64, 2);  // even T: the centring offset
+    add_case(cs, v, "", "softmax", ATTN_POS_ALIBI, 33, 6); // ALiBi slopes of 6 heads (not 2^k)
     if (attn_pos_supported(v, ATTN_POS_FIRE))
         add_case(cs, v, "", "softmax", ATTN_POS_FIRE, 33, 3); // learned bias, T > L
     const char* with = inner_setting(v->name);
@@ -324,6 +330,20 @@ START_TEST(test_layer_variants_match_reference) {
         for (int pos = 0; pos < 6; pos++)
             add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], pos,
                      pos == ATTN_POS_FIRE ? 9 : TS[(i + pos) % NTS], 2 + pos % 2);
+    // ALiBi with head counts that are not powers of two (the authors' get_slopes: 3, 6 as the
+    // small config, 12 as gpt2_124M) and with a power of two (8)
+    static const int ALIBI_NH[] = {3, 6, 12, 8};
+    for (int i = 0; i < 4; i++)
+        add_case(&cs, attn_lookup("softmax"), "", "softmax", ATTN_POS_ALIBI, 64, ALIBI_NH[i]);
+    // talking heads: both orders of the position bias and the head mixing, under alibi and fire
+    const AttnVariant* th = attn_lookup("talking_heads");
+    if (th && test_variant_selected(th->name))
+        for (int o = 0; o < 2; o++) {
+            const char* set = o ? "bias_order=before" : "bias_order=after";
+            add_case(&cs, th, set, "softmax", ATTN_POS_ALIBI, 33, 6);
+            add_case(&cs, th, set, "softmax", ATTN_POS_ALIBI, 7, 12);
+            add_case(&cs, th, set, "softmax", ATTN_POS_FIRE, 33, 3);
+        }
     fclose(cs.manifest);
     if (test_variant_selected("")) ck_assert_int_ge(nlayer, 8); // unless a subset was selected
     snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);
