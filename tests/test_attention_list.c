@@ -170,15 +170,16 @@ START_TEST(test_list_matches_registry) {
 }
 END_TEST
 
-// 1 when ref has one of the two documented forms of AttnVariant.reference: "owner/repo:path" (no
-// spaces; non-empty owner, repository and path) or "paper, ..." with text after the prefix.
+// 1 when ref has one of the two documented forms of AttnVariant.reference: "owner/repo:path"
+// (its first word: non-empty owner, repository and path; a note may follow after a space) or
+// "paper, ..." with text after the prefix.
 static int reference_form_ok(const char* ref) {
     if (!ref || !*ref) return 0;
     if (strncmp(ref, "paper, ", 7) == 0) return ref[7] != '\0' && ref[7] != ' ';
-    if (strchr(ref, ' ')) return 0;
-    const char* slash = strchr(ref, '/');
-    const char* colon = strchr(ref, ':');
-    return slash && colon && slash > ref && colon > slash + 1 && colon[1] != '\0' &&
+    size_t w = strcspn(ref, " "); // the first word
+    const char* slash = memchr(ref, '/', w);
+    const char* colon = memchr(ref, ':', w);
+    return slash && colon && slash > ref && colon > slash + 1 && (size_t)(colon - ref) + 1 < w &&
            colon[1] != '/';
 }
 
@@ -189,12 +190,14 @@ START_TEST(test_reference_form_checker) {
     ck_assert(!reference_form_ok(""));
     ck_assert(!reference_form_ok("paper, "));
     ck_assert(!reference_form_ok("paper"));
-    ck_assert(!reference_form_ok("owner/repo"));                 // no path
-    ck_assert(!reference_form_ok("owner/repo:"));                // empty path
-    ck_assert(!reference_form_ok("repo:path.py"));               // no owner
-    ck_assert(!reference_form_ok("/repo:path.py"));              // empty owner
-    ck_assert(!reference_form_ok("owner/:path.py"));             // empty repository
-    ck_assert(!reference_form_ok("Vaswani et al. 2017, a/b:c")); // prose, not a path
+    ck_assert(!reference_form_ok("owner/repo"));                        // no path
+    ck_assert(!reference_form_ok("owner/repo:"));                       // empty path
+    ck_assert(!reference_form_ok("repo:path.py"));                      // no owner
+    ck_assert(!reference_form_ok("/repo:path.py"));                     // empty owner
+    ck_assert(!reference_form_ok("owner/:path.py"));                    // empty repository
+    ck_assert(!reference_form_ok("Vaswani et al. 2017, a/b:c"));        // prose, not a path
+    ck_assert(reference_form_ok("owner/repo:path.py (the Foo class)")); // a note after the path
+    ck_assert(!reference_form_ok("owner/repo: path.py"));               // the path after a space
 }
 END_TEST
 
