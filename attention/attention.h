@@ -372,7 +372,7 @@ void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads);
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
                         int nthreads);
 
-// Performer FAVOR+ (attention/linear.c, attn.feature = performer): the orthogonal random
+// Performer FAVOR+ (attention/linear_features.c, attn.feature = performer): the orthogonal random
 // features W (m, hs) of head h of layer `layer`: blocks of hs Gram-Schmidt-orthonormalised
 // Gaussian rows, each scaled by the norm of an independent N(0, I_hs) vector. Draw
 // e = floor(step / redraw) (0 when redraw = 0 or step < 0) from (seed, layer, h, e) only.

@@ -61,17 +61,56 @@ static int sweep_values(const AttnHParamSpec* s, float* out) {
     return n;
 }
 
+// Settings that only act together (a key that takes effect under another key's value), one
+// configuration each on top of the one-key-at-a-time sweeps.
+static const struct {
+    const char* variant;
+    const char* settings;
+} COMBOS[] = {
+    {"linear", "feature=identity norm=subtract"},
+    {"linear", "feature=identity norm=subtract inline_scale=paper"},
+    {"linear", "norm=subtract inline_scale=paper"},
+    {"linear", "feature=flatten flatten_norm=head"},
+    {"linear", "feature=cottention cos_stab=row"},
+    {"linear", "feature=cottention norm=subtract"},
+    {"deltanet", "o_norm=gated"},
+    {"deltanet", "o_norm=gated chunk=0"},
+    {"deltanet", "o_norm=none q_scale=one"},
+    {"gated_deltanet", "o_norm=rms"},
+    {"gated_deltanet", "o_norm=none"},
+};
+
+static void add_combos(Attn64Cfg* out, int* n, const AttnVariant* v, const AttnHParams* base) {
+    for (size_t q = 0; q < sizeof(COMBOS) / sizeof(COMBOS[0]); q++) {
+        if (strcmp(COMBOS[q].variant, v->name) != 0) continue;
+        AttnHParams hp = *base;
+        char buf[160], err[256], what[176];
+        util_strlcpy(buf, COMBOS[q].settings, sizeof(buf));
+        for (char* tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            char* eq = strchr(tok, '=');
+            ASSERT(eq);
+            *eq = '\0';
+            if (attn_hparams_set(&hp, v, tok, eq + 1, err, sizeof(err)) != 0)
+                ck_abort_msg("%s: %s", v->name, err);
+        }
+        snprintf(what, sizeof(what), "[%s]", COMBOS[q].settings);
+        add(out, n, v, &hp, 0, what);
+    }
+}
+
 int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int hs) {
     int n = 0;
     const int layer = v->layer_forward != NULL;
+    // a layer-level variant that never runs attn.inner is checked around one inner map only
+    const int ninner = layer && !v->ignores_inner ? ATTN64_N_INNER : 1;
     AttnHParams base;
     attn_hparams_default(&base, v, T_train, NH, hs, NH * hs, 2);
-    for (int in = 0; in < (layer ? ATTN64_N_INNER : 1); in++)
+    for (int in = 0; in < (layer ? ninner : 1); in++)
         add(out, &n, v, &base, in, "");
     // and once around an inner map that reads the key norms (keynorm: the driver, selective and
     // talking_heads keep key-norm scratch and a key-gradient path only for such maps); diff
     // refuses one at setup by design
-    if (layer && strcmp(v->name, "diff") != 0) {
+    if (layer && !v->ignores_inner && strcmp(v->name, "diff") != 0) {
         add(out, &n, v, &base, 0, "");
         out[n - 1].hp.inner = attn_lookup("keynorm");
         ASSERT(out[n - 1].hp.inner);
@@ -86,7 +125,7 @@ int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int h
                 AttnHParams hp = base;
                 hp.v[k] = (float)c;
                 snprintf(what, sizeof(what), "[%s=%d]", s->name, c);
-                for (int in = 0; in < (layer ? ATTN64_N_INNER : 1); in++)
+                for (int in = 0; in < ninner; in++)
                     add(out, &n, v, &hp, in, what);
             }
         } else {
@@ -97,10 +136,11 @@ int attn64_cfgs(Attn64Cfg* out, const AttnVariant* v, int T_train, int NH, int h
                 AttnHParams hp = base;
                 hp.v[k] = vals[q];
                 snprintf(what, sizeof(what), "[%s=%g]", s->name, (double)vals[q]);
-                add(out, &n, v, &hp, n, what);
+                add(out, &n, v, &hp, v->ignores_inner ? 0 : n, what);
             }
         }
     }
+    add_combos(out, &n, v, &base);
     return n;
 }
 

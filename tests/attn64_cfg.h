@@ -10,7 +10,10 @@
 //     than every row), plus 0 and 1 for integer keys with min 0 (0 switches a mode, e.g.
 //     attn.chunk = 0 is deltanet's recurrence, 1 its one-token chunks);
 //   - layer-level variants: the defaults and every choice value around each map of
-//     ATTN64_INNERS, the numeric sweeps around one of them in turn.
+//     ATTN64_INNERS, the numeric sweeps around one of them in turn (around one map only for
+//     variants that never run attn.inner, ignores_inner);
+//   - the settings that only act together (COMBOS in attn64_cfg.c, e.g. linear's InLine scale
+//     under norm = subtract), one configuration each.
 //
 // The check: 4-point central differences at h = 1e-4 and h = 5e-5 in double. The two agree to
 // ~1e-12 where the loss is smooth within 2h; where they do not, a kink is within reach and the

@@ -10,7 +10,11 @@
 //   - the chunked (WY) form equals the recurrence: outputs, att and every gradient (q, k, v, x
 //     and each layer tensor) for chunk lengths 1, 7 (T = 40 is not a multiple), 40 (= T) and 64
 //     (> T), under every position encoding, and is identical for 1 and 2 threads. The recurrent
-//     and chunked outputs are also each checked against the quadratic form (first test).
+//     and chunked outputs are also each checked against the quadratic form (first test);
+//   - fla's q scale and output norm: without the norm, q_scale = rsqrt gives exactly 1/sqrt(hs)
+//     times the output of q_scale = one; with the default norm the two agree (scale-free).
+// The first three tests read the bare memory (attn.o_norm = none; q_scale = one where they
+// compare with q, k, v directly); the chunked ones run the defaults, output norm included.
 // One attention layer through the harness (tests/attn_harness.h), float build, B = 2, NH = 2,
 // hs = 8, T = 40; x, q, k, v N(0, 1).
 #include <math.h>
@@ -53,12 +57,25 @@ static AttnHParams with_chunk(const AttnVariant* v, int chunk) {
     return hp;
 }
 
+static void set_hp(AttnHParams* hp, const AttnVariant* v, const char* key, const char* value) {
+    char err[256];
+    ck_assert_msg(attn_hparams_set(hp, v, key, value, err, sizeof(err)) == 0, "%s", err);
+}
+
+// the bare memory read: attn.chunk = chunk, no output norm, with or without fla's q scale
+static AttnHParams bare(const AttnVariant* v, int chunk, int q_scaled) {
+    AttnHParams hp = with_chunk(v, chunk);
+    set_hp(&hp, v, "o_norm", "none");
+    set_hp(&hp, v, "q_scale", q_scaled ? "rsqrt" : "one");
+    return hp;
+}
+
 START_TEST(test_recurrent_matches_quadratic) {
     const AttnVariant* v = attn_lookup(VARIANTS[_i / 8]);
     const int pos = _i % 4, chunk = (_i / 4) % 2 ? 7 : 0;
     ck_assert(v != NULL);
     AttnHarness h;
-    const AttnHParams hp = with_chunk(v, chunk);
+    const AttnHParams hp = bare(v, chunk, 1);
     harness_setup(&h, v, &hp, pos, B_, T_, C_, NH_, 1, 0.3f, 91 + (uint64_t)_i);
     harness_loss(&h);
     double worst = 0, mag = 0;
@@ -86,7 +103,8 @@ END_TEST
 
 START_TEST(test_delta_rule_overwrites) {
     AttnHarness h;
-    harness_setup(&h, attn_lookup("deltanet"), NULL, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1, 0.3f, 7);
+    const AttnHParams hp = bare(attn_lookup("deltanet"), 16, 0);
+    harness_setup(&h, attn_lookup("deltanet"), &hp, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1, 0.3f, 7);
     fill_tensor(&h, "beta_w", 0.0f);
     fill_tensor(&h, "beta_b", 40.0f); // beta = sigmoid(40) = 1 in float
     for (int b = 0; b < B_; b++)
@@ -111,7 +129,8 @@ END_TEST
 
 START_TEST(test_gate_forgets) {
     AttnHarness h;
-    harness_setup(&h, attn_lookup("gated_deltanet"), NULL, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1,
+    const AttnHParams hp = bare(attn_lookup("gated_deltanet"), 16, 0);
+    harness_setup(&h, attn_lookup("gated_deltanet"), &hp, ATTN_POS_LEARNED, B_, T_, C_, NH_, 1,
                   0.3f, 8);
     fill_tensor(&h, "beta_w", 0.0f);
     fill_tensor(&h, "beta_b", 0.0f); // beta = 1/2
@@ -137,6 +156,37 @@ START_TEST(test_gate_forgets) {
             }
     ck_assert_msg(worst <= 1e-5, "alpha = 0: |o_t - beta (kh.qh) v_t| = %g", worst);
     harness_free(&h);
+}
+END_TEST
+
+// fla's scale: without an output norm the memory read with q scaled by hs^-1/2 is exactly
+// 1/sqrt(hs) of the unscaled one (o is linear in qh); with the default norm (rms for deltanet,
+// gated for gated_deltanet) the output does not depend on that scale, up to the norm's eps
+START_TEST(test_q_scale_and_norm) {
+    const AttnVariant* v = attn_lookup(VARIANTS[_i]);
+    const size_t BTC = (size_t)B_ * T_ * C_;
+    for (int normed = 0; normed < 2; normed++) {
+        AttnHParams h1 = normed ? with_chunk(v, 16) : bare(v, 16, 1);
+        AttnHParams h0 = h1;
+        set_hp(&h0, v, "q_scale", "one");
+        AttnHarness a, b;
+        harness_setup(&a, v, &h1, ATTN_POS_ROPE, B_, T_, C_, NH_, 1, 0.3f, 23);
+        harness_setup(&b, v, &h0, ATTN_POS_ROPE, B_, T_, C_, NH_, 1, 0.3f, 23);
+        attention_forward(&a.L);
+        attention_forward(&b.L);
+        const double s = normed ? 1.0 : 1.0 / sqrt((double)HS_);
+        double worst = 0, mag = 0;
+        for (size_t i = 0; i < BTC; i++) {
+            worst = fmax(worst, fabs((double)a.out[i] - s * b.out[i]));
+            mag = fmax(mag, fabs((double)a.out[i]));
+        }
+        ck_assert_msg(mag > 0.1, "%s: degenerate (max %g)", v->name, mag);
+        ck_assert_msg(worst <= (normed ? 2e-2 : 2e-6) * mag,
+                      "%s o_norm %s: q_scale rsqrt vs one * %g: %g (max %g)", v->name,
+                      normed ? "default" : "none", s, worst, mag);
+        harness_free(&a);
+        harness_free(&b);
+    }
 }
 END_TEST
 
@@ -210,6 +260,7 @@ static Suite* deltanet_suite(void) {
     tcase_add_loop_test(tc, test_chunked_threads_identical, 0, 2);
     tcase_add_test(tc, test_delta_rule_overwrites);
     tcase_add_test(tc, test_gate_forgets);
+    tcase_add_loop_test(tc, test_q_scale_and_norm, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

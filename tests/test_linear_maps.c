@@ -5,8 +5,9 @@
 //     floor(step / redraw)), redraw = 0 keeps one draw, evaluation (step -1) uses draw 0;
 //   - FAVOR+ is unbiased: the mean over many draws of phi(q).phi(k) approaches
 //     exp(q.k / sqrt(hs)) (3 standard errors);
-//   - the layer under Cottention has rows q^.k^_j / n_t, under SLAY rows proportional to the
-//     Yat kernel (q^.k^)^2 / (2 - 2 q^.k^ + eps), both computed here in double from q, k;
+//   - the layer under Cottention has rows q^.k^_j / (j+1)^sigmoid(c_h) (the authors' per-value
+//     stabiliser, c_h the layer's cos_c), under SLAY rows proportional to the Yat kernel
+//     (q^.k^)^2 / (2 - 2 q^.k^ + eps), both computed here in double from q, k;
 //   - a Performer layer is bit-identical on 1 and 2 threads and changes across a redraw.
 #include <math.h>
 #include <stdio.h>
@@ -116,7 +117,9 @@ START_TEST(test_cosine_and_yat_rows) {
                             d += (double)q[c] * k[c], nq += (double)q[c] * q[c],
                                 nk += (double)k[c] * k[c];
                         const double cs = d / sqrt((nq + 1e-6) * (nk + 1e-6));
-                        K[j] = kind ? cs * cs / (2 - 2 * cs + 1e-2) : cs / (t + 1);
+                        // cottention: v_j / (j+1)^sigmoid(c_h), no row normaliser
+                        const double sg = kind ? 0 : 1.0 / (1.0 + exp(-(double)h.tp[0][hd]));
+                        K[j] = kind ? cs * cs / (2 - 2 * cs + 1e-2) : cs * pow(j + 1.0, -sg);
                         z += K[j];
                     }
                     for (int j = 0; j <= t; j++) {

@@ -9,6 +9,8 @@
 // under xpos at T = 33 and 64 (odd and even centring offsets), under alibi with NH = 6 (ALiBi
 // slopes of a head count that is not a power of two), and, when the variant forms logits, once
 // under fire (c = 0.25, L = 5.5 < T);
+// the settings of COMBOS below (keys that act together, e.g. linear's InLine scale under
+// norm = subtract), three times each;
 // the inner row maps ssmax (learnable per-head theta) and sigmoid (unnormalised)
 // besides the default softmax, each under rope and alibi; every choice value of every choice
 // hyperparameter (twice, under different position encodings and sizes); three values of every
@@ -65,6 +67,30 @@ static const NumValues NUM_VALUES[] = {
     {"mta", "cq", {"1", "3", "9"}, NULL},
     {"mta", "kw", {"0", "2", "8"}, NULL},
     {"mta", "ch", {"1", "3", "4"}, NULL},
+};
+
+// Settings that only act together (a key that takes effect under another key's value), each run
+// under three position encodings, lengths and head counts (NH = 2 and 3) besides the
+// one-key-at-a-time cases.
+typedef struct {
+    const char* variant;
+    const char* settings;
+} Combo;
+
+static const Combo COMBOS[] = {
+    {"linear", "feature=identity norm=subtract"},
+    {"linear", "feature=identity norm=subtract inline_scale=paper"},
+    {"linear", "feature=relu norm=subtract"},
+    {"linear", "norm=subtract inline_scale=paper"},
+    {"linear", "feature=flatten flatten_norm=head"},
+    {"linear", "feature=flatten flatten_norm=channels eps=0.01"},
+    {"linear", "feature=cottention cos_stab=row"},
+    {"linear", "feature=cottention norm=subtract"},
+    {"linear", "feature=cottention norm=subtract inline_scale=paper"},
+    {"deltanet", "o_norm=none q_scale=one"},
+    {"deltanet", "o_norm=gated chunk=0"},
+    {"gated_deltanet", "o_norm=rms q_scale=one"},
+    {"gated_deltanet", "o_norm=none chunk=0"},
 };
 
 // The setting under which a variant uses attn.inner ("" = always; NULL = never).
@@ -288,6 +314,12 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
                      nv->with ? nv->with : "");
             add_case(cs, v, set, "softmax", k % 4, NEXT_T, NEXT_NH);
         }
+    }
+    for (size_t q = 0; q < sizeof(COMBOS) / sizeof(COMBOS[0]); q++) {
+        if (strcmp(COMBOS[q].variant, v->name) != 0) continue;
+        for (int rep = 0; rep < 3; rep++, k++)
+            add_case(cs, v, COMBOS[q].settings, "softmax", rep == 2 ? k % 4 : 1 + rep,
+                     rep == 0 ? 33 : NEXT_T, 2 + rep % 2);
     }
 #undef NEXT_T
 #undef NEXT_NH
