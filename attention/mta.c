@@ -29,8 +29,9 @@
 // (w (hs), b) are shared by the heads of a layer (the authors' RMSNorm(head_dim) and
 // Linear(head_dim, 1) over the (B,T,NH,hs) output).
 //
-// Parameters (per layer; the kernels and mixings are stored minus their identity init, and
-// carry no weight decay, which would pull them towards the identity):
+// Parameters (per layer; the kernels and mixings are stored minus their identity init and carry
+// no weight decay, which would pull them towards the identity; the authors' AdamW decays every
+// parameter, facebookresearch/lingua:lingua/optim.py, so their full kernels decay towards 0):
 //   theta (NH, c_q, 2w+1): pre-softmax kernel K_h = e_{a=0,b=0} + theta_h, init 0 (attn.cq > 0)
 //   theta_post (NH, c_q', 2w'+1): post-softmax kernel, likewise (attn.post_cq > 0)
 //   pre_mix (NH, NH): Mpre - I, init 0 (attn.pre_mix = on)
@@ -84,7 +85,8 @@ static const AttnHParamSpec MTA_HP[N_HP] = {
     [HP_EVERY] = {"conv_every", 4.0f, 1.0f, 64.0f, NULL,
                   "key-query convolutions in layers conv_first + n conv_every (integer)"},
     [HP_FIRST] = {"conv_first", 2.0f, 0.0f, 64.0f, NULL,
-                  "first (0-based) layer with key-query convolutions (integer)"},
+                  "first (0-based) layer with key-query convolutions; none past the last layer "
+                  "(integer)"},
     [HP_RESCALE] = {"rescale", 0.0f, 0.0f, 0.0f, "off|on",
                     "on: scale the group norm by 1 - lambda_l, lambda_l = 0.8 - 0.6 exp(-0.3 l)"},
     [HP_GATE] = {"gate", 1.0f, 0.0f, 0.0f, "off|on",
@@ -444,8 +446,9 @@ const AttnVariant attn_mta = {
     .reference = "facebookresearch/RAM:projects/mta/mta_transformer.py with "
                  "projects/mta/configs/1B_mta.yaml (830M_mta.yaml)",
     .deviations =
-        "kernels and head mixings stored minus their identity init and not weight-decayed (the "
-        "authors train the full kernels under the run's AdamW decay); gate_b starts at 0 and "
+        "kernels and head mixings stored minus their identity init and, with gn_w and gate_b, "
+        "not weight-decayed (the authors' AdamW, facebookresearch/lingua:lingua/optim.py, decays "
+        "every parameter at 0.05, the full kernels towards 0); gate_b starts at 0 and "
         "gate_w ~ N(0, 1/C) untruncated (the authors' init_weights leaves the bias as allocated, "
         "the weight truncated at 3 std); attn.ch may leave a smaller last group (the authors "
         "require NH % c_h == 0); the channel-wise gate (gate_1d = false) and generation-time "
