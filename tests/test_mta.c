@@ -12,7 +12,9 @@
 //   - the convolutions run only in layers conv_first + n conv_every: nonzero kernels change
 //     nothing in layer 3 and change the output in layer 6;
 //   - post-softmax head mixing within groups: with c_h = 1 a nonzero mix scales each head by
-//     (1 + mix) and leaves the others alone; with NH = 3, c_h = 2 the last group holds one head.
+//     (1 + mix) and leaves the others alone; with NH = 3, c_h = 2 the last group holds one head;
+//   - in a convolution layer: causality (a later token never moves an earlier row) and 1 vs 2
+//     threads bit-identical (the generic suites check both at layer 0, which has none).
 // Expected values are computed here in double from q, k, v, not from the layer's code.
 #include <math.h>
 #include <stdio.h>
@@ -301,6 +303,46 @@ START_TEST(test_head_mixing_groups) {
 }
 END_TEST
 
+// a convolution layer (the generic suites run at layer 0, which has none by default): changing
+// token t's q, k, v leaves every output row before t bit-identical, and 1 vs 2 threads agree
+START_TEST(test_convolution_layer_causal_and_thread_invariant) {
+    const AttnHParams hp = hp_with(3, 0);
+    AttnHarness h;
+    harness_setup(&h, attn_lookup("mta"), &hp, ATTN_POS_ROPE, B_, T_, C_, 3, 1, 0.3f, 12);
+    h.L.layer = 6;
+    harness_loss(&h);
+    static float before[B_ * T_ * C_];
+    memcpy(before, h.out, sizeof(before));
+    const int t = T_ - 4;
+    for (int c = 0; c < 3 * C_; c++)
+        h.qkv[(size_t)t * 3 * C_ + c] += 0.5f; // item 0, token t
+    harness_loss(&h);
+    int changed_after = 0;
+    for (int i = 0; i < T_; i++)
+        for (int c = 0; c < C_; c++) {
+            const size_t e = (size_t)i * C_ + c;
+            if (i < t)
+                ck_assert_msg(h.out[e] == before[e], "row %d moved with token %d", i, t);
+            else
+                changed_after += h.out[e] != before[e];
+        }
+    ck_assert_msg(changed_after > 0, "token %d changed nothing", t);
+    for (size_t e = (size_t)T_ * C_; e < (size_t)B_ * T_ * C_; e++)
+        ck_assert_msg(h.out[e] == before[e], "item 1 moved with item 0");
+    harness_free(&h);
+
+    AttnHarness h1, h2;
+    harness_setup(&h1, attn_lookup("mta"), &hp, ATTN_POS_ROPE, B_, T_, C_, 3, 1, 0.3f, 13);
+    harness_setup(&h2, attn_lookup("mta"), &hp, ATTN_POS_ROPE, B_, T_, C_, 3, 2, 0.3f, 13);
+    h1.L.layer = h2.L.layer = 2;
+    harness_pass(&h1);
+    harness_pass(&h2);
+    harness_expect_identical(&h1, &h2, "mta layer 2, 1 vs 2 threads");
+    harness_free(&h1);
+    harness_free(&h2);
+}
+END_TEST
+
 static Suite* mta_suite(void) {
     Suite* s = suite_create("mta");
     TCase* tc = tcase_create("core");
@@ -311,6 +353,7 @@ static Suite* mta_suite(void) {
     tcase_add_test(tc, test_pre_softmax_mixing);
     tcase_add_test(tc, test_convolution_layers);
     tcase_add_test(tc, test_head_mixing_groups);
+    tcase_add_test(tc, test_convolution_layer_causal_and_thread_invariant);
     suite_add_tcase(s, tc);
     return s;
 }
