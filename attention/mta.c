@@ -52,10 +52,11 @@
 //   dS0 = conv_theta^T(dA) ; dtheta[a,b] += sum dA[i,j] S0[i-a, j-b]
 //   dS = dS0 on j <= i ;  dq_h += scale dS_h k_h ;  dk_h += scale dS_h^T q_h
 // Cost per head and item: each convolution c_q c_k multiply-adds per causal entry (forward, and
-// twice in backward), each mixing NH (resp. c_h) per causal entry; in a 12-head model the two
-// mixings cost about a third of q k^T in every layer, the 6 x 11 convolutions about twice it in
-// every 4th layer. Threading: parallel over batch items (heads mix); parameter gradients go to
-// per-item slots reduced in index order: identical results for any thread count.
+// twice in backward), each mixing NH (resp. c_h) per causal entry, against hs per entry of the
+// full T x T for q k^T: at NH = 12, hs = 64 the two mixings add about a fifth of q k^T in every
+// layer, the two 6 x 11 convolutions about one q k^T (in vector loops, not GEMMs) in every 4th.
+// Threading: parallel over batch items (heads mix); parameter gradients go to per-item slots
+// reduced in index order: identical results for any thread count.
 // Cache: P (B,NH,T,T), U (B,T,C), r and s (B,T,NH), the per-item gradient slots.
 #include <math.h>
 #include <string.h>
