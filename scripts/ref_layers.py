@@ -471,45 +471,8 @@ def v_multiscreen(L):
     return L.merge(o), rho
 
 
-def v_mta(L):
-    """Golovneva et al. 2025, Multi-Token Attention (arXiv 2504.00927, Eq. 1-2, Sec. 3), the
-    paper's default: key-query convolution before the softmax, head mixing after it, group norm
-    with depth scaling. Per head, Mask_0 (future logits 0), then a 2-D convolution over (query,
-    key) with the c_q x (2w + 1) kernel theta_h = identity + theta (the identity tap at query
-    offset 0, key offset 0), queries padded with c_q - 1 zero rows before the first, keys with w
-    zero columns on both sides (the authors' "both" padding); Mask_-inf, softmax over j <= i;
-    weights mixed within groups of c_h heads by I + mix; head output (1 - lambda_init) g *
-    RMSNorm(W v) with lambda_init = 0.8 - 0.6 exp(-0.3 l) (l = 0-based layer), eps 1e-5."""
-    check_keys("mta", L.hp, ("cq", "kw", "ch"))
-    cq = int(round(L.hp.get("cq", 6)))
-    w = int(round(L.hp.get("kw", 5)))
-    ch = int(round(L.hp.get("ch", 2)))
-    ck = 2 * w + 1
-    q, k, v = L.qkv_heads(L.qkv)
-    S0 = np.where(L.mask, L.scores(q, k), 0.0)  # (B, NH, T, T)
-    T = L.T
-    pad = np.zeros(S0.shape[:2] + (T + cq - 1, T + 2 * w))
-    pad[:, :, cq - 1:, w:w + T] = S0
-    K = L.t["theta"].copy()  # (NH, cq, ck), K[h, a, b + w] multiplies S0[i - a, j - b]
-    K[:, 0, w] += 1.0
-    Lg = np.zeros_like(S0)
-    for a in range(cq):
-        for bb in range(ck):
-            b = bb - w
-            # S0[i - a, j - b] = pad[i - a + cq - 1, j - b + w]
-            Lg += K[:, a, bb][None, :, None, None] * \
-                pad[:, :, cq - 1 - a:cq - 1 - a + T, w - b:w - b + T]
-    P = softmax_rows(np.where(L.mask, Lg, -np.inf), L.mask)
-    M = np.eye(L.NH)
-    for kk in range(L.NH):
-        g0 = (kk // ch) * ch
-        for m in range(min(ch, L.NH - g0)):
-            M[kk, g0 + m] += L.t["mix"][kk, m]
-    W = np.einsum("km,bmtj->bktj", M, P)
-    U = W @ v
-    lam0 = 0.8 - 0.6 * math.exp(-0.3 * L.layer)
-    o = (1.0 - lam0) * L.t["gn_w"] * U / np.sqrt((U * U).mean(-1, keepdims=True) + 1e-5)
-    return L.merge(o), W
+# mta: the authors' released configuration, in its own file (scripts/ref_mta.py)
+from ref_mta import v_mta  # noqa: E402
 
 
 ROW_MAPS = ("softmax", "ssmax", "sigmoid", "relu", "entmax")  # those rowmap() implements

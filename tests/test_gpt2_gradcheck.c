@@ -108,10 +108,21 @@ static MgcReport run_spec(const char* attention, const char* kvs, const char* po
     return r;
 }
 
+// Keys added to every run of a variant so that the 2-layer model uses all its tensors: mta's
+// key-query convolutions start at layer 2 by default (its layers without them, where the
+// kernels get exactly 0 gradient, are checked in tests/test_attn64_mta.c).
+static const char* base_keys(const char* variant) {
+    if (strcmp(variant, "mta") == 0) return "attn.conv_every=1 attn.conv_first=0";
+    return NULL;
+}
+
 static void run_variant(const AttnVariant* v, const char* kvs) {
     MgcUnused un[ATTN_MAX_PPH];
     int nun = unused_for(un, v->name, kvs);
-    MgcReport r = run_spec(v->name, kvs, NULL, un, nun);
+    char all[320];
+    const char* base = base_keys(v->name);
+    if (base) snprintf(all, sizeof(all), "%s%s%s", base, kvs ? " " : "", kvs ? kvs : "");
+    MgcReport r = run_spec(v->name, base ? all : kvs, NULL, un, nun);
     // exactly the listed parameters went unused, in both layers: every other per-head
     // parameter and every layer tensor was checked
     int P = v->params_per_head;

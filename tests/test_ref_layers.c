@@ -64,9 +64,13 @@ static const NumValues NUM_VALUES[] = {
     {"diff", "lambda0", {"0.8", "0.3", "-0.5"}, "lambda_mode=fixed"},
     {"deltanet", "chunk", {"0", "1", "5"}, NULL},
     {"gated_deltanet", "chunk", {"0", "3", "16"}, NULL},
-    {"mta", "cq", {"1", "3", "9"}, NULL},
+    {"mta", "cq", {"0", "3", "9"}, NULL},
     {"mta", "kw", {"0", "2", "8"}, NULL},
-    {"mta", "ch", {"1", "3", "4"}, NULL},
+    {"mta", "post_cq", {"0", "2", "9"}, NULL},
+    {"mta", "post_kw", {"0", "1", "8"}, NULL},
+    {"mta", "ch", {"0", "1", "2"}, NULL},
+    {"mta", "conv_every", {"4", "1", "3"}, NULL},
+    {"mta", "conv_first", {"2", "0", "5"}, NULL},
 };
 
 // Settings that only act together (a key that takes effect under another key's value), each run
@@ -203,6 +207,11 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     }
     AttnHarness h;
     harness_setup(&h, v, &hp, pos, B, T, C, NH, 2, 0.3f, 1000 + 17 * (uint64_t)cs->n);
+    // mta's key-query convolutions run in layers conv_first + n conv_every (2, 6, ... by
+    // default) and its group norm may scale by depth: its cases cycle through conv and plain
+    // layers
+    static const int MTA_LAYERS[4] = {2, 3, 6, 5};
+    if (strcmp(v->name, "mta") == 0) h.L.layer = MTA_LAYERS[cs->n % 4];
     const int P = h.row->params_per_head;
     Rng r;
     rng_seed(&r, 77 + (uint64_t)cs->n);
@@ -230,7 +239,8 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     FILE* f = cs->manifest;
     fprintf(f, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,\"C\":%d,",
             c->id, v->name, POS_NAMES[pos], B, T, C);
-    fprintf(f, "\"NH\":%d,\"P\":%d,\"T_train\":%d,\"inner\":\"%s\",\"hp\":", NH, P, T, inner);
+    fprintf(f, "\"NH\":%d,\"P\":%d,\"T_train\":%d,\"layer\":%d,\"inner\":\"%s\",\"hp\":", NH, P, T,
+            h.L.layer, inner);
     write_hp(f, v, &h.hp);
     fprintf(f, ",\"inner_hp\":");
     write_hp(f, h.row, &h.row_hp);

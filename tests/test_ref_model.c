@@ -14,8 +14,10 @@
 // with a learnable bias (P = 1) next to ssmax (P = 2), so that attnp's stride maxP matters;
 // attention-only blocks (mlp = 0) with softmax and with ssmax/gated; pos_encoding = fire (its
 // per-layer vector written as L<l>.fire, layer 1's threshold L moved inside the rows so that the
-// interpolated branch t > L is used) under softmax and under diff/lucid; mta (its convolution
-// kernel, head mixing and group norm weights) under rope and next to softmax under alibi; diff
+// interpolated branch t > L is used) under softmax and under diff/lucid; mta at its defaults
+// (layers 0, 1 have no convolutions: head mixings, group norm, gate) under rope and, with its
+// convolutions in layer 1 (attn.conv_first = 1) and the depth rescale, next to softmax under
+// alibi; diff
 // next to lucid under rope (both halves rotated as heads of their own; the preconditioner on the
 // rotated keys).
 // Parameters are the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the
@@ -104,7 +106,7 @@ static const ModelCase MODELS[] = {
     {"softmax", "fire", NULL},
     {"0:diff,1:lucid", "fire", NULL},
     {"mta", "rope", NULL},
-    {"0:softmax,1:mta", "alibi", "attn.cq=3 attn.kw=2"},
+    {"0:softmax,1:mta", "alibi", "attn.cq=3 attn.kw=2 attn.conv_first=1 attn.rescale=on"},
     {"0:diff,1:lucid", "rope", "attn.inner=ssmax"},
 };
 
