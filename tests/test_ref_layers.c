@@ -38,7 +38,7 @@
 
 #define PY      "/usr/bin/python3"
 #define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
-#define MAXCASE 400
+#define MAXCASE 640
 
 static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
 
