@@ -592,7 +592,8 @@ const AttnVariant attn_linear = {
         "Katharopoulos 2020 (elu+1); Qin 2022 cosFormer; Zhang 2024 Hedgehog; Cao 2021 Galerkin; "
         "Han 2023 FLatten; Han 2024 InLine; Choromanski 2021 Performer FAVOR+; Mongaras 2024 "
         "Cottention; Luna 2026 SLAY (B6)",
-    .reference = "papers' equations (elu1, relu, cosformer, hedgehog, galerkin, performer, slay); "
+    .reference = "paper, each feature map's own equations (elu1, relu, cosformer, hedgehog, "
+                 "galerkin, performer, slay); "
                  "LeapLabTHU/InLine:models/inline_swin.py (norm = subtract, feature = identity); "
                  "LeapLabTHU/FLatten-Transformer:models/flatten_swin.py (flatten); "
                  "gmongaras/Cottention_Transformer:GPT_Trainer/GPTCosAttention.py (cottention)",

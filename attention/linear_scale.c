@@ -7,6 +7,8 @@
 //   a_j = s_j / N,   N = n (the causal row length, `attn.length = row`)
 //                    N = T_train (the training sequence length, `attn.length = train`)
 //
+// Reference: paper, Wang et al. 2018 Non-local Neural Networks, Sec. 3.2 (dot product, C(x) = N).
+// Deviations from it: causal rows, so N is the row length n (attn.length = train: T_train).
 // No learnable parameters. Rows do not sum to 1; not shift-invariant.
 // Numerics: a linear map, finite for any finite scores.
 // Backward: J = I / N, so ds_j += da_j / N                                                O(n)
@@ -43,6 +45,11 @@ const AttnVariant attn_linear_scale = {
     .name = "linear_scale",
     .formula = "a = s / n  (or s / T_train; no nonlinearity)",
     .source = "Non-local block scaling factor; Cao 2021 Galerkin Transformer (VARIANTS.md A28)",
+    .reference = "paper, Wang et al. 2018 Non-local Neural Networks, Sec. 3.2 (the dot-product "
+                 "pairwise function, normalised by C(x) = N)",
+    .deviations =
+        "causal rows: N is the row length n = t + 1 (the paper's N counts every position; "
+        "attn.length = train divides by the training length instead)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = linear_scale_hparams,
