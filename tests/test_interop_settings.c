@@ -11,7 +11,9 @@
 //     show, since every tensor is random and differs from its initial value);
 //   - llm.c's header has no field for positions, residual mode or value residual: ./export
 //     --format llmc refuses any setting but learned / standard / 0, exits non-zero, names the
-//     setting, and leaves no file.
+//     setting, and leaves no file;
+//   - the trainer's init_from = hf:DIR of the FIRE model under pos_encoding = learned runs, with a
+//     note on stderr naming both settings.
 // The model's tensors are N(0, 0.2) with LayerNorm gains around 1 (as test_interop.c), so the
 // logits are far from uniform and depend on every tensor.
 #include <stdio.h>
@@ -130,6 +132,8 @@ static void roundtrip(const Setting* s, int k, const char* dir) {
                           strstr(se, attn_pos_name(s->pos)) && strstr(se, resid_name(s->residual)),
                       "%s: the refusal does not name the setting: %s", label, se);
         ck_assert_msg(stat(llmc, &st) != 0, "%s: a refused export left %s", label, llmc);
+        ck_assert_msg(!strstr(se, "is not llm.c's softmax"), "%s: a misleading warning: %s", label,
+                      se);
     }
     free(se);
     // hf:DIR as saved (the tools' path): the setting and the logits come back
@@ -170,6 +174,22 @@ static void roundtrip(const Setting* s, int k, const char* dir) {
                       l_llmc);
     }
     printf("\n");
+    if (s->pos == ATTN_POS_FIRE && s->residual == GPT2_RESID_STANDARD) {
+        // the trainer on other positions than the file's: a note names both
+        Config o2 = c;
+        util_strlcpy(o2.pos_encoding, attn_pos_name(ATTN_POS_LEARNED), sizeof(o2.pos_encoding));
+        snprintf(src, sizeof(src), "hf:%s", hf);
+        util_strlcpy(o2.init_from, src, sizeof(o2.init_from));
+        o2.max_steps = 0;
+        ck_assert((size_t)snprintf(o2.out_dir, sizeof(o2.out_dir), "%s-other", c.out_dir) <
+                  sizeof(o2.out_dir));
+        char* te = NULL;
+        ck_assert_int_eq(test_train(&o2, &te), 0);
+        ck_assert_msg(strstr(te, "weights trained with pos_encoding = fire") &&
+                          strstr(te, "this run uses learned"),
+                      "no note on the differing positions: %s", te);
+        free(te);
+    }
 }
 
 START_TEST(test_every_setting_roundtrips) {
