@@ -8,6 +8,8 @@
 //     attention/ or model/, so the key table holds the words as text and this suite is what ties
 //     them to the tables: an enum value added without a name, or a name without a config choice
 //     (or the reverse), fails here;
+//   - config_validate's one use of position names (odd head sizes under the rotating encodings)
+//     covers exactly the encodings attn_pos_rotates names;
 //   - every variant's choice hyperparameters ("fixed|stochastic", ...): distinct non-empty words,
 //     each setting the value of its index (the variants' enums are those indices).
 #include <stdio.h>
@@ -88,6 +90,19 @@ START_TEST(test_position_encodings) {
     check_table("pos_encoding", attn_pos_name, attn_pos_from_name, ATTN_POS_COUNT);
     check_key("pos_encoding", attn_pos_name, attn_pos_from_name, ATTN_POS_COUNT, NULL);
     ck_assert_int_eq(attn_pos_from_name("fire"), ATTN_POS_FIRE); // the name exporters lost
+    // config_validate (common/config_check.c) refuses an odd head size for the rotating
+    // encodings by their names: exactly those attn_pos_rotates says rotate
+    for (int p = 0; p < ATTN_POS_COUNT; p++) {
+        Config c;
+        char err[512];
+        config_defaults(&c);
+        c.n_embd = 36;
+        c.n_head = 4; // head size 9
+        snprintf(c.pos_encoding, sizeof(c.pos_encoding), "%s", attn_pos_name(p));
+        const int refused = config_validate(&c, err, sizeof(err)) != 0;
+        ck_assert_msg(refused == attn_pos_rotates(p), "pos_encoding = %s, head size 9: %s",
+                      attn_pos_name(p), refused ? err : "accepted");
+    }
 }
 END_TEST
 
