@@ -333,14 +333,14 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
     cfg->residual = GPT2_RESID_STANDARD;
     const Jv* pe = jv_get(&root, "attnlab_pos_encoding");
     if (pe && (pe->t != JV_STR || (cfg->pos_encoding = attn_pos_from_name(pe->s)) < 0)) {
-        snprintf(err, errcap,
-                 "%s: key 'attnlab_pos_encoding' is not a position encoding attnlab knows", path);
+        snprintf(err, errcap, "%s: key 'attnlab_pos_encoding': '%.64s' is not a position encoding",
+                 path, pe->t == JV_STR ? pe->s : "(not a string)");
         goto done;
     }
     const Jv* rs = jv_get(&root, "attnlab_residual");
     if (rs && (rs->t != JV_STR || (cfg->residual = resid_from_name(rs->s)) < 0)) {
-        snprintf(err, errcap, "%s: key 'attnlab_residual' is not a residual mode attnlab knows",
-                 path);
+        snprintf(err, errcap, "%s: key 'attnlab_residual': '%.64s' is not a residual mode", path,
+                 rs->t == JV_STR ? rs->s : "(not a string)");
         goto done;
     }
     if (flag01(&root, "attnlab_value_residual", path, &cfg->value_residual, err, errcap) ||

@@ -12,6 +12,7 @@
 //   - llm.c's header has no field for positions, residual mode or value residual: ./export
 //     --format llmc refuses any setting but learned / standard / 0, exits non-zero, names the
 //     setting, and leaves no file;
+//   - config.json's attnlab_* keys are read strictly (unknown names, flags other than 0/1);
 //   - the trainer's init_from = hf:DIR of the FIRE model under pos_encoding = learned runs, with a
 //     note on stderr naming both settings.
 // The model's tensors are N(0, 0.2) with LayerNorm gains around 1 (as test_interop.c), so the
@@ -24,6 +25,7 @@
 
 #include "common/util.h"
 #include "model/checkpoint.h"
+#include "model/hf.h"
 #include "model/open.h"
 #include "model/residual.h"
 #include "tests/model_util.h"
@@ -209,11 +211,41 @@ START_TEST(test_every_setting_roundtrips) {
 }
 END_TEST
 
+// config.json's attnlab_* settings are read strictly: an unknown name or a flag other than 0/1
+// is refused, naming the file, the key and the value.
+START_TEST(test_bad_settings_rejected) {
+    const char* dir = test_tmpdir();
+    const char* bad[][3] = {
+        {"\"attnlab_pos_encoding\": \"firee\"", "attnlab_pos_encoding", "firee"},
+        {"\"attnlab_pos_encoding\": 5", "attnlab_pos_encoding", "not a string"},
+        {"\"attnlab_residual\": \"delta\"", "attnlab_residual", "delta"},
+        {"\"attnlab_value_residual\": 2", "attnlab_value_residual", "0 or 1"},
+        {"\"attnlab_qk_norm\": \"yes\"", "attnlab_qk_norm", "0 or 1"},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        char p[1100], err[2048], att[64];
+        snprintf(p, sizeof(p), "%s/config.json", dir);
+        FILE* f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f,
+                "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_embd\": 32, "
+                "\"n_positions\": 32, \"vocab_size\": 300, %s}\n",
+                bad[k][0]);
+        ck_assert_int_eq(fclose(f), 0);
+        GPT2Config g;
+        ck_assert_int_eq(hf_read_config(dir, &g, att, sizeof(att), err, sizeof(err)), -1);
+        ck_assert_msg(strstr(err, p) && strstr(err, bad[k][1]) && strstr(err, bad[k][2]), "%s",
+                      err);
+    }
+}
+END_TEST
+
 static Suite* interop_settings_suite(void) {
     Suite* s = suite_create("interop_settings");
     TCase* tc = tcase_create("roundtrip");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_every_setting_roundtrips);
+    tcase_add_test(tc, test_bad_settings_rejected);
     suite_add_tcase(s, tc);
     return s;
 }
