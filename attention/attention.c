@@ -184,6 +184,21 @@ void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T
             slot[(size_t)t * T + j] += dS[(size_t)t * T + j];
 }
 
+static const char* const ATTN_POS_NAMES[ATTN_POS_COUNT] = {
+    [ATTN_POS_LEARNED] = "learned", [ATTN_POS_ROPE] = "rope", [ATTN_POS_ALIBI] = "alibi",
+    [ATTN_POS_NONE] = "none",       [ATTN_POS_XPOS] = "xpos", [ATTN_POS_FIRE] = "fire",
+};
+
+const char* attn_pos_name(int pos) {
+    return pos >= 0 && pos < ATTN_POS_COUNT ? ATTN_POS_NAMES[pos] : NULL;
+}
+
+int attn_pos_from_name(const char* name) {
+    for (int p = 0; p < ATTN_POS_COUNT; p++)
+        if (ATTN_POS_NAMES[p] && strcmp(name, ATTN_POS_NAMES[p]) == 0) return p;
+    return -1;
+}
+
 int attn_pos_supported(const AttnVariant* v, int pos) {
     return !(pos == ATTN_POS_FIRE && v->ignores_inner);
 }

@@ -78,6 +78,8 @@ typedef struct {
     long step;          // training step (stochastic variants); -1 at evaluation
     uint64_t seed;      // run seed (stochastic variants derive their draws from seed, step)
     int layer;          // layer index (stochastic variants may draw per layer)
+    int draw_pin;       // 0 in every real call; tests: -1 / +1 pin every draw of a stochastic
+                        // row map to its lowest / highest value (rowops_draw)
 } AttnRowCtx;
 
 // ---------------------------------------------------------------------------------------------
@@ -142,8 +144,17 @@ enum {
     ATTN_POS_ALIBI,
     ATTN_POS_NONE,
     ATTN_POS_XPOS,
-    ATTN_POS_FIRE
+    ATTN_POS_FIRE,
+    ATTN_POS_COUNT
 };
+
+// The one spelling of each position encoding (attention.c, designated initializers), used by
+// the config (model/attn_setup.c), the model files (model/checkpoint.c, model/open.c) and the
+// Hugging Face config.json (model/hf.c). attn_pos_name: NULL out of range; attn_pos_from_name:
+// -1 if unknown. The `pos_encoding` choices of common/config_table.c (which cannot include
+// attention/) are checked against this table by tests/test_enum_names.c.
+const char* attn_pos_name(int pos);
+int attn_pos_from_name(const char* name);
 
 // 1 when the encoding rotates q and k (rope, xpos): the layer then needs a (B,T,2C) qk_pos buffer
 static inline int attn_pos_rotates(int pos) {

@@ -12,14 +12,26 @@
 // is deterministic: softmax(s / tau), or one_hot(argmax s) in hard mode.
 //
 // Sources: E. Jang, S. Gu, B. Poole, "Categorical Reparameterization with Gumbel-Softmax",
-// ICLR 2017, arXiv 1611.01144; C. J. Maddison, A. Mnih, Y. W. Teh, "The Concrete Distribution",
-// ICLR 2017, arXiv 1611.00712.
+// ICLR 2017, arXiv 1611.01144 (Eq. 1 the Gumbel-max sample, Eq. 2 the softmax relaxation, §2.2
+// the straight-through estimator); C. J. Maddison, A. Mnih, Y. W. Teh, "The Concrete
+// Distribution", ICLR 2017, arXiv 1611.00712.
+// Reference code: pytorch/pytorch:torch/nn/functional.py, gumbel_softmax: g = -ln(E), E ~ Exp(1)
+// (the law of -ln(-ln u)), y_soft = softmax((logits + g) / tau); hard returns
+// y_hard - y_soft.detach() + y_soft with y_hard the one-hot argmax of y_soft, so its gradient is
+// the soft one. The scores s play the role of the logits. Deviations from that code:
+//   - the noise is a hash of (seed, step, layer, head, query, key), not a stateful generator, and
+//     u is quantised to 2^23 levels (g in [-2.81, 16.64]; see Numerics);
+//   - no noise at evaluation (step < 0): softmax(s / tau), or one-hot argmax s in hard mode
+//     (torch's function always samples; no key adds noise at evaluation);
+//   - ties of the hard argmax go to the lower index.
 //
 // Learnable parameters: none. Hyperparameters: attn.tau = 1 (> 0), attn.hard = off | on.
 //
-// Numerics: u_j = (m + 1/2) 2^-24 for a 24-bit integer m, so u is in (0, 1) and g is finite
-// (|g| < 17); the max of z is subtracted, so every exponent is <= 0. Ties of the hard argmax are
-// broken by the lower index.
+// Numerics: u_j = (m + 1/2) 2^-23 for a 23-bit integer m (rowops_uniform_open), exact in float32,
+// so u is in [2^-24, 1 - 2^-24] and g is finite: g in [-2.8, 16.6]. (A 24-bit m with 2^-24 made
+// u = 1 exactly in float32 for m = 2^24 - 1, so g = +inf and a NaN row once per 2^24 draws; the
+// double build computed that u exactly and could not see it.) The max of z is subtracted, so
+// every exponent is <= 0. Ties of the hard argmax are broken by the lower index.
 //
 // Backward (soft, or the surrogate of hard). With p = softmax(z) (p = a in soft mode, recomputed
 // into the row scratch in hard mode):
@@ -56,7 +68,7 @@ static void gumbel_logits(real* z, const real* s, int n, const AttnRowCtx* ctx) 
                                               ((uint64_t)ctx->layer << 12) ^ (uint64_t)ctx->h)) ^
         rowops_mix64((uint64_t)ctx->t * 0x100000001b3ull);
     for (int j = 0; j < n; j++) {
-        const real u = ((real)(rowops_mix64(base + (uint64_t)j) >> 40) + 0.5f) * 0x1.0p-24f;
+        const real u = rowops_uniform_open_bits(rowops_draw(ctx, base + (uint64_t)j));
         z[j] = (s[j] - real_log(-real_log(u))) * inv_tau;
     }
 }
@@ -98,6 +110,12 @@ const AttnVariant attn_gumbel = {
                "soft backward",
     .source = "Jang et al. 2017, Gumbel-Softmax, arXiv 1611.01144; Maddison et al. 2017, Concrete, "
               "arXiv 1611.00712",
+    .reference = "pytorch/pytorch:torch/nn/functional.py (gumbel_softmax); Jang et al. 2017, "
+                 "Eq. 1-2 and Sec. 2.2 (straight-through)",
+    .deviations = "noise from a hash of (seed, step, layer, head, query, key) with u = (m + 1/2) "
+                  "2^-23 (2^23 levels strictly inside (0, 1)) instead of a stateful Exp(1) draw; "
+                  "no noise at evaluation (step < 0; torch always samples); hard-mode ties go to "
+                  "the lower index",
     .rows_sum_to_one = 1,
     .shift_invariant = 1,
     .hparams = GUMBEL_HP,

@@ -71,7 +71,7 @@ static void quant_round(real* x, int n, real pre_scale, const AttnRowCtx* ctx) {
             rowops_mix64(ctx->seed ^ rowops_mix64((uint64_t)ctx->step * 0x100000001b3ull +
                                                   ((uint64_t)ctx->h << 40) + (uint64_t)ctx->t));
         for (int j = 0; j < n; j++) {
-            real u = (real)(rowops_mix64(base + (uint64_t)j) >> 40) * 0x1.0p-24f;
+            real u = (real)(rowops_draw(ctx, base + (uint64_t)j) >> 40) * 0x1.0p-24f; // [0, 1)
             x[j] = min_f(real_floor(x[j] * sc + u), L) * invL;
         }
     } else {

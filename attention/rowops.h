@@ -61,6 +61,34 @@ static inline uint64_t rowops_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Stochastic draws. Every stochastic row map (gumbel, quantized's stochastic rounding, window's
+// stochastic width) takes its random bits from rowops_draw(ctx, key): the hash of a key the
+// variant builds from (seed, step, layer, head, position). A test sets ctx->draw_pin to -1 or +1
+// to replace every draw by the hash's lowest (0) or highest (UINT64_MAX) output, so it can drive
+// any variant to its extreme draws without knowing how the variant builds its keys
+// (tests/test_attention_draws.c); real calls leave draw_pin at 0.
+static inline uint64_t rowops_draw(const AttnRowCtx* ctx, uint64_t key) {
+    if (ctx->draw_pin) return ctx->draw_pin < 0 ? 0 : UINT64_MAX;
+    return rowops_mix64(key);
+}
+
+// Bits of the integer behind an open-interval uniform (see rowops_uniform_open).
+#define ROWOPS_UNIFORM_BITS 23
+
+// u in the open interval (0, 1) from m in [0, 2^23): u = (m + 1/2) 2^-23, exact in float32
+// (m + 1/2 < 2^23 needs 24 significant bits), from 2^-24 (m = 0) to 1 - 2^-24 (m = 2^23 - 1), so
+// ln u and ln(1 - u) are finite and nonzero. (With a 24-bit m, (2^24 - 1/2) 2^-24 needs 25 bits and
+// rounds to exactly 1 in float32.) The distribution is symmetric about 1/2.
+static inline real rowops_uniform_open(uint32_t m) {
+    return ((real)m + 0.5f) * 0x1.0p-23f;
+}
+
+// The open-interval uniform of a draw: its top ROWOPS_UNIFORM_BITS bits as m.
+static inline real rowops_uniform_open_bits(uint64_t bits) {
+    return rowops_uniform_open((uint32_t)(bits >> (64 - ROWOPS_UNIFORM_BITS)));
+}
+
 // <x, y> = sum_j x_j y_j over j < n, summed in index order
 static inline real rowops_dot(const real* x, const real* y, int n) {
     real dot = 0.0f;

@@ -54,9 +54,12 @@ static long window_size(const AttnRowCtx* ctx) {
         lo = hi;
         hi = tmp;
     }
-    uint64_t h = rowops_mix64(
-        ctx->seed ^ rowops_mix64((uint64_t)ctx->step ^ rowops_mix64((uint64_t)(ctx->layer + 1))));
-    return lo + (long)(h % (uint64_t)(hi - lo + 1));
+    uint64_t h =
+        rowops_draw(ctx, ctx->seed ^ rowops_mix64((uint64_t)ctx->step ^
+                                                  rowops_mix64((uint64_t)(ctx->layer + 1))));
+    // the top 32 bits scaled to [0, hi - lo] (hi - lo + 1 <= 1e9 < 2^32): the lowest draw gives
+    // window_min, the highest window_max
+    return lo + (long)(((h >> 32) * (uint64_t)(hi - lo + 1)) >> 32);
 }
 
 static int window_lo(int n, const AttnRowCtx* ctx) {

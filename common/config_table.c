@@ -10,6 +10,15 @@
 #include "common/util.h"
 
 // For CF_STR fields `min` is the minimum length: 0 lets the value be empty.
+//
+// Keys whose values are the names of an enum (pos_encoding: attention/attention.h attn_pos_name;
+// residual: model/residual.h resid_name; precision: common/matmul.h mm_precision_name, plus
+// MM_PRECISION_AUTO) list those names as their choices here, because the parser, --help and
+// docs/configuration.md need them in common/, which cannot include attention/ or model/. Each
+// name has one spelling in its enum's table; these choices strings are the config's declaration
+// of that vocabulary, and tests/test_enum_names.c fails unless each is exactly its table's names
+// (so an enum value added without a name, or without a choice here, is caught). Code converts the
+// config's text with the table's x_from_name, never with strcmp against a literal.
 #define F_INT(k, field, def, lo, hi, grp, hlp)                                                     \
     { k, CF_INT, offsetof(Config, field), sizeof(int), def, lo, hi, NULL, grp, hlp }
 #define F_LONG(k, field, def, lo, hi, grp, hlp)                                                    \

@@ -187,37 +187,54 @@ MMPrecision mm_precision(void) {
     return g_prec;
 }
 
+static const char* const MM_PRECISION_NAMES[MM_PRECISION_COUNT] = {
+    [MM_FP32] = "fp32",
+    [MM_BF16] = "bf16",
+    [MM_BF16_REF] = "bf16_ref",
+};
+
 const char* mm_precision_name(MMPrecision p) {
-    return p == MM_BF16 ? "bf16" : p == MM_BF16_REF ? "bf16_ref" : "fp32";
+    return (int)p >= 0 && p < MM_PRECISION_COUNT ? MM_PRECISION_NAMES[p] : NULL;
+}
+
+int mm_precision_from_name(const char* name) {
+    for (int p = 0; p < MM_PRECISION_COUNT; p++)
+        if (MM_PRECISION_NAMES[p] && strcmp(name, MM_PRECISION_NAMES[p]) == 0) return p;
+    return -1;
 }
 
 int mm_resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap, char* err,
                          size_t errcap) {
-    if (strcmp(want, "fp32") == 0) {
+    const int named = mm_precision_from_name(want), automatic = !strcmp(want, MM_PRECISION_AUTO);
+    if (named == MM_FP32) {
         *out = MM_FP32;
-        snprintf(info, infocap, "fp32 (OpenBLAS sgemm)");
+        snprintf(info, infocap, "%s (OpenBLAS sgemm)", want);
         return 0;
     }
-    if (strcmp(want, "bf16_ref") == 0) {
+    if (named == MM_BF16_REF) {
         *out = MM_BF16_REF;
-        snprintf(info, infocap, "bf16_ref (operands rounded to bf16, OpenBLAS sgemm)");
+        snprintf(info, infocap, "%s (operands rounded to bf16, OpenBLAS sgemm)", want);
         return 0;
     }
-    if (strcmp(want, "bf16") != 0 && strcmp(want, "auto") != 0) {
-        snprintf(err, errcap,
-                 "key 'precision': unknown precision '%s' (fp32, bf16, auto, bf16_ref)", want);
+    if (named != MM_BF16 && !automatic) {
+        snprintf(err, errcap, "key 'precision': unknown precision '%s' (%s, %s, %s, %s)", want,
+                 mm_precision_name(MM_FP32), mm_precision_name(MM_BF16), MM_PRECISION_AUTO,
+                 mm_precision_name(MM_BF16_REF));
         return -1;
     }
     char impl[256], why[512];
     int native = dnnl_mm_probe(impl, sizeof(impl), why, sizeof(why));
     if (native) {
         *out = MM_BF16;
-        snprintf(info, infocap, "bf16 (%soneDNN %s)", want[0] == 'a' ? "auto: " : "", impl);
+        snprintf(info, infocap, "%s (%soneDNN %s)", mm_precision_name(MM_BF16),
+                 automatic ? MM_PRECISION_AUTO ": " : "", impl);
         return 0;
     }
-    if (want[0] == 'a') {
+    if (automatic) {
         *out = MM_FP32;
-        snprintf(info, infocap, "fp32 (auto: no native bf16 matmul; oneDNN would use %s)", impl);
+        snprintf(info, infocap,
+                 "%s (" MM_PRECISION_AUTO ": no native bf16 matmul; oneDNN would use %s)",
+                 mm_precision_name(MM_FP32), impl);
         return 0;
     }
     snprintf(err, errcap, "key 'precision' = bf16: %s; set precision = fp32 (or auto)", why);

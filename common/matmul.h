@@ -23,7 +23,7 @@
 
 #include "common/bf16.h"
 
-typedef enum { MM_FP32 = 0, MM_BF16 = 1, MM_BF16_REF = 2 } MMPrecision;
+typedef enum { MM_FP32 = 0, MM_BF16 = 1, MM_BF16_REF = 2, MM_PRECISION_COUNT } MMPrecision;
 
 // Row-major GEMM on strided views, as cblas_sgemm(CblasRowMajor, ...):
 //   C (M,N) = alpha * op(A) op(B) + beta * C,  op(X) = X or X^T (trans_a, trans_b nonzero),
@@ -42,7 +42,13 @@ void mm_init_threads(void);
 // ---- precision
 void mm_set_precision(MMPrecision p); // outside parallel regions
 MMPrecision mm_precision(void);
-const char* mm_precision_name(MMPrecision p); // "fp32", "bf16", "bf16_ref"
+// The one spelling of each precision (matmul.c, designated initializers): mm_precision_name(p)
+// ("fp32", "bf16", "bf16_ref"; NULL out of range) and mm_precision_from_name (-1 if unknown).
+// The config key `precision` also takes MM_PRECISION_AUTO, resolved by mm_resolve_precision; its
+// choices string in common/config_table.c is checked against these by tests/test_enum_names.c.
+#define MM_PRECISION_AUTO "auto"
+const char* mm_precision_name(MMPrecision p);
+int mm_precision_from_name(const char* name);
 // Resolve a configured precision: "fp32", "bf16" (oneDNN; refused when this CPU has no native
 // bf16 matmul), "auto" (bf16 where native, else fp32), "bf16_ref". On success *out is set and
 // `info` describes the choice and oneDNN's implementation (e.g. "bf16 (oneDNN

@@ -7,6 +7,20 @@
 
 #include "common/util.h"
 #include "model/gpt2.h"
+#include "model/residual.h"
+
+// "a, b or c": the names of an enum's name table, for error messages (the tables are the one
+// spelling of the names: attention.h attn_pos_name, residual.h resid_name).
+static void name_list(char* out, size_t cap, const char* (*name)(int), int count) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < count && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s",
+                                i == 0           ? ""
+                                : i == count - 1 ? " or "
+                                                 : ", ",
+                                name(i));
+}
 
 int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     memset(g, 0, sizeof(*g));
@@ -18,16 +32,11 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
     g->value_residual = c->value_residual;
-    if (strcmp(c->residual, "standard") == 0)
-        g->residual = GPT2_RESID_STANDARD;
-    else if (strcmp(c->residual, "attnres") == 0)
-        g->residual = GPT2_RESID_ATTNRES;
-    else if (strcmp(c->residual, "delta_attnres") == 0)
-        g->residual = GPT2_RESID_DELTA;
-    else {
-        snprintf(err, errcap,
-                 "key 'residual': '%s' is not supported (use standard, attnres or delta_attnres)",
-                 c->residual);
+    char names[256];
+    g->residual = resid_from_name(c->residual);
+    if (g->residual < 0) {
+        name_list(names, sizeof(names), resid_name, GPT2_RESID_COUNT);
+        snprintf(err, errcap, "key 'residual': '%s' is not supported (use %s)", c->residual, names);
         return -1;
     }
     g->mlp = c->mlp;
@@ -38,23 +47,11 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
                  c->residual);
         return -1;
     }
-    if (strcmp(c->pos_encoding, "learned") == 0)
-        g->pos_encoding = ATTN_POS_LEARNED;
-    else if (strcmp(c->pos_encoding, "rope") == 0)
-        g->pos_encoding = ATTN_POS_ROPE;
-    else if (strcmp(c->pos_encoding, "alibi") == 0)
-        g->pos_encoding = ATTN_POS_ALIBI;
-    else if (strcmp(c->pos_encoding, "none") == 0)
-        g->pos_encoding = ATTN_POS_NONE;
-    else if (strcmp(c->pos_encoding, "xpos") == 0)
-        g->pos_encoding = ATTN_POS_XPOS;
-    else if (strcmp(c->pos_encoding, "fire") == 0)
-        g->pos_encoding = ATTN_POS_FIRE;
-    else {
-        snprintf(err, errcap,
-                 "key 'pos_encoding': '%s' is not supported (use learned, rope, alibi, none, xpos "
-                 "or fire)",
-                 c->pos_encoding);
+    g->pos_encoding = attn_pos_from_name(c->pos_encoding);
+    if (g->pos_encoding < 0) {
+        name_list(names, sizeof(names), attn_pos_name, ATTN_POS_COUNT);
+        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use %s)", c->pos_encoding,
+                 names);
         return -1;
     }
     if (g->pos_encoding == ATTN_POS_XPOS && g->block_size > attn_xpos_max_T()) {
@@ -161,13 +158,15 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
         return -1;
     }
     if (parse_spec(vs, L, c->attention, err, errcap)) return -1;
-    if (strcmp(c->pos_encoding, "fire") == 0)
+    if (attn_pos_from_name(c->pos_encoding) == ATTN_POS_FIRE)
         for (int l = 0; l < L; l++)
             if (!attn_pos_supported(vs[l], ATTN_POS_FIRE)) {
                 snprintf(err, errcap,
-                         "key 'pos_encoding': fire adds a learned bias to the attention logits, "
-                         "which '%s' (layer %d) does not form; use rope, alibi, xpos or none",
-                         vs[l]->name, l);
+                         "key 'pos_encoding': %s adds a learned bias to the attention logits, "
+                         "which '%s' (layer %d) does not form; use %s, %s, %s or %s",
+                         attn_pos_name(ATTN_POS_FIRE), vs[l]->name, l, attn_pos_name(ATTN_POS_ROPE),
+                         attn_pos_name(ATTN_POS_ALIBI), attn_pos_name(ATTN_POS_XPOS),
+                         attn_pos_name(ATTN_POS_NONE));
                 return -1;
             }
     util_strlcpy(m->attention, c->attention, sizeof(m->attention));

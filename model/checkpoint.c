@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "model/residual.h"
 
 #define SPEC_REC 72 // name[64] + int64 size
 
@@ -185,7 +186,8 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         goto fail;
     }
     if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
-        h[17] > GPT2_RESID_DELTA || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1) {
+        h[17] >= GPT2_RESID_COUNT || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1 ||
+        !attn_pos_name(h[8])) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
@@ -255,13 +257,14 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
         return -1;
     }
     if (strict &&
-        (cf->cfg.residual != m->cfg.residual || cf->cfg.value_residual != m->cfg.value_residual)) {
-        static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
+        (cf->cfg.residual != m->cfg.residual || cf->cfg.value_residual != m->cfg.value_residual ||
+         cf->cfg.pos_encoding != m->cfg.pos_encoding)) {
         snprintf(err, errcap,
-                 "%s: saved with residual=%s value_residual=%d, the config says residual=%s "
-                 "value_residual=%d",
-                 cf->path, RES[cf->cfg.residual], cf->cfg.value_residual, RES[m->cfg.residual],
-                 m->cfg.value_residual);
+                 "%s: saved with residual=%s value_residual=%d pos_encoding=%s, the config says "
+                 "residual=%s value_residual=%d pos_encoding=%s",
+                 cf->path, resid_name(cf->cfg.residual), cf->cfg.value_residual,
+                 attn_pos_name(cf->cfg.pos_encoding), resid_name(m->cfg.residual),
+                 m->cfg.value_residual, attn_pos_name(m->cfg.pos_encoding));
         return -1;
     }
     const int ns = cf->ntensors;
@@ -358,6 +361,18 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     if (!c->mlp) {
         snprintf(err, errcap,
                  "%s: llm.c model files have an MLP in every block (this model has mlp = 0)", path);
+        return -1;
+    }
+    // llm.c's header has no field for these: a file written without them would load as a
+    // different model (learned positions, standard residual, no value residual)
+    if (c->pos_encoding != ATTN_POS_LEARNED || c->residual != GPT2_RESID_STANDARD ||
+        c->value_residual) {
+        snprintf(err, errcap,
+                 "%s: an llm.c model file holds GPT-2 with pos_encoding = %s, residual = %s and "
+                 "value_residual = 0 only (this model has pos_encoding = %s, residual = %s, "
+                 "value_residual = %d); export it with --format hf",
+                 path, attn_pos_name(ATTN_POS_LEARNED), resid_name(GPT2_RESID_STANDARD),
+                 attn_pos_name(c->pos_encoding), resid_name(c->residual), c->value_residual);
         return -1;
     }
     int32_t h[256] = {0};

@@ -29,7 +29,7 @@ typedef struct {
                         // a layer dimension of 0)
 } GPT2Config;
 
-enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA };
+enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA, GPT2_RESID_COUNT };
 
 typedef struct ResidState ResidState;
 

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/json_read.h"
 #include "common/util.h"
+#include "model/residual.h"
 
 // ---------------------------------------------------------------------------------------------
 // GPT-2 name mapping, from the parameter table: a row with an HF name is "<hf>" (unstacked) or
@@ -19,13 +20,9 @@
 // vocab_size real rows when vocab_rows; a row without one (an attention variant's tensor) is
 // "attnlab.<name>", whole.
 
-static const char* pos_name(int pe) {
-    static const char* names[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
-    return pe >= 0 && pe < 6 ? names[pe] : "learned";
-}
-
 int hf_is_plain_gpt2(const GPT2* m) {
     if (m->cfg.pos_encoding != ATTN_POS_LEARNED || m->cfg.qk_norm) return 0;
+    if (m->cfg.residual != GPT2_RESID_STANDARD || m->cfg.value_residual) return 0;
     for (int l = 0; l < m->cfg.n_layer; l++)
         if (strcmp(m->la[l].v->name, "softmax") != 0 || strcmp(m->la[l].row->name, "softmax") != 0)
             return 0;
@@ -251,6 +248,24 @@ static int cfg_int(const Jv* root, const char* key, const char* path, int requir
     return 0;
 }
 
+// An optional 0/1 key (number or boolean; absent: 0).
+static int flag01(const Jv* root, const char* key, const char* path, int* out, char* err,
+                  size_t errcap) {
+    const Jv* v = jv_get(root, key);
+    *out = 0;
+    if (!v) return 0;
+    if (v->t == JV_BOOL) {
+        *out = v->b ? 1 : 0;
+        return 0;
+    }
+    if (v->t == JV_NUM && (v->num == 0 || v->num == 1)) {
+        *out = v->num != 0;
+        return 0;
+    }
+    snprintf(err, errcap, "%s: key '%s' must be 0 or 1", path, key);
+    return -1;
+}
+
 int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t attcap, char* err,
                    size_t errcap) {
     char path[1100];
@@ -312,14 +327,25 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
         goto done;
     }
     cfg->padded_vocab = (cfg->vocab_size + 127) / 128 * 128;
+    // attnlab's settings (absent from a plain GPT-2 file: learned positions, standard residual);
+    // the names are those of the enums' tables (attn_pos_name, resid_name)
     cfg->pos_encoding = ATTN_POS_LEARNED;
+    cfg->residual = GPT2_RESID_STANDARD;
     const Jv* pe = jv_get(&root, "attnlab_pos_encoding");
-    if (pe && pe->t == JV_STR) {
-        for (int i = 0; i < 6; i++)
-            if (strcmp(pe->s, pos_name(i)) == 0) cfg->pos_encoding = i;
+    if (pe && (pe->t != JV_STR || (cfg->pos_encoding = attn_pos_from_name(pe->s)) < 0)) {
+        snprintf(err, errcap, "%s: key 'attnlab_pos_encoding': '%.64s' is not a position encoding",
+                 path, pe->t == JV_STR ? pe->s : "(not a string)");
+        goto done;
     }
-    const Jv* qk = jv_get(&root, "attnlab_qk_norm");
-    if (qk && ((qk->t == JV_BOOL && qk->b) || (qk->t == JV_NUM && qk->num != 0))) cfg->qk_norm = 1;
+    const Jv* rs = jv_get(&root, "attnlab_residual");
+    if (rs && (rs->t != JV_STR || (cfg->residual = resid_from_name(rs->s)) < 0)) {
+        snprintf(err, errcap, "%s: key 'attnlab_residual': '%.64s' is not a residual mode", path,
+                 rs->t == JV_STR ? rs->s : "(not a string)");
+        goto done;
+    }
+    if (flag01(&root, "attnlab_value_residual", path, &cfg->value_residual, err, errcap) ||
+        flag01(&root, "attnlab_qk_norm", path, &cfg->qk_norm, err, errcap))
+        goto done;
     const Jv* at = jv_get(&root, "attnlab_attention");
     if (attention) {
         if (at && at->t == JV_STR)
@@ -383,12 +409,13 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     char* att_esc = json_escape(m->attention, strlen(m->attention)); // quoted
     if (!plain)
         fprintf(stderr,
-                "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d) "
-                "is not Hugging Face GPT-2: transformers will load the weights but compute "
-                "softmax attention with learned positions. The variant is recorded as "
-                "attnlab_attention in config.json and the safetensors metadata; its own tensors "
-                "are saved as attnlab.*\n",
-                m->attention, pos_name(c->pos_encoding), c->qk_norm);
+                "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d, "
+                "residual %s, value_residual %d) is not Hugging Face GPT-2: transformers will "
+                "load the weights but compute softmax attention with learned positions and the "
+                "standard residual. The settings are recorded as attnlab_* keys in config.json "
+                "and the safetensors metadata; the model's own tensors are saved as attnlab.*\n",
+                m->attention, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
+                c->value_residual);
     // tensor list: the table's rows in order, except that the stacked GPT-2 rows are written
     // layer by layer (HF's h.<layer>.* blocks) where the first of them stands
     int cap = 0;
@@ -421,17 +448,21 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         }
         et[i].bytes = 4 * numel;
     }
-    char qk[8];
+    char qk[8], vr[8];
     snprintf(qk, sizeof(qk), "%d", c->qk_norm);
-    const char* meta[6] = {"attnlab_attention",       m->attention,      "attnlab_pos_encoding",
-                           pos_name(c->pos_encoding), "attnlab_qk_norm", qk};
+    snprintf(vr, sizeof(vr), "%d", c->value_residual);
+    const char* meta[10] = {"attnlab_attention",      m->attention,
+                            "attnlab_pos_encoding",   attn_pos_name(c->pos_encoding),
+                            "attnlab_qk_norm",        qk,
+                            "attnlab_residual",       resid_name(c->residual),
+                            "attnlab_value_residual", vr};
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     AtomicFile af;
     StWriter w;
     int rc = -1;
     float* buf = NULL;
-    int opened = st_write_begin(&w, path, meta, plain ? 0 : 3, ss, n, err, errcap) == 0;
+    int opened = st_write_begin(&w, path, meta, plain ? 0 : 5, ss, n, err, errcap) == 0;
     free(ss);
     if (!opened) goto done;
     buf = mallocCheck(sizeof(float) * maxT);
@@ -475,8 +506,10 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         if (!plain)
             fprintf(f,
                     ",\n  \"attnlab_attention\": %s,\n  \"attnlab_pos_encoding\": \"%s\",\n"
-                    "  \"attnlab_qk_norm\": %d",
-                    att_esc, pos_name(c->pos_encoding), c->qk_norm);
+                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_residual\": \"%s\",\n"
+                    "  \"attnlab_value_residual\": %d",
+                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
+                    c->value_residual);
         fprintf(f, "\n}\n");
         fclose(f);
         snprintf(path, sizeof(path), "%s/config.json", dir);

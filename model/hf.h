@@ -9,10 +9,14 @@
 //                      vocab_size real rows (no padding); no lm_head (tied to wte).
 //   config.json        GPT2Config keys (model_type gpt2, n_embd, n_head, n_layer, ...).
 //   vocab.json, merges.txt  copies of the GPT-2 tokenizer files encoder.json and vocab.bpe.
-// Attention other than plain softmax (or non-learned positions, qk_norm) has no Hugging Face
-// equivalent: the export then records attnlab_attention / attnlab_pos_encoding /
-// attnlab_qk_norm in __metadata__ and config.json, saves variant tensors as "attnlab.<name>",
-// and warns on stderr.
+// Attention other than plain softmax (or non-learned positions, qk_norm, a residual mode other
+// than standard, value_residual) has no Hugging Face equivalent: the export then records
+// attnlab_attention / attnlab_pos_encoding / attnlab_qk_norm / attnlab_residual /
+// attnlab_value_residual in __metadata__ and config.json (names from the enums' tables:
+// attn_pos_name, resid_name), saves the model's own tensors (variant tensors, the FIRE MLP,
+// resid.query, the value-residual lambdas) as "attnlab.<name>", and warns on stderr. Import
+// reads those keys back (an unknown name or a flag other than 0/1 is an error naming the file
+// and the key), so hf:DIR rebuilds the model that was exported.
 //
 // Import reads the same layout with or without the "transformer." prefix (the original GPT-2
 // checkpoint uses "wte.weight", "h.0.ln_1.weight", ...), in F32, F16, BF16 or F64. The file is

@@ -9,13 +9,10 @@
 #include "common/util.h"
 #include "model/checkpoint.h"
 #include "model/hf.h"
+#include "model/residual.h"
 
-static const char* pos_name(int pe) {
-    static const char* names[] = {"learned", "rope", "alibi", "none", "xpos"};
-    return pe >= 0 && pe < 5 ? names[pe] : "learned";
-}
-
-// The config a bare model file implies: defaults with its sizes and attention.
+// The config a bare model file implies: defaults with its sizes, settings and attention (the
+// names through the enums' tables, attn_pos_name and resid_name).
 static void config_of_sizes(Config* c, const GPT2Config* g, const char* attention) {
     config_defaults(c);
     c->n_layer = g->n_layer;
@@ -24,7 +21,10 @@ static void config_of_sizes(Config* c, const GPT2Config* g, const char* attentio
     c->block_size = g->block_size;
     c->vocab_size = g->vocab_size;
     c->qk_norm = g->qk_norm;
-    util_strlcpy(c->pos_encoding, pos_name(g->pos_encoding), sizeof(c->pos_encoding));
+    c->value_residual = g->value_residual;
+    c->mlp = g->mlp;
+    util_strlcpy(c->pos_encoding, attn_pos_name(g->pos_encoding), sizeof(c->pos_encoding));
+    util_strlcpy(c->residual, resid_name(g->residual), sizeof(c->residual));
     util_strlcpy(c->attention, attention, sizeof(c->attention));
 }
 
@@ -120,6 +120,14 @@ static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t err
                     "attnlab: init_from hf:%s: weights trained with attention '%s', this run "
                     "uses '%s'\n",
                     dir, fatt, o->cfg.attention);
+        if (fc.pos_encoding != gc.pos_encoding || fc.residual != gc.residual ||
+            fc.value_residual != gc.value_residual)
+            fprintf(stderr,
+                    "attnlab: init_from hf:%s: weights trained with pos_encoding = %s, residual = "
+                    "%s, value_residual = %d; this run uses %s, %s, %d (tensors of the other "
+                    "setting are ignored, those of this run's keep their initial values)\n",
+                    dir, attn_pos_name(fc.pos_encoding), resid_name(fc.residual), fc.value_residual,
+                    attn_pos_name(gc.pos_encoding), resid_name(gc.residual), gc.value_residual);
     } else {
         config_of_sizes(&o->cfg, &fc, fatt);
     }

@@ -71,10 +71,20 @@ int resid_nsrc(const GPT2Config* g, int s) {
     return 0;
 }
 
+static const char* const RESID_NAMES[GPT2_RESID_COUNT] = {
+    [GPT2_RESID_STANDARD] = "standard",
+    [GPT2_RESID_ATTNRES] = "attnres",
+    [GPT2_RESID_DELTA] = "delta_attnres",
+};
+
 const char* resid_name(int residual) {
-    return residual == GPT2_RESID_ATTNRES ? "attnres"
-           : residual == GPT2_RESID_DELTA ? "delta_attnres"
-                                          : "standard";
+    return residual >= 0 && residual < GPT2_RESID_COUNT ? RESID_NAMES[residual] : NULL;
+}
+
+int resid_from_name(const char* name) {
+    for (int r = 0; r < GPT2_RESID_COUNT; r++)
+        if (RESID_NAMES[r] && strcmp(name, RESID_NAMES[r]) == 0) return r;
+    return -1;
 }
 
 static int query_row(const GPT2Config* g, int s) {

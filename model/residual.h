@@ -20,7 +20,12 @@
 int resid_query_rows(const GPT2Config* g);
 // Number of sources routed into the input of sublayer s (0: the input is the residual stream).
 int resid_nsrc(const GPT2Config* g, int s);
+// The one spelling of each residual mode (residual.c, designated initializers): resid_name
+// ("standard", "attnres", "delta_attnres"; NULL out of range), resid_from_name (-1 if unknown).
+// The `residual` choices of common/config_table.c are checked against it by
+// tests/test_enum_names.c.
 const char* resid_name(int residual);
+int resid_from_name(const char* name);
 
 void resid_alloc(GPT2* m, int B, int T);
 void resid_free(GPT2* m);

@@ -116,7 +116,7 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
             snprintf(fs, sizeof(fs), "%.2fx", (double)T / T0);
         if (T > maxT) {
             printf("%-8d %-7s not evaluated: longer than block_size = %d%s\n", T, fs, maxT,
-                   strcmp(pe, "learned") == 0
+                   attn_pos_from_name(pe) == ATTN_POS_LEARNED
                        ? " (learned positions have block_size rows; retrain with pos_encoding = "
                          "rope, alibi or none and a larger block_size)"
                        : " (retrain with a larger block_size)");
@@ -176,8 +176,9 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
     if (T > m->cfg.block_size)
         die(EXIT_USAGE, "--length %d is longer than the checkpoint's block_size = %d%s", T,
             m->cfg.block_size,
-            strcmp(cfg->pos_encoding, "learned") == 0 ? " (learned positions have block_size rows)"
-                                                      : "");
+            attn_pos_from_name(cfg->pos_encoding) == ATTN_POS_LEARNED
+                ? " (learned positions have block_size rows)"
+                : "");
     Passkey p;
     char err[512];
     Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, err, sizeof(err));

@@ -113,7 +113,10 @@ int main(int argc, char** argv) {
     char err[2048];
     int rc = 0;
     if (!strcmp(format, "llmc")) {
-        if (!hf_is_plain_gpt2(&m))
+        // (settings the llm.c header cannot hold are refused by llmc_save, naming them)
+        const int representable = m.cfg.pos_encoding == ATTN_POS_LEARNED &&
+                                  m.cfg.residual == GPT2_RESID_STANDARD && !m.cfg.value_residual;
+        if (representable && !hf_is_plain_gpt2(&m))
             fprintf(stderr,
                     "export: warning: attention '%s' is not llm.c's softmax GPT-2; the "
                     "llm.c file holds only the 16 GPT-2 tensors\n",
