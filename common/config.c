@@ -25,6 +25,7 @@
 
 #define INCLUDE_MAX_DEPTH 16
 #define ORIGIN_CMDLINE    "command line"
+#define CONFIG_FILE_MAX   ((size_t)1 << 20) // a config file is text of at most 1 MiB
 
 // ----------------------------------------------------------------------------
 // small helpers
@@ -240,6 +241,10 @@ static int load_file(Config* c, const char* path, IncludeStack* stk, const char*
                      strerror(errno));
         else
             snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (util_check_input(f, path, CONFIG_FILE_MAX, "config file", err, errcap)) {
+        fclose(f);
         return -1;
     }
     if (!realpath(path, canon)) util_strlcpy(canon, path, sizeof(canon));
