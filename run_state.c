@@ -155,7 +155,7 @@ static int check_resume(const char* saved, const char* what, const Config* now,
         snprintf(err, errcap, "%s: the saved config cannot be read back (%s)", what, perr);
         return -1;
     }
-    static const char* const KEYS[] = {"train_data", "batch_size", "seq_len", "seed", "shuffle"};
+    static const char* const KEYS[] = {"batch_size", "seq_len", "seed", "shuffle"};
     const char* why = "the saved data position would point at other tokens";
     for (size_t i = 0; i < sizeof(KEYS) / sizeof(KEYS[0]); i++) {
         const ConfigField* f = config_field(KEYS[i]);
@@ -180,7 +180,14 @@ static int check_resume(const char* saved, const char* what, const Config* now,
         return -1;
     }
     char a[1400], b[1400];
-    if (!data_line(saved, 0, a, sizeof(a))) return 0; // written before the file list was saved
+    if (!data_line(saved, 0, a, sizeof(a))) { // written before the file list was saved
+        if (dist_is_root())
+            fprintf(stderr,
+                    "attnlab: %s records no list of its training files (an older trainer wrote "
+                    "it): the data is not checked against it\n",
+                    what);
+        return 0;
+    }
     for (int k = 0;; k++) {
         int ha = data_line(saved, k, a, sizeof(a)), hb = data_line(now_data, k, b, sizeof(b));
         if (!ha && !hb) return 0;

@@ -234,6 +234,10 @@ static int split_line(char* line, char** key, char** value, const char* where, c
 static int load_file(Config* c, const char* path, IncludeStack* stk, const char* from, char* err,
                      size_t errcap) {
     char canon[PATH_MAX];
+    // a FIFO or device is refused before the open (opening a FIFO would wait for a writer)
+    if (util_file_exists(path) &&
+        util_check_input(NULL, path, CONFIG_FILE_MAX, "config file", err, errcap))
+        return -1;
     FILE* f = fopen(path, "r");
     if (!f) {
         if (from)

@@ -228,7 +228,7 @@ static void fmt_bytes(char* buf, size_t cap, double b) {
 int util_check_input(FILE* f, const char* path, size_t max, const char* what, char* err,
                      size_t errcap) {
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if ((f ? fstat(fileno(f), &st) : stat(path, &st)) != 0) {
         snprintf(err, errcap, "%s: cannot stat: %s", path, strerror(errno));
         return -1;
     }
@@ -253,6 +253,9 @@ int util_check_input(FILE* f, const char* path, size_t max, const char* what, ch
 }
 
 char* util_read_file_max(const char* path, size_t max, size_t* len, char* err, size_t errcap) {
+    // checked before the open too: opening a FIFO for reading would wait for a writer
+    if (util_file_exists(path) && util_check_input(NULL, path, max, "text input", err, errcap))
+        return NULL;
     FILE* f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
