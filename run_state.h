@@ -65,8 +65,8 @@ void run_state_append_data_text(char** text, const DataLoader* dl);
 // lines) on `nranks` ranks continue exactly from the checkpoint whose model file is `model_path`
 // (its saved config text)? Exactness needs the same training data (the file list above, by
 // path, size and mtime, where the checkpoint has one), batch_size, seq_len, seed, shuffle and
-// global batch (ranks x grad_accum: the ranks may change when the product does not). 0, or -1 with err naming the
-// key, the checkpoint's value and the new one.
+// global batch (ranks x grad_accum: the ranks may change when the product does not). 0, or -1 with
+// err naming the key, the checkpoint's value and the new one.
 int run_state_check_resume(const char* model_path, const Config* now, const char* now_text,
                            int nranks, char* err, size_t errcap);
 

@@ -104,9 +104,9 @@ char* util_read_file_max(const char* path, size_t max, size_t* len, char* err, s
 // util_read_file_max with UTIL_READ_MAX (text corpora, metrics files).
 #define UTIL_READ_MAX ((size_t)4 << 30)
 char* util_read_file(const char* path, size_t* len, char* err, size_t errcap);
-// 0 when the open stream f (opened from `path`; NULL: `path` itself, before opening it) of at most `max` bytes, else -1
-// with err = "PATH: not a regular file (...)" or "PATH: N bytes, more than the M a WHAT may
-// hold". `what` names the kind of file ("config file").
+// 0 when the open stream f (opened from `path`; NULL: `path` itself, before opening it) of at most
+// `max` bytes, else -1 with err = "PATH: not a regular file (...)" or "PATH: N bytes, more than the
+// M a WHAT may hold". `what` names the kind of file ("config file").
 int util_check_input(FILE* f, const char* path, size_t max, const char* what, char* err,
                      size_t errcap);
 
