@@ -563,7 +563,7 @@ static int train(Trainer* t) {
         // ---- checkpoint rotation, and the checkpoint SIGUSR1 asked for
         const int periodic = c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0;
         if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
-            snprintf(err, sizeof(err), "the checkpoint at step %ld failed", step + 1);
+            snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
             if (run_checkpoint_save(&t->parts, step + 1))
                 runlog_fail(&t->rl, err);
             else if (req == REQ_CKPT && root)
