@@ -173,8 +173,10 @@ static char* strip_timing(const char* text) {
 // The two runs' metrics.jsonl are equal line for line, timing aside (and not empty); names the
 // first differing line.
 static void assert_same_metrics(const char* a, const char* b, int min_val) {
-    char *x = strip_timing(file_in(a, "metrics.jsonl")),
-         *y = strip_timing(file_in(b, "metrics.jsonl"));
+    char *ta = file_in(a, "metrics.jsonl"), *tb = file_in(b, "metrics.jsonl");
+    char *x = strip_timing(ta), *y = strip_timing(tb);
+    free(ta);
+    free(tb);
     int line = 1, vals = 0;
     const char *p = x, *q = y;
     while (*p || *q) {
