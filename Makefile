@@ -77,8 +77,11 @@ $(BUILD)/train: $(BUILD)/train.o $(BUILD)/run_state.o $(BUILD)/libattnlab.a
 $(CLI_BINS): $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
-$(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
-	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/libattnlab.a $(LDLIBS) $(CHECKLIB) -o $@
+# (the suites may call the trainer's run-state code, run_state.c, too)
+$(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/run_state.o \
+              $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/run_state.o $(BUILD)/libattnlab.a $(LDLIBS) \
+	    $(CHECKLIB) -o $@
 
 $(BUILD)/attn64/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -6,7 +6,9 @@
 //             evaluation and sampling at their intervals; micro-batches (forward + backward,
 //             gradients accumulate); gradients ready (global norm, non-finite guard); clipping;
 //             the optimizer step; logs, diagnostics and checkpoint rotation;
-//   teardown  the final checkpoint (also after SIGINT/SIGTERM), free.
+//   teardown  the final checkpoint (also after SIGINT/SIGTERM/SIGHUP), free.
+// Nothing is lost silently: every record and log line is checked; a failed write stops the run
+// (exit 1) before any newer checkpoint, so resume = 1 redoes the steps whose records were lost.
 // Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention;
 // ./train CONFIG [overrides] --print-config.
 // Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, optim/data_parallel.h):
@@ -30,6 +32,7 @@
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
+#include "common/runlog.h"
 #include "common/spike.h"
 #include "common/util.h"
 #include "data/dataloader.h"
@@ -60,10 +63,11 @@ typedef struct {
     Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
+    RunParts parts;           // what checkpoints save and resume = 1 restores (run_state.h)
     int resumed;
     int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
-    FILE *jsonl, *log;
+    RunLog rl; // OUT/metrics.jsonl and OUT/main.log, every write checked (common/runlog.h)
     JsonBuf j;
     Metrics mt;
     char* config_text; // the resolved config: OUT/config.conf and every model file
@@ -72,11 +76,17 @@ typedef struct {
     char precision_info[384];
 } Trainer;
 
-static volatile sig_atomic_t g_stop = 0; // SIGINT/SIGTERM: checkpoint after this step and stop
+// SIGINT, SIGTERM, SIGHUP: checkpoint after this step and stop (exit EXIT_STOPPED). SIGUSR1:
+// checkpoint after this step and go on (Slurm's --signal=USR1@SECONDS before a time limit).
+static volatile sig_atomic_t g_stop = 0, g_ckpt = 0;
 static void on_signal(int sig) {
-    (void)sig;
-    g_stop = 1;
+    if (sig == SIGUSR1)
+        g_ckpt = 1;
+    else
+        g_stop = 1;
 }
+// Requests agreed on by every rank at each step boundary (dist_agree: the highest wins).
+enum { REQ_NONE, REQ_CKPT, REQ_STOP, REQ_IO };
 
 // =============================================================================================
 // setup
@@ -200,8 +210,21 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     t->ls.best_val = -1.0f;
     gpt2_set_precision(m, prec);
     t->config_text = gpt2_config_text(m, c, t->precision_info);
+    if (t->have_train) // the training files, so that resume = 1 can refuse changed data
+        run_state_append_data_text(&t->config_text, &t->train);
     t->peak.flops = mm_measure_peak(nthreads, 8);
-    return setup_data_parallel(t, err, errcap);
+    t->parts = (RunParts){c,
+                          m,
+                          &t->opt,
+                          NULL,
+                          t->have_train ? &t->train : NULL,
+                          &t->ls,
+                          &t->data_pos,
+                          t->config_text};
+    int rc = setup_data_parallel(t, err, errcap);
+    t->parts.dp = t->dp;
+    t->parts.config_text = t->config_text; // (setup_data_parallel appends the global batch)
+    return rc;
 }
 
 static void teardown(Trainer* t) {
@@ -216,73 +239,6 @@ static void teardown(Trainer* t) {
     free(t->targets);
     free(t->config_text);
     json_free(&t->j);
-    if (t->jsonl) fclose(t->jsonl);
-    if (t->log) fclose(t->log);
-}
-
-// =============================================================================================
-// checkpoints: the model file (model/checkpoint.h) and the run-state file (run_state.h)
-
-static void checkpoint_paths(const Trainer* t, long step, char* mp, char* sp, size_t cap) {
-    snprintf(mp, cap, "%s/model_%08ld.bin", t->cfg.out_dir, step);
-    snprintf(sp, cap, "%s/state_%08ld.bin", t->cfg.out_dir, step);
-}
-
-// Model first, state second: a checkpoint counts only when both exist and verify. Then the
-// rotation keeps the newest keep_last pairs.
-static int save_checkpoint(Trainer* t, long step) {
-    char mp[1100], sp[1100], err[2048];
-    checkpoint_paths(t, step, mp, sp, sizeof(mp));
-    t->ls.step = step;
-    Optimizer full;
-    const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
-    if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
-    DataLoaderState pos = t->data_pos;
-    if (t->have_train) dataloader_get_state(&t->train, &pos);
-    int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              run_state_save(sp, &t->ls, &pos, opt, err, sizeof(err));
-    dp_state_done(t->dp, &full);
-    if (bad) {
-        fprintf(stderr,
-                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are "
-                "intact)\n",
-                step, err);
-        return -1;
-    }
-    ckpt_prune(t->cfg.out_dir, t->cfg.keep_last);
-    return 0;
-}
-
-// resume = 1: load the newest step whose model and state both verify. Returns the start step.
-// Every rank loads the files; a failure is agreed on and reported once (exit 2).
-static long resume(Trainer* t) {
-    const char* dir = t->cfg.out_dir;
-    long latest = t->cfg.resume ? ckpt_find_latest(dir) : -1;
-    dist_bcast(&latest, sizeof(latest), 0, "resume step"); // every rank takes rank 0's choice
-    if (latest < 0) {
-        if (t->cfg.resume)
-            printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n", dir);
-        return 0;
-    }
-    char mp[1100], sp[1100], err[2048] = "";
-    checkpoint_paths(t, latest, mp, sp, sizeof(mp));
-    long s;
-    Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
-    if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
-    Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
-    int bad = ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-              run_state_load(sp, &t->ls, &t->data_pos, into, err, sizeof(err)) ||
-              (t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err)));
-    char msg[2100];
-    snprintf(msg, sizeof(msg), "cannot resume: %s", err);
-    dist_exit_if_failed(bad, EXIT_USAGE, msg);
-    if (dp_sharded(t->dp)) {
-        dp_take_shard(t->dp, &full, &t->opt);
-        optim_free(&full);
-    }
-    printf("resuming from step %ld (%s)\n", t->ls.step, mp);
-    t->resumed = 1;
-    return t->ls.step;
 }
 
 // =============================================================================================
@@ -372,9 +328,11 @@ static void diagnostics_init(Trainer* t) {
     free(probe);
 }
 
-// OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed) and OUT/main.log, and the
-// run's header: what precision ran and what MFU is measured against. A file that cannot be
-// written ends every rank (exit 1), reported once.
+// OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed: what the resumed run
+// writes again is dropped) and OUT/main.log, and the run's header: what precision ran and what
+// MFU is measured against (a resumed run notes the resume in main.log only, so that its
+// metrics.jsonl equals an uninterrupted run's). A file that cannot be written ends every rank
+// (exit 1), reported once.
 static void open_logs(Trainer* t, long start) {
     const Config* c = &t->cfg;
     const GPT2* m = &t->model;
@@ -386,13 +344,11 @@ static void open_logs(Trainer* t, long start) {
                                  atomic_write(&af, t->config_text, strlen(t->config_text)) ||
                                  atomic_commit(&af)),
                         1, af.err);
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", c->out_dir);
-    if (root && t->resumed) jsonl_keep_steps(path, start);
-    t->jsonl = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
-    snprintf(path, sizeof(path), "%s/main.log", c->out_dir);
-    t->log = fopen(root ? path : "/dev/null", t->resumed ? "a" : "w");
-    snprintf(path, sizeof(path), "%s: cannot open log files", c->out_dir);
-    dist_exit_if_failed(!t->jsonl || !t->log, 1, path);
+    char err[2048] = ""; // (the other ranks write the same records to /dev/null)
+    dist_exit_if_failed(runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
+                                    sizeof(err)) != 0,
+                        1, err);
+    FILE* log = t->rl.log;
     const char* pname = mm_precision_name(m->precision);
     printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
            "B=%d T=%d accum=%d | %d threads | %s peak %.1f GFLOP/s\n",
@@ -403,15 +359,19 @@ static void open_logs(Trainer* t, long start) {
            "start-up); model FLOPs/token %.6g\n",
            t->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
     const char* dpl = t->dp ? strstr(t->config_text, "# data parallel:") : NULL;
-    if (dpl) printf("%s", dpl + 2); // the global batch
+    const int dpn = dpl ? (int)strcspn(dpl, "\n") + 1 : 0; // the global batch
+    if (dpl) printf("%.*s", dpn - 2, dpl + 2);
     fflush(stdout);
-    fprintf(t->log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
+    fprintf(log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
             t->peak.flops / 1e9);
     char cpu[256], isa[256]; // recorded so that a result names the machine that trained it
     cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
-    fprintf(t->log, "# cpu: %s | flags: %s | %d threads\n", cpu, isa, t->nthreads);
-    if (dpl) fprintf(t->log, "%s", dpl);
-    fflush(t->log);
+    fprintf(log, "# cpu: %s | flags: %s | %d threads\n", cpu, isa, t->nthreads);
+    if (dpl) fprintf(log, "%.*s", dpn, dpl);
+    if (t->resumed) {
+        fprintf(log, "# resumed from step %ld\n", start);
+        return;
+    }
     char against[128];
     snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
     JsonBuf* j = &t->j;
@@ -425,7 +385,7 @@ static void open_logs(Trainer* t, long start) {
     json_str(j, "cpu_flags", isa);
     json_int(j, "threads", t->nthreads);
     json_end(j);
-    json_write_line(j, t->jsonl);
+    runlog_record(&t->rl, &t->j);
 }
 
 // =============================================================================================
@@ -436,14 +396,16 @@ static int train(Trainer* t) {
     GPT2* m = &t->model;
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
-    const long start = resume(t);
+    if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
+    const long start = run_checkpoint_resume(&t->parts, &t->resumed);
+    if (start < 0) return 0; // resume = 1 on a finished run: nothing written
     json_init(&t->j);
     open_logs(t, start);
     diagnostics_init(t);
     const int B = c->batch_size, T = c->seq_len, accum = c->grad_accum;
     const size_t BT = (size_t)B * T;
     double t_sum = 0;
-    int t_n = 0, rc = 0;
+    int t_n = 0, rc = 0, req = REQ_NONE;
     long step = start;
     SpikeWindow spikes = {.n = 0};
     const int root = dist_is_root(), N = dp_size(t->dp);
@@ -457,9 +419,8 @@ static int train(Trainer* t) {
             json_int(&t->j, "step", step);
             json_num(&t->j, "val_loss", vl);
             json_end(&t->j);
-            json_write_line(&t->j, t->jsonl);
-            fprintf(t->log, "s:%ld tel:%f\n", step, (double)vl);
-            fflush(t->log);
+            runlog_record(&t->rl, &t->j);
+            fprintf(t->rl.log, "s:%ld tel:%f\n", step, (double)vl);
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
         }
@@ -469,8 +430,10 @@ static int train(Trainer* t) {
 
         // ---- one optimizer step: this rank's micro-batches of the global batch, then in one
         // collective the ranks agree on their tokens (one outside the vocabulary on any rank ends
-        // every rank, reported once) and on stopping (SIGINT/SIGTERM on any rank: every rank
-        // stops together, the loader back before the step's batches)
+        // every rank, reported once) and on the requests: a stop (SIGINT/SIGTERM/SIGHUP on any
+        // rank: every rank stops together, the loader back before the step's batches), a failed
+        // write of rank 0's files (stop, no newer checkpoint), a checkpoint after this step
+        // (SIGUSR1)
         double t0 = util_now();
         DataLoaderState at_step;
         dataloader_get_state(&t->train, &at_step);
@@ -481,7 +444,13 @@ static int train(Trainer* t) {
             bad = bad || check_tokens(t, in, BT, "train_data", err, sizeof(err)) ||
                   check_tokens(t, tg, BT, "train_data", err, sizeof(err));
         }
-        if (dist_agree(bad, EXIT_USAGE, err, g_stop, "stop agreement")) {
+        req = root && runlog_check(&t->rl) ? REQ_IO
+              : g_stop                     ? REQ_STOP
+              : g_ckpt                     ? REQ_CKPT
+                                           : REQ_NONE;
+        g_ckpt = 0;
+        req = dist_agree(bad, EXIT_USAGE, err, req, "stop agreement");
+        if (req >= REQ_STOP) {
             ASSERT(dataloader_set_state(&t->train, &at_step, err, sizeof(err)) == 0);
             break;
         }
@@ -515,7 +484,7 @@ static int train(Trainer* t) {
                 json_str(&t->j, "event", "skipped_nonfinite");
                 json_str(&t->j, "where", where);
                 json_end(&t->j);
-                json_write_line(&t->j, t->jsonl);
+                runlog_record(&t->rl, &t->j);
                 continue;
             }
             if (root)
@@ -551,7 +520,7 @@ static int train(Trainer* t) {
         }
         double tok_s = (double)BT * accum * N / dt;                   // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
-        double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->log);
+        double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->rl.log);
         int spike_hist = spikes.n;
         double spike_med = spike_push(&spikes, loss);
         if (spike_med >= 0) {
@@ -567,7 +536,7 @@ static int train(Trainer* t) {
             json_num(&t->j, "median", spike_med);
             json_num(&t->j, "factor", SPIKE_K);
             json_end(&t->j);
-            json_write_line(&t->j, t->jsonl);
+            runlog_record(&t->rl, &t->j);
         }
         json_begin(&t->j);
         json_int(&t->j, "step", step + 1);
@@ -579,15 +548,15 @@ static int train(Trainer* t) {
         json_num(&t->j, "mfu", mfu);
         dp_record(t->dp, &t->j); // N ranks: ranks, comm_ms, comm_mb
         json_end(&t->j);
-        json_write_line(&t->j, t->jsonl);
-        fprintf(t->log, "s:%ld trl:%f\n", step + 1, loss);
+        runlog_record(&t->rl, &t->j);
+        fprintf(t->rl.log, "s:%ld trl:%f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
         const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
         if (root && (metrics_now || dump_now) &&
-            metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->jsonl,
-                          t->log, err, sizeof(err)))
-            fprintf(stderr, "attnlab: attention dump at step %ld failed: %s\n", step + 1, err);
+            metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->rl.jsonl,
+                          t->rl.log, err, sizeof(err)))
+            runlog_fail(&t->rl, err);
         if (c->log_every > 0 && ((step + 1) % c->log_every == 0 || step + 1 == c->max_steps)) {
             char eta[32];
             double avg = t_n ? t_sum / t_n : dt;
@@ -598,18 +567,45 @@ static int train(Trainer* t) {
             fflush(stdout);
         }
 
-        // ---- checkpoint rotation
-        if (c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0 &&
-            step + 1 < c->max_steps && save_checkpoint(t, step + 1))
-            rc = 1;
+        // ---- checkpoint rotation, and the checkpoint SIGUSR1 asked for
+        const int periodic = c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0;
+        if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
+            snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
+            if (run_checkpoint_save(&t->parts, step + 1))
+                runlog_fail(&t->rl, err);
+            else if (req == REQ_CKPT && root)
+                printf("checkpoint at step %ld (SIGUSR1); training goes on\n", step + 1);
+        }
     }
     metrics_free(&t->mt);
-    if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
-        if (save_checkpoint(t, step))
+    // rank 0's files checked once more, agreed by every rank (the final checkpoint is collective)
+    if (dist_agree(0, 0, "", root && runlog_check(&t->rl) ? REQ_IO : REQ_NONE, "log check") ==
+        REQ_IO) {
+        const long ck = root ? ckpt_find_latest(c->out_dir) : -1;
+        if (root && ck >= 0)
+            fprintf(stderr,
+                    "attnlab: %s. Stopped at step %ld without a newer checkpoint: the checkpoint "
+                    "at step %ld in %s is intact, and resume=1 continues from it (writing the "
+                    "lost records again) once the disk has room.\n",
+                    t->rl.err, step, ck, c->out_dir);
+        else if (root)
+            fprintf(stderr, "attnlab: %s. Stopped at step %ld (no checkpoint yet).\n", t->rl.err,
+                    step);
+        rc = 1;
+    } else if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
+        if (run_checkpoint_save(&t->parts, step))
             rc = 1;
         else
             printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
-        if (g_stop) printf("stopped by signal at step %ld; resume with resume=1\n", step);
+        if (req == REQ_STOP && rc == 0) {
+            printf("stopped by signal at step %ld (exit %d); resume with resume=1\n", step,
+                   EXIT_STOPPED);
+            rc = EXIT_STOPPED;
+        }
+    }
+    if (runlog_close(&t->rl) && rc != 1 && root) { // fclose can fail too (NFS, quota)
+        fprintf(stderr, "attnlab: %s\n", t->rl.err);
+        rc = 1;
     }
     return rc;
 }
@@ -627,7 +623,9 @@ static void usage(FILE* f) {
                "Trains GPT-2 from a config file (key = value lines, `include = base.conf`).\n"
                "Writes OUT/metrics.jsonl, OUT/main.log, OUT/config.conf and checkpoints\n"
                "OUT/model_NNNNNNNN.bin + OUT/state_NNNNNNNN.bin. Exit codes: 0 done, 1 I/O,\n"
-               "2 bad config or input (nothing written), 3 non-finite loss or gradient.\n");
+               "2 bad config or input (nothing written), 3 non-finite loss or gradient,\n"
+               "4 stopped by SIGINT/SIGTERM/SIGHUP after a checkpoint (resume=1 continues).\n"
+               "SIGUSR1 writes a checkpoint after the current step and training goes on.\n");
 }
 
 int main(int argc, char** argv) {
@@ -685,8 +683,7 @@ int main(int argc, char** argv) {
 
     static Trainer t; // large (the config and the parameter table): not on the stack
     dist_exit_if_failed(setup(&t, &cfg, nthreads, err, sizeof(err)) != 0, EXIT_USAGE, err);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    util_catch_signals(on_signal); // SIGINT, SIGTERM, SIGHUP (unless ignored), SIGUSR1
     int rc = train(&t);
     teardown(&t);
     util_print_peak_rss(); // for the benchmark

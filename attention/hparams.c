@@ -1,7 +1,6 @@
 // attention/hparams.c: variant hyperparameters (config keys attn.<name>): defaults, parsing of
 // numbers and choice words with range checks, "did you mean" for names, and the listing
 // printed by `./train --list-attention`.
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,12 +83,18 @@ int attn_hparams_set(AttnHParams* hp, const AttnVariant* v, const char* name, co
         hp->v[i] = (float)c;
         return 0;
     }
-    char* end;
-    errno = 0;
-    double x = strtod(value, &end);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    if (end == value || *end != '\0' || errno == ERANGE || !isfinite(x)) {
+    char num[64]; // the shared number parser (common/util.h), trailing blanks dropped
+    size_t n = strlen(value);
+    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+        n--;
+    double x = 0;
+    int bad = n >= sizeof(num);
+    if (!bad) {
+        memcpy(num, value, n);
+        num[n] = '\0';
+        bad = util_parse_double(num, &x) != 0;
+    }
+    if (bad) {
         snprintf(err, errcap, "key 'attn.%s': '%s' is not a number", name, value);
         return -1;
     }

@@ -25,6 +25,7 @@
 
 #define INCLUDE_MAX_DEPTH 16
 #define ORIGIN_CMDLINE    "command line"
+#define CONFIG_FILE_MAX   ((size_t)1 << 20) // a config file is text of at most 1 MiB
 
 // ----------------------------------------------------------------------------
 // small helpers
@@ -233,6 +234,10 @@ static int split_line(char* line, char** key, char** value, const char* where, c
 static int load_file(Config* c, const char* path, IncludeStack* stk, const char* from, char* err,
                      size_t errcap) {
     char canon[PATH_MAX];
+    // a FIFO or device is refused before the open (opening a FIFO would wait for a writer)
+    if (util_file_exists(path) &&
+        util_check_input(NULL, path, CONFIG_FILE_MAX, "config file", err, errcap))
+        return -1;
     FILE* f = fopen(path, "r");
     if (!f) {
         if (from)
@@ -240,6 +245,10 @@ static int load_file(Config* c, const char* path, IncludeStack* stk, const char*
                      strerror(errno));
         else
             snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (util_check_input(f, path, CONFIG_FILE_MAX, "config file", err, errcap)) {
+        fclose(f);
         return -1;
     }
     if (!realpath(path, canon)) util_strlcpy(canon, path, sizeof(canon));

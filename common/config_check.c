@@ -12,6 +12,7 @@
 
 #include "common/config.h"
 #include "common/config_int.h"
+#include "common/util.h" // util_parse_double: no NaN, inf or hex
 
 // Names researchers bring from nanoGPT / Hugging Face, for "did you mean" hints.
 static const char* const KEY_ALIASES[][2] = {
@@ -66,25 +67,6 @@ static int choice_ok(const char* choices, const char* v) {
     return 0;
 }
 
-// Only plain decimal notation: digits, sign, point, exponent (no hex, inf or nan).
-static int numeric_chars(const char* s) {
-    if (!*s) return 0;
-    for (const char* p = s; *p; p++)
-        if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p)) return 0;
-    return 1;
-}
-
-// Parse a full-string number. Returns 0 ok, -1 not a number.
-static int parse_double(const char* s, double* out) {
-    if (!numeric_chars(s)) return -1;
-    char* end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
 int config_is_bool_field(const ConfigField* f) {
     return (f->type == CF_INT) && f->min == 0 && f->max == 1;
 }
@@ -136,7 +118,7 @@ int config_field_set(Config* c, const ConfigField* f, const char* v, const char*
     int b;
     if (config_is_bool_field(f) && parse_bool_word(v, &b) == 0) {
         d = b;
-    } else if (parse_double(v, &d) != 0) {
+    } else if (util_parse_double(v, &d) != 0) {
         snprintf(err, errcap, "%s: key '%s': '%s' is not a number", where, f->key, v);
         return -1;
     }

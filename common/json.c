@@ -305,23 +305,29 @@ int json_write_file(const JsonBuf* j, const char* path, char* err, size_t errcap
     return 0;
 }
 
-void jsonl_keep_steps(const char* path, long last) {
-    char err[512];
+int jsonl_keep_steps(const char* path, long last, const char* redo_key, char* err, size_t errcap) {
     size_t len;
-    char* text = util_read_file(path, &len, err, sizeof(err));
-    if (!text) return;
+    if (!util_file_exists(path)) return 0;
+    char* text = util_read_file(path, &len, err, errcap);
+    if (!text) return -1;
     AtomicFile af;
-    if (atomic_open(&af, path) == 0) {
-        for (char* line = text; *line;) {
-            char* nl = strchr(line, '\n');
-            size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
-            const char* sp = strstr(line, "\"step\":");
-            long s = sp && (!nl || sp < nl) ? strtol(sp + 7, NULL, 10) : 0;
-            // a last line without its newline was cut by a crash mid-write: drop it
-            if (s <= last && nl) atomic_write(&af, line, ll);
-            line += ll;
-        }
-        atomic_commit(&af);
+    int rc = atomic_open(&af, path);
+    for (char* line = text; rc == 0 && *line;) {
+        char* nl = strchr(line, '\n');
+        size_t ll = nl ? (size_t)(nl - line) + 1 : strlen(line);
+        const char* sp = strstr(line, "\"step\":");
+        long s = sp && (!nl || sp < nl) ? strtol(sp + 7, NULL, 10) : 0;
+        const char* rk = redo_key ? strstr(line, redo_key) : NULL;
+        int redo = s == last && rk && (!nl || rk < nl); // written again by the resumed run
+        // a last line without its newline was cut by a crash mid-write: drop it
+        if (s <= last && nl && !redo) rc = atomic_write(&af, line, ll);
+        line += ll;
+    }
+    if (rc == 0) rc = atomic_commit(&af);
+    if (rc != 0) {
+        snprintf(err, errcap, "%s", af.err);
+        if (af.f) atomic_abort(&af);
     }
     free(text);
+    return rc;
 }

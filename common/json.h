@@ -77,9 +77,11 @@ int json_write_line(const JsonBuf* j, FILE* f);
 // with a message naming the file in err.
 int json_write_file(const JsonBuf* j, const char* path, char* err, size_t errcap);
 
-// Rewrite the JSONL file `path` (atomically) keeping only the records whose "step" is <= last
-// and dropping a last line cut without its newline (a crash mid-write): a resumed run then
-// appends after the step it resumed from. A missing file is left alone.
-void jsonl_keep_steps(const char* path, long last);
+// Rewrite the JSONL file `path` (atomically) keeping only the records whose "step" is <= last,
+// less those of step `last` that hold `redo_key` (e.g. "\"val_loss\":", which a run resumed at
+// `last` writes again; NULL: none), and dropping a last line cut without its newline (a crash or
+// a full disk mid-write): a resumed run then appends after the step it resumed from. A missing
+// file is left alone. 0, or -1 with err naming the file (the file is then unchanged).
+int jsonl_keep_steps(const char* path, long last, const char* redo_key, char* err, size_t errcap);
 
 #endif

@@ -1,10 +1,14 @@
-// common/util.c: implementation of util.h (errors, allocation, time, crc32, atomic writes).
+// common/util.c: implementation of util.h (errors, allocation, time, crc32, atomic writes, the
+// shared number parser, bounded reads of input files).
 #include "common/util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,10 +216,53 @@ int atomic_commit(AtomicFile* af) {
     return 0;
 }
 
-char* util_read_file(const char* path, size_t* len, char* err, size_t errcap) {
+static void fmt_bytes(char* buf, size_t cap, double b) {
+    if (b >= 1 << 30)
+        snprintf(buf, cap, "%.1f GiB", b / (1 << 30));
+    else if (b >= 1 << 20)
+        snprintf(buf, cap, "%.1f MiB", b / (1 << 20));
+    else
+        snprintf(buf, cap, "%.0f bytes", b);
+}
+
+int util_check_input(FILE* f, const char* path, size_t max, const char* what, char* err,
+                     size_t errcap) {
+    struct stat st;
+    if ((f ? fstat(fileno(f), &st) : stat(path, &st)) != 0) {
+        snprintf(err, errcap, "%s: cannot stat: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISFIFO(st.st_mode) ? "a pipe"
+                                                  : "not a file";
+        snprintf(err, errcap, "%s: not a regular file (%s); a %s must be a regular file", path,
+                 kind, what);
+        return -1;
+    }
+    if ((uintmax_t)st.st_size > (uintmax_t)max) {
+        char a[32], b[32];
+        fmt_bytes(a, sizeof(a), (double)st.st_size);
+        fmt_bytes(b, sizeof(b), (double)max);
+        snprintf(err, errcap, "%s: %s, more than the %s a %s may hold", path, a, b, what);
+        return -1;
+    }
+    return 0;
+}
+
+char* util_read_file_max(const char* path, size_t max, size_t* len, char* err, size_t errcap) {
+    // checked before the open too: opening a FIFO for reading would wait for a writer
+    if (util_file_exists(path) && util_check_input(NULL, path, max, "text input", err, errcap))
+        return NULL;
     FILE* f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (util_check_input(f, path, max, "text input", err, errcap)) {
+        fclose(f);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -227,18 +274,68 @@ char* util_read_file(const char* path, size_t* len, char* err, size_t errcap) {
         }
         size_t r = fread(buf + n, 1, cap - n - 1, f);
         n += r;
-        if (r == 0) break;
+        if (r == 0 || n > max) break; // a file that grows while it is read stops at the cap
     }
     int bad = ferror(f);
     fclose(f);
-    if (bad) {
-        snprintf(err, errcap, "%s: read error", path);
+    if (bad || n > max) {
+        if (bad)
+            snprintf(err, errcap, "%s: read error", path);
+        else
+            snprintf(err, errcap, "%s: grew past %zu bytes while it was read", path, max);
         free(buf);
         return NULL;
     }
     buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+char* util_read_file(const char* path, size_t* len, char* err, size_t errcap) {
+    return util_read_file_max(path, UTIL_READ_MAX, len, err, errcap);
+}
+
+int util_remove_stale_temps(const char* dir) {
+    DIR* d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent* e;
+    while ((e = readdir(d))) {
+        // NAME.tmp.PID (atomic_open's temp files), PID all digits up to the end of the name
+        const char* t = strstr(e->d_name, ".tmp.");
+        while (t && strstr(t + 1, ".tmp."))
+            t = strstr(t + 1, ".tmp.");
+        if (!t || t == e->d_name || !t[5]) continue;
+        const char* q = t + 5;
+        while (isdigit((unsigned char)*q))
+            q++;
+        if (*q) continue;
+        long pid = strtol(t + 5, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char p[1400];
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        if (unlink(p) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+int util_fcheck(FILE* f, const char* path, char* err, size_t errcap) {
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return 0;
+    snprintf(err, errcap, "%s: write failed: %s", path, errno ? strerror(errno) : "I/O error");
+    return -1;
+}
+
+int util_fclose_checked(FILE* f, const char* path, char* err, size_t errcap) {
+    int bad = util_fcheck(f, path, err, errcap);
+    errno = 0;
+    if (fclose(f) != 0 && !bad) {
+        snprintf(err, errcap, "%s: write failed: %s", path, errno ? strerror(errno) : "I/O error");
+        bad = -1;
+    }
+    return bad ? -1 : 0;
 }
 
 int util_mkdirs(const char* path, char* err, size_t errcap) {
@@ -274,6 +371,38 @@ long util_cli_long(const char* what, const char* s, long lo, long hi) {
     if (*s == '\0' || isspace((unsigned char)*s) || *end != '\0' || errno == ERANGE || v < lo ||
         v > hi)
         die(EXIT_USAGE, "%s: '%s' is not an integer in [%ld, %ld]", what, s, lo, hi);
+    return v;
+}
+
+void util_catch_signals(void (*handler)(int)) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+    for (int i = 0; i < 4; i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 &&
+            !(sigs[i] == SIGHUP && old.sa_handler == SIG_IGN))
+            sigaction(sigs[i], &sa, NULL);
+}
+
+int util_parse_double(const char* s, double* out) {
+    if (!*s) return -1;
+    for (const char* p = s; *p; p++) // plain decimal notation only: no hex, inf or nan
+        if (!isdigit((unsigned char)*p) && !strchr("+-.eE", *p)) return -1;
+    char* end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+double util_cli_double(const char* what, const char* s, double lo, double hi) {
+    double v;
+    if (util_parse_double(s, &v) != 0 || !(v >= lo && v <= hi))
+        die(EXIT_USAGE, "%s: '%s' is not a number in [%g, %g]", what, s, lo, hi);
     return v;
 }
 

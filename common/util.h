@@ -12,6 +12,7 @@
 enum {
     EXIT_USAGE = 2,     // bad config, CLI or input file: nothing was written
     EXIT_NONFINITE = 3, // training produced a non-finite loss or gradient
+    EXIT_STOPPED = 4,   // stopped by SIGINT/SIGTERM/SIGHUP after writing a checkpoint
 };
 
 // Always-on assertion for programming errors (never for validating input).
@@ -29,9 +30,21 @@ void util_set_die_prefix(const char* prefix);
 // How die() ends the process: flush stdio, _exit(code) (no atexit handlers).
 _Noreturn void util_exit(int code);
 
+// Install `handler` for SIGINT, SIGTERM, SIGHUP and SIGUSR1 (SA_RESTART); a SIGHUP that is
+// ignored (nohup) stays ignored.
+void util_catch_signals(void (*handler)(int));
+
 // A command-line integer: the whole of `s` in [lo, hi], else die(EXIT_USAGE) naming the option
 // `what` and the value.
 long util_cli_long(const char* what, const char* s, long lo, long hi);
+
+// The one number parser of every config key, attention hyperparameter and tool option: the whole
+// of `s` in plain decimal notation (digits, sign, point, exponent), finite. NaN, inf, hex and
+// overflow are refused. 0, or -1 (not a number).
+int util_parse_double(const char* s, double* out);
+// A command-line number: util_parse_double of `s` in [lo, hi], else die(EXIT_USAGE) naming the
+// option `what` and the value.
+double util_cli_double(const char* what, const char* s, double lo, double hi);
 
 // Checked allocation: on failure print the size and the call site, exit 1.
 void* util_malloc(size_t n, const char* file, int line);
@@ -84,8 +97,28 @@ int atomic_write(AtomicFile* af, const void* data, size_t n); // 0 ok, -1 error
 int atomic_commit(AtomicFile* af);                            // 0 ok, -1 error (temp removed)
 void atomic_abort(AtomicFile* af);                            // drop the temp file
 
-// Read a whole file into a malloc'd buffer (NUL-terminated). Returns NULL and sets err on error.
+// Read a whole regular file into a malloc'd buffer (NUL-terminated). A path that is not a regular
+// file (a device such as /dev/zero, a FIFO, a directory) or a file larger than `max` bytes is
+// refused before it is read. Returns NULL and sets err (naming the file) on error.
+char* util_read_file_max(const char* path, size_t max, size_t* len, char* err, size_t errcap);
+// util_read_file_max with UTIL_READ_MAX (text corpora, metrics files).
+#define UTIL_READ_MAX ((size_t)4 << 30)
 char* util_read_file(const char* path, size_t* len, char* err, size_t errcap);
+// 0 when the open stream f (opened from `path`; NULL: `path` itself, before opening it) of at most
+// `max` bytes, else -1 with err = "PATH: not a regular file (...)" or "PATH: N bytes, more than the
+// M a WHAT may hold". `what` names the kind of file ("config file").
+int util_check_input(FILE* f, const char* path, size_t max, const char* what, char* err,
+                     size_t errcap);
+
+// Remove the temp files of atomic writes ("NAME.tmp.PID") in `dir` whose process is gone. Returns
+// the number removed.
+int util_remove_stale_temps(const char* dir);
+
+// A stream the program appends to (a log, a record file): flush it and check that every write so
+// far succeeded. 0, or -1 with err = "PATH: write failed: REASON". util_fclose_checked does the
+// same and closes f in either case.
+int util_fcheck(FILE* f, const char* path, char* err, size_t errcap);
+int util_fclose_checked(FILE* f, const char* path, char* err, size_t errcap);
 
 // mkdir -p. Returns 0 or -1 with err set.
 int util_mkdirs(const char* path, char* err, size_t errcap);

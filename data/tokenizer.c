@@ -179,7 +179,8 @@ static int gpt2_load(Tokenizer* t, const char* dir, char* err, size_t errcap) {
     snprintf(path, sizeof path, "%s/vocab.bpe", dir);
     size_t len = 0;
     char rerr[1300];
-    char* buf = util_read_file(path, &len, rerr, sizeof rerr);
+    // GPT-2's vocab.bpe is 456 KiB: 64 MiB bounds any merge list
+    char* buf = util_read_file_max(path, (size_t)64 << 20, &len, rerr, sizeof rerr);
     if (!buf) {
         snprintf(err, errcap, "%s (run: scripts/setup tokenizer)", rerr);
         return -1;

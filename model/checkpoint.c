@@ -520,28 +520,8 @@ long ckpt_find_latest(const char* dir) {
     return -1;
 }
 
-// Remove temp files of checkpoint writes that a crashed process left behind
-// ("model_N.bin.tmp.PID" / "state_N.bin.tmp.PID" whose PID is not running).
-static void remove_stale_temps(const char* dir) {
-    DIR* d = opendir(dir);
-    if (!d) return;
-    struct dirent* e;
-    while ((e = readdir(d))) {
-        const char* t = strstr(e->d_name, ".bin.tmp.");
-        if (!t || (strncmp(e->d_name, "model_", 6) != 0 && strncmp(e->d_name, "state_", 6) != 0))
-            continue;
-        long pid = strtol(t + 9, NULL, 10);
-        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char p[1100];
-        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-}
-
 void ckpt_prune(const char* dir, int keep) {
-    remove_stale_temps(dir);
+    util_remove_stale_temps(dir); // temp files of writes a killed process left behind
     if (keep <= 0) return;
     long steps[4096];
     int n = collect_steps(dir, steps, 4096);

@@ -43,7 +43,12 @@ void memory_estimate(MemEstimate* e, const GPT2* m, const GPT2Config* g, int B, 
 
 double memory_available(void) {
     const char* env = getenv("ATTNLAB_MEM_AVAILABLE");
-    if (env && *env) return strtod(env, NULL);
+    double v;
+    if (env && *env) { // the shared number parser: NaN or text is refused, not compared
+        if (util_parse_double(env, &v) != 0 || v < 0)
+            die(EXIT_USAGE, "ATTNLAB_MEM_AVAILABLE: '%s' is not a number of bytes", env);
+        return v;
+    }
     FILE* f = fopen("/proc/meminfo", "r");
     if (!f) return -1;
     char line[256];

@@ -52,12 +52,9 @@ int main(int argc, char** argv) {
             top_k = (int)util_cli_long(a, v, 0, 1 << 20);
         else if (!strcmp(a, "--seed"))
             seed = util_cli_long(a, v, 0, 1L << 62);
-        else if (!strcmp(a, "--temperature")) {
-            char* end;
-            temperature = strtof(v, &end);
-            if (*end || temperature < 0 || temperature > 100)
-                die(EXIT_USAGE, "--temperature: '%s' is not a number in [0, 100]", v);
-        } else {
+        else if (!strcmp(a, "--temperature"))
+            temperature = (float)util_cli_double(a, v, 0, 100);
+        else {
             usage(stderr);
             die(EXIT_USAGE, "unknown option '%s'", a);
         }

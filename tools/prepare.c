@@ -141,9 +141,8 @@ int main(int argc, char** argv) {
             else if (!strcmp(o, "--dir"))
                 dir = v;
             else {
-                char* end;
-                a.val_fraction = strtod(v, &end);
-                if (*end || end == v || !(a.val_fraction >= 0.0 && a.val_fraction < 1.0))
+                a.val_fraction = util_cli_double(o, v, 0.0, 1.0);
+                if (a.val_fraction >= 1.0)
                     die(EXIT_USAGE, "--val-fraction: expected a number in [0, 1), got '%s'", v);
                 a.val_tokens = -1;
             }
