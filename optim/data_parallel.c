@@ -1,9 +1,11 @@
 // optim/data_parallel.c: data-parallel optimizer steps (see data_parallel.h for the scheme and
 // why it is bit-identical to one process): the in-order gradient chain through the model's
-// segment hook, broadcast or ZeRO-1 shard update, the full optimizer state for checkpoints and
-// the per-step communication record.
+// segment hook (or, dp_reduce = allreduce, one non-blocking all-reduce or reduce-scatter per
+// segment as this rank's backward finishes it), broadcast or ZeRO-1 shard update, the full
+// optimizer state for checkpoints and the per-step communication record.
 #include "optim/data_parallel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,8 @@
 
 struct DataParallel {
     int rank, size, accum, zero;
+    int allreduce;      // dp_reduce = allreduce: sums by MPI reductions, not the chain
+    float* scratch;     // allreduce with zero = 1: the send copy of the reduce-scatter
     int k;              // micro-batch of this rank in the current step
     size_t* bounds;     // shard bounds (size + 1) of the parameters
     int nseg;           // gradient segments
@@ -26,8 +30,8 @@ struct DataParallel {
     double wait0, bytes0; // counters at the start of the step
 };
 
-int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Optimizer* opt,
-           char* err, size_t errcap) {
+int dp_new(DataParallel** out, int accum, int zero, int allreduce, size_t nparams, int nseg,
+           Optimizer* opt, char* err, size_t errcap) {
     *out = NULL;
     if (dist_size() < 2) return 0;
     if (nparams < (size_t)dist_size() * 16) {
@@ -45,6 +49,8 @@ int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Op
     d->size = dist_size();
     d->accum = accum;
     d->zero = zero;
+    d->allreduce = allreduce;
+    if (allreduce && zero) d->scratch = mallocCheck(sizeof(float) * nparams);
     d->bounds = mallocCheck(sizeof(size_t) * (size_t)(d->size + 1));
     optim_shard_bounds(nparams, d->size, d->bounds);
     d->nseg = nseg;
@@ -80,6 +86,7 @@ void dp_free(DataParallel* d) {
     free(d->bounds);
     free(d->losses);
     free(d->all_losses);
+    free(d->scratch);
     free(d);
 }
 
@@ -90,8 +97,9 @@ void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line,
     }
     snprintf(line, cap,
              "# data parallel: %d ranks x batch_size %d x grad_accum %d = global batch of %d "
-             "sequences of %d tokens; zero = %d\n",
-             d->size, batch_size, d->accum, d->size * batch_size * d->accum, seq_len, d->zero);
+             "sequences of %d tokens; zero = %d%s\n",
+             d->size, batch_size, d->accum, d->size * batch_size * d->accum, seq_len, d->zero,
+             d->allreduce ? "; dp_reduce = allreduce" : "");
 }
 
 int dp_rank(const DataParallel* d) {
@@ -114,7 +122,29 @@ void dp_begin_micro(DataParallel* d, int k) {
 
 // Micro-batch j = k * size + rank of the step adds onto the running sum of micro-batches
 // 0..j-1, received from the rank of j-1, and passes its sum to the rank of j+1.
+// dp_reduce = allreduce: every rank sums its own micro-batches in place (as one process with
+// grad_accum = accum), and once its last micro-batch has finished a segment, the segment's sum
+// over the ranks starts (all-reduce, or reduce-scatter onto the shards with zero = 1) while
+// the backward goes on to the next segment. Completed in dp_reduce.
+static int allreduce_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (phase == 0) {
+        if (seg == 0) d->losses[d->k] = loss;
+    } else if (d->k == d->accum - 1) {
+        char what[96];
+        snprintf(what, sizeof(what), "gradient %s of segment %d, step %ld",
+                 d->zero ? "reduce-scatter" : "all-reduce", seg, step);
+        if (d->zero)
+            dist_ireduce_scatter_slices(G, d->scratch, d->slices[seg], d->nslices[seg], d->bounds,
+                                        what);
+        else
+            dist_iallreduce_slices(G, d->slices[seg], d->nslices[seg], what);
+    }
+    dist_progress_reductions();
+    return 0;
+}
+
 int dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (d->allreduce) return allreduce_hook(d, G, seg, phase, loss, step);
     const long j = (long)d->k * d->size + d->rank, last = (long)d->accum * d->size - 1;
     if (phase == 0) {
         if (seg == 0) d->losses[d->k] = loss;
@@ -141,6 +171,17 @@ double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {
     for (long j = 0; j < nj; j++) // in micro-batch order, as one process sums them
         s += d->all_losses[(j % d->size) * d->accum + j / d->size];
     *loss = s / (double)nj;
+    if (d->allreduce) {
+        dist_wait_reductions(d->zero ? "gradient reduce-scatter" : "gradient all-reduce");
+        // the norm from each rank's shard of the sum (zero = 0: every rank has the whole sum;
+        // the shards are summed in rank order, so every rank gets the same norm)
+        double ss = grad_sumsq(G + d->bounds[d->rank], d->bounds[d->rank + 1] - d->bounds[d->rank]);
+        dist_allgather_doubles(&ss, 1, d->all_losses, "gradient norm");
+        double tot = 0;
+        for (int r = 0; r < d->size; r++)
+            tot += d->all_losses[r];
+        return sqrt(tot);
+    }
     const int owner = d->size - 1; // rank of the last micro-batch: holds the global gradient
     double norm = 0;
     if (!d->zero) {
@@ -155,8 +196,12 @@ double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {
 
 void dp_full_grads(DataParallel* d, float* G, size_t n) {
     if (!d || !d->zero || d->full) return;
-    dist_bcast(G, sizeof(float) * n, d->size - 1, "gradient broadcast (diagnostics)");
     d->full = 1;
+    if (d->allreduce) { // every rank has its shard of the sum
+        dist_allgather_shards(G, d->bounds, "gradient all-gather (diagnostics)");
+        return;
+    }
+    dist_bcast(G, sizeof(float) * n, d->size - 1, "gradient broadcast (diagnostics)");
 }
 
 int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
@@ -168,7 +213,8 @@ int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
         optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
         return copy != NULL;
     }
-    if (!d->full) dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
+    if (!d->full && !d->allreduce)
+        dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
     f.copy = NULL; // the all-gather below changes the other shards' parameters
     optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
     dist_allgather_shards(params, d->bounds, "parameter all-gather");
