@@ -28,6 +28,9 @@ struct DataParallel {
     double* all_losses;   // every rank's (size * accum), rank-major
     int full;             // the full gradient is on every rank this step (zero = 1)
     double wait0, bytes0; // counters at the start of the step
+    double* seg_t0;       // per segment: when this micro-batch's backward began it (phase 0)
+    double seg_s;         // this step's summed backward time of the segments (phase 0 to 1)
+    int seg_n;            // and their count
 };
 
 int dp_new(DataParallel** out, int accum, int zero, int allreduce, size_t nparams, int nseg,
@@ -55,6 +58,7 @@ int dp_new(DataParallel** out, int accum, int zero, int allreduce, size_t nparam
     optim_shard_bounds(nparams, d->size, d->bounds);
     d->nseg = nseg;
     d->slices = callocCheck((size_t)nseg, sizeof(DistSlice*));
+    d->seg_t0 = callocCheck((size_t)nseg, sizeof(double));
     d->nslices = callocCheck((size_t)nseg, sizeof(int));
     d->losses = mallocCheck(sizeof(double) * (size_t)d->accum);
     d->all_losses = mallocCheck(sizeof(double) * (size_t)d->accum * (size_t)d->size);
@@ -87,6 +91,7 @@ void dp_free(DataParallel* d) {
     free(d->losses);
     free(d->all_losses);
     free(d->scratch);
+    free(d->seg_t0);
     free(d);
 }
 
@@ -116,6 +121,8 @@ void dp_begin_micro(DataParallel* d, int k) {
         d->wait0 = dist_wait_seconds();
         d->bytes0 = dist_bytes_sent();
         d->full = 0;
+        d->seg_s = 0;
+        d->seg_n = 0;
     }
     d->k = k;
 }
@@ -143,7 +150,20 @@ static int allreduce_hook(DataParallel* d, float* G, int seg, int phase, double 
     return 0;
 }
 
+static int hook(DataParallel* d, float* G, int seg, int phase, double loss, long step);
+
+// The segment's backward time (phase 0 to phase 1, after any receive), for dp_record.
 int dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (phase == 1) {
+        d->seg_s += util_now() - d->seg_t0[seg];
+        d->seg_n++;
+    }
+    int r = hook(d, G, seg, phase, loss, step);
+    if (phase == 0) d->seg_t0[seg] = util_now();
+    return r;
+}
+
+static int hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
     if (d->allreduce) return allreduce_hook(d, G, seg, phase, loss, step);
     const long j = (long)d->k * d->size + d->rank, last = (long)d->accum * d->size - 1;
     if (phase == 0) {
@@ -265,4 +285,6 @@ void dp_record(const DataParallel* d, JsonBuf* j) {
     json_int(j, "ranks", d->size);
     json_num(j, "comm_ms", wmax * 1e3);
     json_num(j, "comm_mb", bytes / 1e6);
+    // rank 0's mean backward time of one gradient segment (the chain's lag per rank)
+    json_num(j, "seg_ms", d->seg_n ? d->seg_s / d->seg_n * 1e3 : 0.0);
 }

@@ -86,7 +86,7 @@ void dp_take_shard(const DataParallel* d, const Optimizer* full, Optimizer* shar
 // ranks x batch_size B x grad_accum A = global batch of G sequences of T tokens; zero = Z\n".
 // An empty line for NULL.
 void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line, size_t cap);
-// Communication of the last step into its metrics record: ranks, comm_ms, comm_mb.
+// Communication of the last step into its metrics record: ranks, comm_ms, comm_mb, seg_ms.
 void dp_record(const DataParallel* d, JsonBuf* j);
 
 #endif
