@@ -30,7 +30,7 @@ slurm_on_term() {
 }
 
 # train with run_one's command line, the trainer in the background so the traps run at once
-slurm_train() { # CONF LOG -> $slurm_rc
+slurm_train() { # CONF LOG INDEX -> $slurm_rc
     echo "==== $(date -u +%FT%TZ) $TRAIN include=$1 resume=1 (Slurm job ${SLURM_JOB_ID:-?}," \
         "restart ${SLURM_RESTART_COUNT:-0})" >>"$2"
     "$TRAIN" "include=$1" resume=1 >>"$2" 2>&1 &
@@ -42,6 +42,11 @@ slurm_train() { # CONF LOG -> $slurm_rc
     # ended by Slurm without the warning (the trainer's own exit code, 0 or 143, is that of a
     # stop; the run is marked failed so that it is not resubmitted unless asked)
     if [ $slurm_stopped -eq 1 ] && [ $slurm_requeue -eq 0 ]; then slurm_rc=124; fi
+    # stopped for the requeue, not finished and not diverged: recorded as a run stopped by a
+    # signal (143), which resumes, whatever code the trainer gives a stop
+    if [ $slurm_requeue -eq 1 ] && [ "$slurm_rc" -ne 3 ] && [ ! -f "$(final_ckpt "$3")" ]; then
+        slurm_rc=143
+    fi
 }
 
 # after run_one recorded the exit: requeue a task stopped by the warning. 0 when requeued.
