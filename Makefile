@@ -54,7 +54,7 @@ ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz check-includes check-docs docs coverage mutate test-browser
+        check-long fuzz check-includes check-docs docs coverage mutate test-browser test-slurm
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -150,6 +150,15 @@ test-browser: deps
 	@$(MAKE) --no-print-directory -j2 all
 	@bash scripts/browser_setup
 	@bash tests/browser/run
+
+# Slurm: a one-node test cluster (munged, slurmctld, slurmd from a temporary config, 127.0.0.1
+# only, stopped by pid afterwards) runs a sweep through `scripts/ablate --slurm`, a time limit
+# with requeue, and `srun --mpi=pmix` data parallel (tests/slurm/test_slurm). Skips, printing
+# why, where the daemons cannot start (not root).
+test-slurm:
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/deps slurm; fi
+	@$(MAKE) --no-print-directory -j2 all
+	@bash tests/slurm/test_slurm
 
 # ---- demo and benchmark --------------------------------------------------------------------
 demo: deps

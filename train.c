@@ -112,7 +112,8 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
         return -1;
     }
     const int nseg = gpt2_grad_segments(m);
-    if (dp_new(&t->dp, c->grad_accum, c->zero, m->num_params, nseg, &t->opt, err, errcap))
+    if (dp_new(&t->dp, c->grad_accum, c->zero, strcmp(c->dp_reduce, "allreduce") == 0,
+               m->num_params, nseg, &t->opt, err, errcap))
         return -1;
     for (int sgi = 0; sgi < nseg; sgi++) {
         size_t off[GPT2_MAX_SPECS], len[GPT2_MAX_SPECS];

@@ -85,6 +85,11 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("zero", zero, "0", 0, 1, "training",
           "data parallel (mpirun -np N): 1 shards the optimizer state over the ranks (ZeRO-1: "
           "reduce-scatter, shard update, all-gather); results are bit-identical to 0"),
+    F_STR("dp_reduce", dp_reduce, "chain", 1, "chain|allreduce", "training",
+          "data parallel: chain (the ranks pass the running gradient sum on in micro-batch "
+          "order: bit-identical to one process) or allreduce (MPI_Iallreduce per gradient "
+          "segment, overlapped with the backward; zero = 1: reduce-scatter; deterministic for a "
+          "fixed N, not bit-identical to one process)"),
     F_FLOAT("dist_timeout", dist_timeout, "300", 1, 1e6, "training",
             "data parallel: seconds a rank waits for another in a collective before it aborts "
             "the job naming the rank it waited for"),

@@ -337,3 +337,69 @@ void dist_progress(void) {
             i++;
     }
 }
+
+// ---- non-blocking reductions (dp_reduce = allreduce)
+#define MAX_REDS 4096
+typedef struct {
+    MPI_Request req;
+    int* counts; // Ireduce_scatter's receive counts, kept until completion
+} PendingRed;
+static PendingRed g_reds[MAX_REDS];
+static int g_nreds;
+
+static PendingRed* new_red(const char* what) {
+    if (g_nreds == MAX_REDS) dist_wait_reductions(what);
+    PendingRed* p = &g_reds[g_nreds++];
+    p->counts = NULL;
+    return p;
+}
+
+void dist_iallreduce_slices(float* base, const DistSlice* s, int n, const char* what) {
+    if (g_size < 2) return;
+    for (int i = 0; i < n; i++) {
+        if (s[i].size == 0) continue;
+        g_bytes += 4.0 * (double)s[i].size * 2.0 * (g_size - 1) / g_size;
+        PendingRed* p = new_red(what);
+        check(MPI_Iallreduce(MPI_IN_PLACE, base + s[i].offset, to_int(s[i].size, what), MPI_FLOAT,
+                             MPI_SUM, MPI_COMM_WORLD, &p->req),
+              what);
+    }
+}
+
+void dist_ireduce_scatter_slices(float* base, float* scratch, const DistSlice* s, int n,
+                                 const size_t* b, const char* what) {
+    if (g_size < 2) return;
+    for (int i = 0; i < n; i++) {
+        const size_t lo = s[i].offset, hi = s[i].offset + s[i].size;
+        if (lo == hi) continue;
+        PendingRed* p = new_red(what);
+        p->counts = mallocCheck(sizeof(int) * (size_t)g_size);
+        for (int r = 0; r < g_size; r++) { // the part of [lo, hi) in rank r's shard
+            size_t a = b[r] > lo ? b[r] : lo, e = b[r + 1] < hi ? b[r + 1] : hi;
+            p->counts[r] = e > a ? to_int(e - a, what) : 0;
+        }
+        size_t mine = b[g_rank] > lo ? b[g_rank] : lo;
+        if (mine > hi) mine = hi;
+        memcpy(scratch + lo, base + lo, sizeof(float) * (hi - lo));
+        g_bytes += 4.0 * (double)(hi - lo) * (g_size - 1) / g_size;
+        check(MPI_Ireduce_scatter(scratch + lo, base + mine, p->counts, MPI_FLOAT, MPI_SUM,
+                                  MPI_COMM_WORLD, &p->req),
+              what);
+    }
+}
+
+void dist_progress_reductions(void) {
+    for (int i = 0; i < g_nreds; i++) {
+        int done = 0;
+        check(MPI_Test(&g_reds[i].req, &done, MPI_STATUS_IGNORE), "gradient reduction");
+        // a completed request is MPI_REQUEST_NULL: testing it again is a no-op
+    }
+}
+
+void dist_wait_reductions(const char* what) {
+    for (int i = 0; i < g_nreds; i++) {
+        watch(&g_reds[i].req, what, -1);
+        free(g_reds[i].counts);
+    }
+    g_nreds = 0;
+}

@@ -71,9 +71,26 @@ void dist_wait_sends(int tag);
 void dist_wait_all_sends(void);
 void dist_progress(void); // let pending sends advance (call between pieces of work)
 
+// Non-blocking sums over every rank (dp_reduce = allreduce), started per slice as the backward
+// finishes a segment and completed together by dist_wait_reductions. The buffer must not be
+// touched in between. Every rank starts the same reductions in the same order.
+//   dist_iallreduce_slices   base[slice] = the sum over ranks, on every rank (MPI_Iallreduce,
+//                            in place)
+//   dist_ireduce_scatter_slices  the sum of base[slice], each element only on the rank whose
+//                            shard (bounds b[0..size]) holds it (MPI_Ireduce_scatter, from a
+//                            copy in scratch, the size of base); the other elements of base are
+//                            left as they were
+void dist_iallreduce_slices(float* base, const DistSlice* s, int n, const char* what);
+void dist_ireduce_scatter_slices(float* base, float* scratch, const DistSlice* s, int n,
+                                 const size_t* b, const char* what);
+void dist_progress_reductions(void);
+void dist_wait_reductions(const char* what);
+
 // Counters since start: seconds this rank spent waiting for communication to complete, and
 // bytes it sent (point-to-point exactly; a broadcast root counts bytes x (size - 1), a scatter
-// root every shard but its own, an all-gather its shard x (size - 1), a gather its shard).
+// root every shard but its own, an all-gather its shard x (size - 1), a gather its shard; an
+// all-reduce 2 (size - 1) / size and a reduce-scatter (size - 1) / size of its bytes, what the
+// bandwidth-optimal algorithms send: the MPI library picks its own).
 double dist_wait_seconds(void);
 double dist_bytes_sent(void);
 

@@ -1,9 +1,11 @@
 // optim/data_parallel.c: data-parallel optimizer steps (see data_parallel.h for the scheme and
 // why it is bit-identical to one process): the in-order gradient chain through the model's
-// segment hook, broadcast or ZeRO-1 shard update, the full optimizer state for checkpoints and
-// the per-step communication record.
+// segment hook (or, dp_reduce = allreduce, one non-blocking all-reduce or reduce-scatter per
+// segment as this rank's backward finishes it), broadcast or ZeRO-1 shard update, the full
+// optimizer state for checkpoints and the per-step communication record.
 #include "optim/data_parallel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,8 @@
 
 struct DataParallel {
     int rank, size, accum, zero;
+    int allreduce;      // dp_reduce = allreduce: sums by MPI reductions, not the chain
+    float* scratch;     // allreduce with zero = 1: the send copy of the reduce-scatter
     int k;              // micro-batch of this rank in the current step
     size_t* bounds;     // shard bounds (size + 1) of the parameters
     int nseg;           // gradient segments
@@ -24,10 +28,13 @@ struct DataParallel {
     double* all_losses;   // every rank's (size * accum), rank-major
     int full;             // the full gradient is on every rank this step (zero = 1)
     double wait0, bytes0; // counters at the start of the step
+    double* seg_t0;       // per segment: when this micro-batch's backward began it (phase 0)
+    double seg_s;         // this step's summed backward time of the segments (phase 0 to 1)
+    int seg_n;            // and their count
 };
 
-int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Optimizer* opt,
-           char* err, size_t errcap) {
+int dp_new(DataParallel** out, int accum, int zero, int allreduce, size_t nparams, int nseg,
+           Optimizer* opt, char* err, size_t errcap) {
     *out = NULL;
     if (dist_size() < 2) return 0;
     if (nparams < (size_t)dist_size() * 16) {
@@ -45,10 +52,13 @@ int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Op
     d->size = dist_size();
     d->accum = accum;
     d->zero = zero;
+    d->allreduce = allreduce;
+    if (allreduce && zero) d->scratch = mallocCheck(sizeof(float) * nparams);
     d->bounds = mallocCheck(sizeof(size_t) * (size_t)(d->size + 1));
     optim_shard_bounds(nparams, d->size, d->bounds);
     d->nseg = nseg;
     d->slices = callocCheck((size_t)nseg, sizeof(DistSlice*));
+    d->seg_t0 = callocCheck((size_t)nseg, sizeof(double));
     d->nslices = callocCheck((size_t)nseg, sizeof(int));
     d->losses = mallocCheck(sizeof(double) * (size_t)d->accum);
     d->all_losses = mallocCheck(sizeof(double) * (size_t)d->accum * (size_t)d->size);
@@ -80,6 +90,8 @@ void dp_free(DataParallel* d) {
     free(d->bounds);
     free(d->losses);
     free(d->all_losses);
+    free(d->scratch);
+    free(d->seg_t0);
     free(d);
 }
 
@@ -90,8 +102,9 @@ void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line,
     }
     snprintf(line, cap,
              "# data parallel: %d ranks x batch_size %d x grad_accum %d = global batch of %d "
-             "sequences of %d tokens; zero = %d\n",
-             d->size, batch_size, d->accum, d->size * batch_size * d->accum, seq_len, d->zero);
+             "sequences of %d tokens; zero = %d%s\n",
+             d->size, batch_size, d->accum, d->size * batch_size * d->accum, seq_len, d->zero,
+             d->allreduce ? "; dp_reduce = allreduce" : "");
 }
 
 int dp_rank(const DataParallel* d) {
@@ -108,13 +121,50 @@ void dp_begin_micro(DataParallel* d, int k) {
         d->wait0 = dist_wait_seconds();
         d->bytes0 = dist_bytes_sent();
         d->full = 0;
+        d->seg_s = 0;
+        d->seg_n = 0;
     }
     d->k = k;
 }
 
 // Micro-batch j = k * size + rank of the step adds onto the running sum of micro-batches
 // 0..j-1, received from the rank of j-1, and passes its sum to the rank of j+1.
+// dp_reduce = allreduce: every rank sums its own micro-batches in place (as one process with
+// grad_accum = accum), and once its last micro-batch has finished a segment, the segment's sum
+// over the ranks starts (all-reduce, or reduce-scatter onto the shards with zero = 1) while
+// the backward goes on to the next segment. Completed in dp_reduce.
+static int allreduce_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (phase == 0) {
+        if (seg == 0) d->losses[d->k] = loss;
+    } else if (d->k == d->accum - 1) {
+        char what[96];
+        snprintf(what, sizeof(what), "gradient %s of segment %d, step %ld",
+                 d->zero ? "reduce-scatter" : "all-reduce", seg, step);
+        if (d->zero)
+            dist_ireduce_scatter_slices(G, d->scratch, d->slices[seg], d->nslices[seg], d->bounds,
+                                        what);
+        else
+            dist_iallreduce_slices(G, d->slices[seg], d->nslices[seg], what);
+    }
+    dist_progress_reductions();
+    return 0;
+}
+
+static int hook(DataParallel* d, float* G, int seg, int phase, double loss, long step);
+
+// The segment's backward time (phase 0 to phase 1, after any receive), for dp_record.
 int dp_grad_hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (phase == 1) {
+        d->seg_s += util_now() - d->seg_t0[seg];
+        d->seg_n++;
+    }
+    int r = hook(d, G, seg, phase, loss, step);
+    if (phase == 0) d->seg_t0[seg] = util_now();
+    return r;
+}
+
+static int hook(DataParallel* d, float* G, int seg, int phase, double loss, long step) {
+    if (d->allreduce) return allreduce_hook(d, G, seg, phase, loss, step);
     const long j = (long)d->k * d->size + d->rank, last = (long)d->accum * d->size - 1;
     if (phase == 0) {
         if (seg == 0) d->losses[d->k] = loss;
@@ -141,6 +191,17 @@ double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {
     for (long j = 0; j < nj; j++) // in micro-batch order, as one process sums them
         s += d->all_losses[(j % d->size) * d->accum + j / d->size];
     *loss = s / (double)nj;
+    if (d->allreduce) {
+        dist_wait_reductions(d->zero ? "gradient reduce-scatter" : "gradient all-reduce");
+        // the norm from each rank's shard of the sum (zero = 0: every rank has the whole sum;
+        // the shards are summed in rank order, so every rank gets the same norm)
+        double ss = grad_sumsq(G + d->bounds[d->rank], d->bounds[d->rank + 1] - d->bounds[d->rank]);
+        dist_allgather_doubles(&ss, 1, d->all_losses, "gradient norm");
+        double tot = 0;
+        for (int r = 0; r < d->size; r++)
+            tot += d->all_losses[r];
+        return sqrt(tot);
+    }
     const int owner = d->size - 1; // rank of the last micro-batch: holds the global gradient
     double norm = 0;
     if (!d->zero) {
@@ -155,8 +216,12 @@ double dp_reduce(DataParallel* d, float* G, size_t n, double* loss) {
 
 void dp_full_grads(DataParallel* d, float* G, size_t n) {
     if (!d || !d->zero || d->full) return;
-    dist_bcast(G, sizeof(float) * n, d->size - 1, "gradient broadcast (diagnostics)");
     d->full = 1;
+    if (d->allreduce) { // every rank has its shard of the sum
+        dist_allgather_shards(G, d->bounds, "gradient all-gather (diagnostics)");
+        return;
+    }
+    dist_bcast(G, sizeof(float) * n, d->size - 1, "gradient broadcast (diagnostics)");
 }
 
 int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
@@ -168,7 +233,8 @@ int dp_update(DataParallel* d, Optimizer* opt, float* params, float* grads,
         optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
         return copy != NULL;
     }
-    if (!d->full) dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
+    if (!d->full && !d->allreduce)
+        dist_scatter_shards(grads, d->bounds, d->size - 1, "gradient reduce-scatter");
     f.copy = NULL; // the all-gather below changes the other shards' parameters
     optim_step_fused(opt, params, grads, ranges, nranges, lr, h, &f);
     dist_allgather_shards(params, d->bounds, "parameter all-gather");
@@ -219,4 +285,6 @@ void dp_record(const DataParallel* d, JsonBuf* j) {
     json_int(j, "ranks", d->size);
     json_num(j, "comm_ms", wmax * 1e3);
     json_num(j, "comm_mb", bytes / 1e6);
+    // rank 0's mean backward time of one gradient segment (the chain's lag per rank)
+    json_num(j, "seg_ms", d->seg_n ? d->seg_s / d->seg_n * 1e3 : 0.0);
 }

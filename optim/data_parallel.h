@@ -22,6 +22,17 @@
 // state of its shard (optim_init_shard), and the parameters are all-gathered; elementwise
 // updates make this bit-identical to zero = 0. Checkpoints always hold the full optimizer state
 // (gathered to rank 0, the only rank that writes), so they resume with any N and either zero.
+//
+// dp_reduce = allreduce (allreduce = 1 in dp_new): instead of the chain, each rank accumulates
+// its own micro-batches k * N + rank in place, and as its last micro-batch's backward finishes a
+// segment, the segment is summed over the ranks by MPI_Iallreduce (zero = 0) or
+// MPI_Ireduce_scatter onto the ZeRO-1 shards (zero = 1; the shards are not of equal size, so the
+// block variant does not fit), overlapped with the backward of the remaining segments; dp_reduce
+// completes them. No broadcast follows: every rank has the sum (zero = 0) or its shard of it.
+// The sum order differs from one process (each rank's micro-batches first, then the MPI
+// library's order over ranks), so the results are not bit-identical to grad_accum = N x accum;
+// they are the same run to run for a fixed N and launcher. The norm is summed from per-shard
+// sums of squares in rank order. Checkpoints are as above.
 #ifndef ATTNLAB_DATA_PARALLEL_H
 #define ATTNLAB_DATA_PARALLEL_H
 
@@ -36,8 +47,8 @@ typedef struct DataParallel DataParallel;
 // thing). With N ranks: nseg gradient segments, to be described with dp_set_segment. With zero,
 // *opt is replaced by the state of this rank's shard. -1 with err when the ranks cannot run
 // this model (exit 2).
-int dp_new(DataParallel** out, int accum, int zero, size_t nparams, int nseg, Optimizer* opt,
-           char* err, size_t errcap);
+int dp_new(DataParallel** out, int accum, int zero, int allreduce, size_t nparams, int nseg,
+           Optimizer* opt, char* err, size_t errcap);
 void dp_free(DataParallel* d);
 void dp_set_segment(DataParallel* d, int seg, int n, const size_t* off, const size_t* len);
 int dp_rank(const DataParallel* d); // 0 for NULL
@@ -75,7 +86,7 @@ void dp_take_shard(const DataParallel* d, const Optimizer* full, Optimizer* shar
 // ranks x batch_size B x grad_accum A = global batch of G sequences of T tokens; zero = Z\n".
 // An empty line for NULL.
 void dp_describe(const DataParallel* d, int batch_size, int seq_len, char* line, size_t cap);
-// Communication of the last step into its metrics record: ranks, comm_ms, comm_mb.
+// Communication of the last step into its metrics record: ranks, comm_ms, comm_mb, seg_ms.
 void dp_record(const DataParallel* d, JsonBuf* j);
 
 #endif

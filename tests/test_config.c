@@ -176,6 +176,7 @@ START_TEST(test_defaults) {
                                        "eval_seq_len",
                                        "precision",
                                        "zero",
+                                       "dp_reduce",
                                        "dist_timeout"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
@@ -185,6 +186,12 @@ START_TEST(test_defaults) {
     ck_assert_ptr_eq(config_field("seed")->offset + (char*)&c, (char*)&c.seed);
     ck_assert_ptr_eq(config_field("eval_seq_len")->offset + (char*)&c, (char*)&c.eval_seq_len);
     ck_assert_int_eq(c.probe_sequences, 64);
+    // dp_reduce: the bit-identical chain by default; only chain and allreduce accepted
+    ck_assert_str_eq(c.dp_reduce, "chain");
+    ck_assert_int_eq(config_apply_arg(&c, "dp_reduce=allreduce", err, sizeof(err)), 0);
+    ck_assert_str_eq(c.dp_reduce, "allreduce");
+    ck_assert_int_ne(config_apply_arg(&c, "dp_reduce=tree", err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "dp_reduce"), "%s", err);
     // precision: fp32 by default (bit-identical to the fp32-only trainer); unknown values refused
     ck_assert_str_eq(c.precision, "fp32");
     ck_assert_int_eq(config_apply_arg(&c, "precision=auto", err, sizeof(err)), 0);
