@@ -57,9 +57,6 @@ void dist_finalize(void) {
     g_active = 0;
 }
 
-int dist_active(void) {
-    return g_active;
-}
 int dist_rank(void) {
     return g_rank;
 }
@@ -145,15 +142,6 @@ void dist_bcast(void* buf, size_t bytes, int root, const char* what) {
         watch(&q, what, -1);
         if (bytes == 0) break;
     }
-}
-
-int dist_max_int(int flag, const char* what) {
-    if (g_size < 2) return flag;
-    int out = 0;
-    MPI_Request q;
-    check(MPI_Iallreduce(&flag, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q), what);
-    watch(&q, what, -1);
-    return out;
 }
 
 int dist_agree(int failed, int code, const char* err, int flag, const char* what) {

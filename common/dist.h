@@ -18,7 +18,6 @@
 // else stay single-process. Call first thing in main.
 void dist_init(int* argc, char*** argv);
 void dist_finalize(void);
-int dist_active(void); // MPI was initialised
 int dist_rank(void);
 int dist_size(void);
 int dist_is_root(void); // rank 0: the only rank that writes files and the console
@@ -45,8 +44,6 @@ int dist_agree(int failed, int code, const char* err, int flag, const char* what
 // Collectives (every rank calls them in the same order). `what` names the operation in
 // watchdog and error messages.
 void dist_bcast(void* buf, size_t bytes, int root, const char* what);
-// The largest of every rank's flag (agreement on stopping).
-int dist_max_int(int flag, const char* what);
 // recv[r * n .. r * n + n) = rank r's send[0..n), on every rank.
 void dist_allgather_doubles(const double* send, size_t n, double* recv, const char* what);
 // In place: root's buf[b[r], b[r+1]) goes to rank r's buf at the same place.

@@ -337,18 +337,6 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                        OC);
 }
 
-void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
-                        int C, int OC) {
-    for (int r = 0; r < N; r++) {
-        for (int o = 0; o < OC; o++) {
-            double acc = bias ? (double)bias[o] : 0.0;
-            for (int i = 0; i < C; i++)
-                acc += (double)inp[(size_t)r * C + i] * (double)weight[(size_t)o * C + i];
-            out[(size_t)r * OC + o] = (float)acc;
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // measured peak (matmul.h)
 

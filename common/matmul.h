@@ -89,9 +89,6 @@ void mm_linear_reserve(size_t x0, size_t x1);
 size_t mm_linear_reserve_bytes(size_t x0, size_t x1);
 // Free the calling thread's operand buffers (they are allocated again when next needed).
 void mm_thread_scratch_free(void);
-// Naive triple loop (double accumulation), the reference for tests.
-void matmul_forward_ref(float* out, const float* inp, const float* weight, const float* bias, int N,
-                        int C, int OC);
 
 // Measured matmul throughput (FLOP/s) in the current kernel precision (fp32: sgemm; bf16: oneDNN
 // on operands already in bf16) with n threads each multiplying its own 512x512 matrices, the way

@@ -257,14 +257,6 @@ void residual_forward(float* out, const float* a, const float* b, size_t n) {
         out[i] = a[i] + b[i];
 }
 
-void residual_backward(float* da, float* db, const float* dout, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        da[i] += dout[i];
-        db[i] += dout[i];
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // cross-entropy over the real vocabulary: loss = logsumexp(z[0..V)) - z[target]
 // d loss / d z_v = softmax(z)_v - [v == target]

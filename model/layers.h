@@ -32,7 +32,6 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n); 
 void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n);
 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
-void residual_backward(float* da, float* db, const float* dout, size_t n);
 
 // Cross-entropy over the first V of Vp logits per row (padded logits never count).
 // losses (N) = lse - logits[target]; lse (N) cached for backward.

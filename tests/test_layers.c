@@ -13,6 +13,7 @@
 
 #include "common/util.h"
 #include "model/layers.h"
+#include "tests/ref_kernels.h"
 #include "tests/testutil.h"
 
 // Generic harness: the layer's forward maps the buffers under test to `out`; the loss is
