@@ -2,9 +2,11 @@
 // directory, in one call (see open.h).
 #include "model/open.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "model/checkpoint.h"
@@ -135,6 +137,32 @@ static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t err
     return hf_load(m, dir, err, errcap);
 }
 
+// A plain source: a model file as it is, or a run directory's newest complete checkpoint (the
+// newest step whose model and state files both verify, ckpt_find_latest).
+static int resolve_path(const char* source, char* path, size_t cap, char* err, size_t errcap) {
+    struct stat st;
+    if (stat(source, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        if ((size_t)snprintf(path, cap, "%s", source) >= cap) {
+            snprintf(err, errcap, "%.200s...: path too long", source);
+            return -1;
+        }
+        return 0;
+    }
+    long s = ckpt_find_latest(source);
+    if (s < 0) {
+        snprintf(err, errcap,
+                 "%s: a directory with no complete checkpoint (model_NNNNNNNN.bin "
+                 "with its state file)",
+                 source);
+        return -1;
+    }
+    if ((size_t)snprintf(path, cap, "%s/model_%08ld.bin", source, s) >= cap) {
+        snprintf(err, errcap, "%.200s...: path too long", source);
+        return -1;
+    }
+    return 0;
+}
+
 int model_open(GPT2* m, const char* source, ModelOpen* o, char* err, size_t errcap) {
     memset(m, 0, sizeof(*m));
     o->step = 0;
@@ -155,8 +183,21 @@ int model_open(GPT2* m, const char* source, ModelOpen* o, char* err, size_t errc
         }
         rc = build(m, o, "scratch", err, errcap);
     } else {
-        o->kind = MODEL_SRC_ATTNLAB;
-        rc = open_attnlab(m, source, o, err, errcap);
+        char path[1024];
+        if (resolve_path(source, path, sizeof(path), err, errcap)) return -1;
+        int32_t magic = 0;
+        FILE* f = fopen(path, "rb");
+        if (f && fread(&magic, sizeof(magic), 1, f) != 1) magic = 0;
+        if (f) fclose(f);
+        // a tool opens an llm.c file named without its llmc: prefix as one; the trainer's
+        // init_from names the kind of file (the error from open_attnlab says how)
+        if (magic == LLMC_MAGIC && !o->run) {
+            o->kind = MODEL_SRC_LLMC;
+            rc = open_llmc(m, path, o, err, errcap);
+        } else {
+            o->kind = MODEL_SRC_ATTNLAB;
+            rc = open_attnlab(m, path, o, err, errcap);
+        }
     }
     if (rc) gpt2_free(m);
     return rc ? -1 : 0;

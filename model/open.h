@@ -1,6 +1,8 @@
 // model/open.h: one call opens a model from any source:
 //   PATH       an attnlab model file (model_NNNNNNNN.bin): it carries the resolved config of its
-//              run, so the model is rebuilt exactly (variant, hyperparameters, sizes);
+//              run, so the model is rebuilt exactly (variant, hyperparameters, sizes); a run
+//              directory: its newest complete checkpoint; for the tools (run == NULL) a file
+//              with llm.c's magic also opens as llmc:PATH;
 //   llmc:PATH  an llm.c model file (softmax attention, learned positions);
 //   hf:DIR     a Hugging Face GPT-2 directory (DIR/config.json + DIR/model.safetensors).
 // The source's header is read once (attnlab: trailer, header, tensor table and saved config in

@@ -12,12 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "model/checkpoint.h"
 #include "model/hf.h"
 #include "model/open.h"
 #include "tests/model_util.h"
+#include "tests/reader_util.h"
 #include "tests/testutil.h"
 
 static char* config_text(const Config* c) {
@@ -195,6 +198,60 @@ START_TEST(test_open_init_from) {
 }
 END_TEST
 
+// A run directory is a model source for every tool: model_open takes its newest complete
+// checkpoint, and ./evaluate, ./generate and ./export accept the directory where they accept a
+// model file; an llm.c file named without its prefix opens as llm.c for the tools.
+START_TEST(test_open_run_directory) {
+    char dir[700], out[800], args[2400], outbuf[8192], err[2048];
+    snprintf(dir, sizeof(dir), "%s/rundir", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    test_write_shards(dir, 257, 7, 4000, 1000);
+    Config c;
+    test_run_config(&c, dir, "run", 257);
+    c.max_steps = 6;
+    c.checkpoint_every = 3;
+    c.keep_last = 5;
+    c.eval_every = 0;
+    c.log_every = 1;
+    test_train_ok(&c);
+    snprintf(out, sizeof(out), "%s", c.out_dir);
+    // the newest complete checkpoint is step 6; with its state file gone, step 3
+    GPT2 m, f;
+    ModelOpen mo = {.run = NULL};
+    ck_assert_msg(model_open(&m, out, &mo, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(mo.step, 6);
+    char p6[900];
+    snprintf(p6, sizeof(p6), "%s/model_00000006.bin", out);
+    ModelOpen mf = {.run = NULL};
+    ck_assert_msg(model_open(&f, p6, &mf, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(m.num_params, f.num_params);
+    ck_assert_int_eq(memcmp(m.params, f.params, m.num_params * sizeof(float)), 0);
+    gpt2_free(&m);
+    gpt2_free(&f);
+    char st6[900];
+    snprintf(st6, sizeof(st6), "%s/state_00000006.bin", out);
+    ck_assert_int_eq(unlink(st6), 0);
+    ck_assert_msg(model_open(&m, out, &mo, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(mo.step, 3);
+    gpt2_free(&m);
+    // the tools
+    snprintf(args, sizeof(args), "--checkpoint %s --data '%s/val_*.bin' --lengths 1 --batches 1",
+             out, dir);
+    ck_assert_msg(rd_run("evaluate", args, outbuf, sizeof(outbuf)) == 0, "%s", outbuf);
+    snprintf(args, sizeof(args), "--checkpoint %s --n 1 --tokens 4", out);
+    ck_assert_msg(rd_run("generate", args, outbuf, sizeof(outbuf)) == 0, "%s", outbuf);
+    snprintf(args, sizeof(args), "--checkpoint %s --format llmc --out %s/m.llmc.bin", out, dir);
+    ck_assert_msg(rd_run("export", args, outbuf, sizeof(outbuf)) == 0, "%s", outbuf);
+    ck_assert_msg(strstr(outbuf, "step 3"), "%s", outbuf);
+    // that llm.c file, named without llmc:, opens as one for the tools
+    char lp[900];
+    snprintf(lp, sizeof(lp), "%s/m.llmc.bin", dir);
+    ck_assert_msg(model_open(&m, lp, &mo, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(mo.kind, MODEL_SRC_LLMC);
+    gpt2_free(&m);
+}
+END_TEST
+
 START_TEST(test_open_bad_sources) {
     const char* dir = test_tmpdir();
     char ck[700], bad[700], src[800], err[2048];
@@ -228,13 +285,20 @@ START_TEST(test_open_bad_sources) {
             ck_assert_msg(strstr(err, cases[k].want[w]), "%s: '%s' not in: %s", cases[k].source,
                           cases[k].want[w], err);
     }
-    // an llm.c file given as an attnlab file says how to load it
+    // an llm.c file given as a plain path to init_from says how to load it
     char llmc[700];
     snprintf(llmc, sizeof(llmc), "%s/m.llmc.bin", dir);
     ck_assert_msg(llmc_save(&a, llmc, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(model_open(&o, llmc, &mo, err, sizeof(err)), -1);
+    ModelOpen init = {.run = &ca};
+    ck_assert_int_eq(model_open(&o, llmc, &init, err, sizeof(err)), -1);
     snprintf(src, sizeof(src), "init_from=llmc:%s", llmc);
     ck_assert_msg(strstr(err, src), "%s", err);
+    // a directory without a complete checkpoint names itself
+    char empty[700];
+    snprintf(empty, sizeof(empty), "%s/empty_run", dir);
+    ck_assert_int_eq(mkdir(empty, 0755), 0);
+    ck_assert_int_eq(model_open(&o, empty, &mo, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, empty) && strstr(err, "no complete checkpoint"), "%s", err);
     gpt2_free(&a);
 }
 END_TEST
@@ -247,6 +311,7 @@ static Suite* open_suite(void) {
     tcase_add_test(tc, test_open_every_source);
     tcase_add_test(tc, test_open_init_from);
     tcase_add_test(tc, test_open_bad_sources);
+    tcase_add_test(tc, test_open_run_directory);
     suite_add_tcase(s, tc);
     return s;
 }

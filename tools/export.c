@@ -44,7 +44,8 @@ static void load(GPT2* m, const char* source) {
     ModelOpen mo = {.run = NULL};
     if (model_open(m, source, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
     if (mo.kind == MODEL_SRC_LLMC)
-        fprintf(stderr, "export: %s: llm.c model, %zu parameters\n", source + 5, m->num_params);
+        fprintf(stderr, "export: %s: llm.c model, %zu parameters\n",
+                strncmp(source, "llmc:", 5) ? source : source + 5, m->num_params);
     else
         fprintf(stderr, "export: %s: step %ld, attention %s, %zu parameters\n", source, mo.step,
                 m->attention, m->num_params);
@@ -88,27 +89,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "export: --format must be hf or llmc, not '%s'\n", format);
         return EXIT_USAGE;
     }
-    char path[1100];
-    struct stat st;
-    if (stat(ckpt, &st) != 0) die(EXIT_USAGE, "%s: no such file or directory", ckpt);
-    if (S_ISDIR(st.st_mode)) {
-        long s = ckpt_find_latest(ckpt);
-        if (s < 0) die(EXIT_USAGE, "%s: no complete checkpoint in this directory", ckpt);
-        snprintf(path, sizeof(path), "%s/model_%08ld.bin", ckpt, s);
-    } else {
-        util_strlcpy(path, ckpt, sizeof(path));
-    }
-    int32_t magic = 0;
-    FILE* f = fopen(path, "rb");
-    if (!f || fread(&magic, 4, 1, f) != 1) {
-        if (f) fclose(f);
-        die(EXIT_USAGE, "%s: cannot read", path);
-    }
-    fclose(f);
     GPT2 m;
-    char source[1200];
-    snprintf(source, sizeof(source), "%s%s", magic == LLMC_MAGIC ? "llmc:" : "", path);
-    load(&m, source);
+    load(&m, ckpt); // a model file, a run directory (its newest complete checkpoint) or llm.c
 
     char err[2048];
     int rc = 0;
