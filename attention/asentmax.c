@@ -58,9 +58,9 @@
 enum { HP_MAP, HP_ALPHA, HP_DELTA, HP_SCALE, N_HP };
 enum { MAP_ENTMAX, MAP_INNER };
 enum { SCALE_ADAPT, SCALE_RECIPE };
-enum { T_W, T_LG, N_T };                         // recipe
-enum { T_BW, T_BB, T_GW, T_GB, N_T_ADAPT };      // adapt
-#define AS_GAMMA_RANGE 2.0f // the reference's attn_scale_gamma_range default
+enum { T_W, T_LG, N_T };                    // recipe
+enum { T_BW, T_BB, T_GW, T_GB, N_T_ADAPT }; // adapt
+#define AS_GAMMA_RANGE 2.0f                 // the reference's attn_scale_gamma_range default
 
 static const AttnHParamSpec AS_HP[N_HP] = {
     [HP_MAP] = {"as_map", MAP_ENTMAX, 0, 0, "entmax|inner",

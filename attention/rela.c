@@ -164,8 +164,8 @@ static void rela_forward(AttnLayer* L) {
         for (long blk = 0; blk < nblk; blk++) {
             const long r0 = blk * RELA_BLOCK, mb = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
             real* G = k.G + (size_t)r0 * C;
-            real_gemm(0, 1, (int)mb, C, C, 1.0f, L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f,
-                      G, C);
+            real_gemm(0, 1, (int)mb, C, C, 1.0f, L->x + (size_t)r0 * C, C, L->tp[T_GW], C, 0.0f, G,
+                      C);
             for (size_t i = 0; i < (size_t)mb * C; i++)
                 G[i] = 1.0f / (1.0f + real_exp(-G[i]));
         }
@@ -254,8 +254,8 @@ static void rela_backward(AttnLayer* L) {
 #pragma omp for schedule(static)
             for (long blk = 0; blk < rblk; blk++) {
                 const long r0 = blk * RELA_BLOCK, mb = BT - r0 < RELA_BLOCK ? BT - r0 : RELA_BLOCK;
-                real_gemm(0, 0, (int)mb, C, C, 1.0f, k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C,
-                          1.0f, L->dx + (size_t)r0 * C, C);
+                real_gemm(0, 0, (int)mb, C, C, 1.0f, k.dZ + (size_t)r0 * C, C, L->tp[T_GW], C, 1.0f,
+                          L->dx + (size_t)r0 * C, C);
             }
         }
     }

@@ -79,11 +79,8 @@ static int ssa_value_on(const AttnHParams* hp) {
 
 static int ssa_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
     if (ssa_token(hp)) {
-        out[T_TW] = (AttnTensorSpec){.name = "tau_w",
-                                     .ndim = 2,
-                                     .shape = {d->NH, d->C},
-                                     .decay = 1,
-                                     .init = ATTN_INIT_ZERO};
+        out[T_TW] = (AttnTensorSpec){
+            .name = "tau_w", .ndim = 2, .shape = {d->NH, d->C}, .decay = 1, .init = ATTN_INIT_ZERO};
         out[T_POS] = (AttnTensorSpec){
             .name = "tau_pos", .ndim = 1, .shape = {d->NH}, .decay = 0, .init = ATTN_INIT_ZERO};
     } else {

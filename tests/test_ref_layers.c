@@ -479,7 +479,7 @@ START_TEST(test_layer_defaults_are_authors_forms) {
     ck_assert_float_eq(hp.v[attn_hparam_index(as, "delta")], 1.0f);
     n = as->layer_tensors(sp, &d, &hp);
     ck_assert_int_eq(n, 4);
-    static const char* const W[] = {"beta_w", "gamma_w"}, *const Bs[] = {"beta_b", "gamma_b"};
+    static const char *const W[] = {"beta_w", "gamma_w"}, *const Bs[] = {"beta_b", "gamma_b"};
     for (int k = 0; k < 2; k++) {
         const AttnTensorSpec* w = want_tensor(sp, n, W[k], "asentmax");
         ck_assert_int_eq(w->shape[0], d.NH);
