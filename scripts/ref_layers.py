@@ -819,6 +819,41 @@ def v_asentmax_authors(L):
 
 LAYER_VARIANTS.update(rela=v_rela_authors, ssa=v_ssa_authors, asentmax=v_asentmax_authors)
 
+_rowmap_before = rowmap
+
+
+def rowmap(name, hp, S, mask, p, T_train):  # noqa: F811 (adds normalized)
+    """normalized (OliverRichter/normalized-attention models.py, NormalizeAttention): per causal
+    row, g_h (s - mean) / (std + eps) + b_h (eps_mode = var: / sqrt(var + eps)), len_scale
+    divides the standardised row by sqrt(n); gain/bias = off fix g = 1 / b = 0."""
+    if name != "normalized":
+        return _rowmap_before(name, hp, S, mask, p, T_train)
+    check_keys(name, hp, ("eps", "gain", "len_scale", "bias", "eps_mode"))
+    NH, T = S.shape[1], S.shape[-1]
+    g = p[:, 0] if hp["gain"] == "learn" else np.ones(NH)
+    b = p[:, 1] if hp["bias"] == "learn" else np.zeros(NH)
+    A = np.zeros_like(S)
+    for t in range(T):
+        row = S[..., t, :t + 1]
+        mu = row.mean(-1, keepdims=True)
+        var = ((row - mu) ** 2).mean(-1, keepdims=True)
+        if hp["eps_mode"] == "std":
+            den = np.sqrt(var) + hp["eps"]
+        elif hp["eps_mode"] == "var":
+            den = np.sqrt(var + hp["eps"])
+        else:
+            raise RefError(f"normalized: unknown eps_mode '{hp['eps_mode']}'")
+        x = (row - mu) / den
+        if hp["len_scale"] == "inv_sqrt_n":
+            x = x / math.sqrt(t + 1)
+        elif hp["len_scale"] != "none":
+            raise RefError(f"normalized: unknown len_scale '{hp['len_scale']}'")
+        A[..., t, :t + 1] = g[None, :, None] * x + b[None, :, None]
+    return A
+
+
+ROW_MAPS = ROW_MAPS + ("normalized",)
+
 
 if __name__ == "__main__":
     try:
