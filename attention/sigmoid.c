@@ -14,7 +14,7 @@
 // Sources: J. Ramapuram et al., "Theory, Analysis, and Best Practices for Sigmoid Self-Attention",
 // arXiv 2409.04431 (apple/ml-sigmoid-attention); X. Gu et al., "When Attention Sink Emerges in
 // Language Models", ICLR 2025, arXiv 2410.10781; TritonSigmoid (MSDLLCpapers/triton-sigmoid).
-// The paper (Sec. 3) recommends b = -ln n with n the sequence length; the released LM code fixes
+// The paper recommends b = -ln n with n the sequence length; the released LM code fixes
 // it at -ln of the training context (sigmoid_bias = -7.62 for 2048): both are ln_T here. The
 // per-row -ln n bias (ln_n) is a causal-LM adaptation, not the papers' choice.
 //
