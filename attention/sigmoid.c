@@ -4,8 +4,9 @@
 //   a_j = sigma(s_j + b),   sigma(x) = 1 / (1 + exp(-x))
 //
 // Bias modes (attn.bias_mode):
-//   ln_n  b = -ln n per row (default): at init the row mass sum_j a_j ~ const for every row
-//   ln_T  b = -ln T_train, fixed (Apple's choice: sigmoid_bias = -ln 2048 for T = 2048)
+//   ln_T  b = -ln T_train, fixed (default; Apple's choice: sigmoid_bias = -ln 2048 for T = 2048)
+//   ln_n  b = -ln n per row (this implementation's causal-LM adaptation; the default before the
+//         reference's form was adopted): at init the row mass sum_j a_j ~ const for every row
 //   fixed b = attn.bias (default 0)
 //   none  b = 0 (Gu et al., sigmoid without normalisation)
 //   learn b = b_h, a learnable per-head scalar initialised to -ln T_train
@@ -13,7 +14,9 @@
 // Sources: J. Ramapuram et al., "Theory, Analysis, and Best Practices for Sigmoid Self-Attention",
 // arXiv 2409.04431 (apple/ml-sigmoid-attention); X. Gu et al., "When Attention Sink Emerges in
 // Language Models", ICLR 2025, arXiv 2410.10781; TritonSigmoid (MSDLLCpapers/triton-sigmoid).
-// The per-row -ln n bias is a causal-LM adaptation, not the papers' choice.
+// The paper recommends b = -ln n with n the sequence length; the released LM code fixes
+// it at -ln of the training context (sigmoid_bias = -7.62 for 2048): both are ln_T here. The
+// per-row -ln n bias (ln_n) is a causal-LM adaptation, not the papers' choice.
 //
 // Learnable per head: bias (init -ln T_train), trained only with attn.bias_mode = learn; in the
 // other modes it receives no gradient.
@@ -31,10 +34,10 @@
 //
 // Reference: apple/ml-sigmoid-attention:attention_simulator/src/attention_simulator/layers/
 //   flash_sigmoid_attention.py
-// Deviations from it: the default bias is -ln n per row (a causal-LM adaptation); the reference's
-//   fixed b = -ln T_train (its LM config: sigmoid_bias = -7.62 = -ln 2048) is attn.bias_mode =
-//   ln_T; its LM recipe also normalises q and k (qk_norm: true; here the model key qk_norm = 1, an
-//   RMSNorm).
+// Deviations from it: none in the default (b = -ln T_train, its LM config's sigmoid_bias = -7.62
+//   = -ln 2048); attn.bias_mode = ln_n (b = -ln n per row, a causal-LM adaptation and the earlier
+//   default), fixed, none and learn are extensions; its LM recipe also normalises q and k
+//   (qk_norm: true; here the model key qk_norm = 1, an RMSNorm, off by default).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -43,8 +46,9 @@ enum { HP_BIAS_MODE, HP_BIAS };
 enum { BIAS_LN_N, BIAS_LN_T, BIAS_FIXED, BIAS_NONE, BIAS_LEARN };
 
 static const AttnHParamSpec SIGMOID_HP[] = {
-    {"bias_mode", BIAS_LN_N, 0, 0, "ln_n|ln_T|fixed|none|learn",
-     "bias b: -ln n per row, -ln T_train, attn.bias, 0, or learnable per head"},
+    {"bias_mode", BIAS_LN_T, 0, 0, "ln_n|ln_T|fixed|none|learn",
+     "bias b: -ln n per row, -ln T_train (default, the reference's), attn.bias, 0, or learnable "
+     "per head"},
     {"bias", 0.0f, -100.0f, 100.0f, NULL, "bias value for bias_mode = fixed"},
 };
 
@@ -102,10 +106,11 @@ const AttnVariant attn_sigmoid = {
     .source = "Ramapuram et al. 2024, arXiv 2409.04431; Gu et al. 2025, arXiv 2410.10781",
     .reference = "apple/ml-sigmoid-attention:attention_simulator/src/attention_simulator/layers/"
                  "flash_sigmoid_attention.py",
-    .deviations = "the default bias is -ln n per row (a causal-LM adaptation); the reference's "
-                  "fixed b = -ln T_train (its LM config: sigmoid_bias = -7.62 = -ln 2048) is "
-                  "attn.bias_mode = ln_T; its LM recipe also normalises q and k (qk_norm: true; "
-                  "here the model key qk_norm = 1, an RMSNorm)",
+    .deviations = "none in the default (b = -ln T_train, as its LM config's sigmoid_bias = -7.62 "
+                  "= -ln 2048); attn.bias_mode = ln_n (b = -ln n per row, a causal-LM adaptation "
+                  "and the earlier default), fixed, none and learn are extensions; its LM recipe "
+                  "also normalises q and k (qk_norm: true; here the model key qk_norm = 1, an "
+                  "RMSNorm, off by default)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SIGMOID_HP,

@@ -546,6 +546,140 @@ def main():
         sys.exit(f"ref_layers: {e}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Authors' code as the default (rela, ssa, asentmax): these entries replace the ones above, whose
+# forms stay reachable through the new keys (rela_norm/rela_gate, ssa_temp = token,
+# as_scale = recipe).
+
+_v_ssa_token, _v_asentmax_recipe = v_ssa, v_asentmax
+
+
+def _without(hp, key):
+    return {k: v for k, v in hp.items() if k != key}
+
+
+def v_rela_authors(L):
+    """bzhangGo/zero modules/rela.py: o = ReLU(s) v per head, heads concatenated (C channels), then
+    gated_rms_norm: scale * o * rsqrt(mean_C(o^2) + eps) * sigmoid(gate * o), eps = 1e-8;
+    rela_norm = head takes the mean over each head's hs channels; rela_gate = input replaces the
+    gate by sigmoid(x W_g^T) of the block input."""
+    check_keys("rela", L.hp, ("rela_map", "rela_eps", "rela_norm", "rela_gate"))
+    q, k, v = L.qkv_heads(L.qkv)
+    S = L.scores(q, k)
+    m = L.hp.get("rela_map", "relu")
+    A = L.inner_map(S) if m == "inner" else relu_form(m, S, L.mask)
+    O = L.merge(A @ v)  # (B, T, C)
+    eps = float(L.hp.get("rela_eps", 1e-8))
+    norm = L.hp.get("rela_norm", "all")
+    if norm == "all":
+        ms = (O * O).mean(-1, keepdims=True)
+    elif norm == "head":
+        Oh = O.reshape(L.B, L.T, L.NH, L.hs)
+        ms = np.repeat((Oh * Oh).mean(-1), L.hs, axis=-1)
+    else:
+        raise RefError(f"rela: unknown rela_norm '{norm}'")
+    gate = L.hp.get("rela_gate", "output")
+    if gate == "output":
+        G = sigmoid(L.t["gate"][None, None, :] * O)
+    elif gate == "input":
+        G = sigmoid(L.x @ L.t["gate_w"].T)
+    else:
+        raise RefError(f"rela: unknown rela_gate '{gate}'")
+    scale = L.t["gain"].reshape(L.C)[None, None, :]
+    return scale * O / np.sqrt(ms + eps) * G, A
+
+
+def v_ssa_authors(L):
+    """umich-sota/selective_attention lit_gpt/gpt_2_PTS.py (l. 106): the scaled scores times
+    1 + exp(-exp(beta)) log(row length), one beta per layer, then the inner map; ssa_temp = token
+    is the earlier per-head tanh form; ssa_value = on adds the value temperature."""
+    check_keys("ssa", L.hp, ("ssa_value", "ssa_temp"))
+    temp = L.hp.get("ssa_temp", "position")
+    if temp == "token":
+        L.hp = _without(L.hp, "ssa_temp")
+        return _v_ssa_token(L)
+    if temp != "position":
+        raise RefError(f"ssa: unknown ssa_temp '{temp}'")
+    q, k, v = L.qkv_heads(L.qkv)
+    beta = float(L.t["beta"].reshape(-1)[0])
+    tau = 1.0 + math.exp(-math.exp(beta)) * np.log(L.n())  # row length n = t + 1
+    tau = np.broadcast_to(tau[None, None, :], (L.B, L.NH, L.T))
+    on = L.hp.get("ssa_value", "off")
+    if on == "on":
+        v = (1.0 + np.tanh(np.einsum("btc,hc->bht", L.x, L.t["val_w"])))[..., None] * v
+    elif on != "off":
+        raise RefError(f"ssa: unknown ssa_value '{on}'")
+    A, O = L.core(q, k, v, row_scale=tau)
+    return L.merge(O), A
+
+
+def v_asentmax_authors(L):
+    """deep-spin/asentmax sparse_gemma.py _apply_length_scaling, attn_scale_type =
+    adapt-softplus-tanh with projection bias: the query row times delta + softplus(x Wb^T + bb)
+    * log(i + 2) ** (2 tanh(x Wg^T + bg)), i the 0-based position; then entmax_alpha (or the inner
+    map). as_scale = recipe is the earlier query-projected form."""
+    check_keys("asentmax", L.hp, ("as_map", "alpha", "delta", "as_scale"))
+    sc = L.hp.get("as_scale", "adapt")
+    if sc == "recipe":
+        L.hp = _without(L.hp, "as_scale")
+        return _v_asentmax_recipe(L)
+    if sc != "adapt":
+        raise RefError(f"asentmax: unknown as_scale '{sc}'")
+    q, k, v = L.qkv_heads(L.qkv)
+    beta = softplus(np.einsum("btc,hc->bht", L.x, L.t["beta_w"]) + L.t["beta_b"][None, :, None])
+    gamma = 2.0 * np.tanh(np.einsum("btc,hc->bht", L.x, L.t["gamma_w"]) +
+                          L.t["gamma_b"][None, :, None])
+    logpos = np.log(np.arange(L.T, dtype=np.float64) + 2.0)[None, None, :]
+    theta = float(L.hp.get("delta", 1.0)) + beta * logpos ** gamma
+    S = theta[..., None] * L.scores(q, k)
+    m = L.hp.get("as_map", "entmax")
+    if m == "entmax":
+        A = entmax_rows(S, L.mask, float(L.hp.get("alpha", 1.5)))
+    elif m == "inner":
+        A = L.inner_map(S)
+    else:
+        raise RefError(f"asentmax: unknown as_map '{m}'")
+    return L.merge(A @ v), A
+
+
+LAYER_VARIANTS.update(rela=v_rela_authors, ssa=v_ssa_authors, asentmax=v_asentmax_authors)
+
+_rowmap_before = rowmap
+
+
+def rowmap(name, hp, S, mask, p, T_train):  # noqa: F811 (adds normalized)
+    """normalized (OliverRichter/normalized-attention models.py, NormalizeAttention): per causal
+    row, g_h (s - mean) / (std + eps) + b_h (eps_mode = var: / sqrt(var + eps)), len_scale
+    divides the standardised row by sqrt(n); gain/bias = off fix g = 1 / b = 0."""
+    if name != "normalized":
+        return _rowmap_before(name, hp, S, mask, p, T_train)
+    check_keys(name, hp, ("eps", "gain", "len_scale", "bias", "eps_mode"))
+    NH, T = S.shape[1], S.shape[-1]
+    g = p[:, 0] if hp["gain"] == "learn" else np.ones(NH)
+    b = p[:, 1] if hp["bias"] == "learn" else np.zeros(NH)
+    A = np.zeros_like(S)
+    for t in range(T):
+        row = S[..., t, :t + 1]
+        mu = row.mean(-1, keepdims=True)
+        var = ((row - mu) ** 2).mean(-1, keepdims=True)
+        if hp["eps_mode"] == "std":
+            den = np.sqrt(var) + hp["eps"]
+        elif hp["eps_mode"] == "var":
+            den = np.sqrt(var + hp["eps"])
+        else:
+            raise RefError(f"normalized: unknown eps_mode '{hp['eps_mode']}'")
+        x = (row - mu) / den
+        if hp["len_scale"] == "inv_sqrt_n":
+            x = x / math.sqrt(t + 1)
+        elif hp["len_scale"] != "none":
+            raise RefError(f"normalized: unknown len_scale '{hp['len_scale']}'")
+        A[..., t, :t + 1] = g[None, :, None] * x + b[None, :, None]
+    return A
+
+
+ROW_MAPS = ROW_MAPS + ("normalized",)
+
+
 if __name__ == "__main__":
     try:
         main()

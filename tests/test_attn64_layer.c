@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "common/npy.h"
 #include "common/util.h"
 #include "tests/attn64_cfg.h"
 #include "tests/attn_harness.h"
@@ -177,12 +178,201 @@ START_TEST(test_wrapped_inner_params64) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// The double build's forward against the independent float64 references (scripts/ref_layers.py,
+// which follows the authors' code: bzhangGo/zero modules/rela.py, umich-sota/selective_attention
+// lit_gpt/gpt_2_PTS.py, deep-spin/asentmax sparse_gemma.py, OliverRichter/normalized-attention
+// models.py, apple/ml-sigmoid-attention's fixed -ln T_train) for rela, ssa, asentmax, normalized
+// and sigmoid, each at its defaults and in its earlier forms. The float build's comparison is
+// test_ref_layers / test_ref_rowmaps (tolerance 2e-5); here the inputs are rounded to float (the
+// .npy files hold float32), the layer runs in double and the reference's float32 output is
+// matched to 1e-6 of max(1, max |ref|): a 0.5% change of any constant fails by far. Heads 2 and
+// 3, B = 2, T up to 80 with T_train = 40 (positions beyond T_train), every position encoding
+// among the cases.
+
+#define REF64_PY "/usr/bin/python3"
+
+typedef struct {
+    const char* variant;
+    const char* settings; // "key=value ..." or ""
+    int pos, T, NH;
+} Ref64Case;
+
+static const Ref64Case REF64[] = {
+    {"rela", "", ATTN_POS_ROPE, 33, 3},
+    {"rela", "rela_norm=head rela_gate=input rela_eps=1e-5", ATTN_POS_ALIBI, 7, 2},
+    {"rela", "rela_gate=input", ATTN_POS_LEARNED, 64, 3},
+    {"rela", "rela_norm=head rela_map=relu2", ATTN_POS_NONE, 33, 2},
+    {"ssa", "", ATTN_POS_LEARNED, 80, 3},
+    {"ssa", "ssa_value=on", ATTN_POS_NONE, 64, 3},
+    {"ssa", "ssa_temp=token ssa_value=on", ATTN_POS_ROPE, 33, 2},
+    {"asentmax", "", ATTN_POS_NONE, 80, 3},
+    {"asentmax", "as_map=inner", ATTN_POS_ALIBI, 33, 2},
+    {"asentmax", "as_scale=recipe", ATTN_POS_ROPE, 33, 3},
+    {"normalized", "", ATTN_POS_LEARNED, 64, 3},
+    {"normalized", "gain=off bias=off eps_mode=var eps=1e-12", ATTN_POS_NONE, 33, 2},
+    {"normalized", "eps_mode=var len_scale=inv_sqrt_n", ATTN_POS_ROPE, 7, 3},
+    {"sigmoid", "", ATTN_POS_LEARNED, 80, 3},
+    {"sigmoid", "bias_mode=ln_n", ATTN_POS_ALIBI, 64, 2},
+};
+#define N_REF64      ((int)(sizeof(REF64) / sizeof(REF64[0])))
+#define REF64_TTRAIN 40
+
+static void ref64_word(char* out, size_t cap, const char* choices, int idx) {
+    const char* p = choices;
+    for (int i = 0; i < idx && p; i++) {
+        p = strchr(p, '|');
+        if (p) p++;
+    }
+    ck_assert_msg(p != NULL, "choice %d of %s", idx, choices);
+    size_t len = strcspn(p, "|");
+    if (len >= cap) len = cap - 1;
+    memcpy(out, p, len);
+    out[len] = '\0';
+}
+
+static void ref64_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
+    fputc('{', f);
+    for (int i = 0; i < v->n_hparams; i++) {
+        const AttnHParamSpec* sp = &v->hparams[i];
+        if (i) fputc(',', f);
+        if (sp->choices) {
+            char w[64];
+            ref64_word(w, sizeof(w), sp->choices, (int)hp->v[i]);
+            fprintf(f, "\"%s\":\"%s\"", sp->name, w);
+        } else {
+            fprintf(f, "\"%s\":%.9g", sp->name, (double)hp->v[i]);
+        }
+    }
+    fputc('}', f);
+}
+
+// round a to float (what the .npy files hold) and write it
+static void ref64_save(const char* dir, const char* id, const char* what, real* a, size_t n,
+                       const int* shape, int ndim) {
+    float* f = mallocCheck(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        f[i] = (float)a[i];
+        a[i] = (real)f[i];
+    }
+    char path[1024], err[512];
+    snprintf(path, sizeof(path), "%s/%s.%s.npy", dir, id, what);
+    ck_assert_msg(npy_write(path, f, shape, ndim, 0, err, sizeof(err)) == 0, "%s", err);
+    free(f);
+}
+
+static double ref64_cmp(const real* a, const char* path, size_t n) {
+    char err[512];
+    NpyInfo info;
+    float* r = npy_read_f32(path, &info, err, sizeof(err));
+    ck_assert_msg(r != NULL, "%s", err);
+    ck_assert_msg(info.count == n, "%s: %zu values, expected %zu", path, info.count, n);
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)r[i]);
+        if (!(d <= md)) md = d;
+        if (fabs((double)r[i]) > mr) mr = fabs((double)r[i]);
+    }
+    free(r);
+    return md / (mr > 1.0 ? mr : 1.0);
+}
+
+START_TEST(test_authors_forms_match_reference64) {
+    ck_assert_msg(system(REF64_PY " -c 'import numpy' >/dev/null 2>&1") == 0,
+                  REF64_PY " with numpy is required for the independent references: "
+                           "sudo apt-get install python3-numpy (or bash scripts/deps)");
+    const char* dir = test_tmpdir();
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/cases.jsonl", dir);
+    FILE* man = fopen(path, "w");
+    ck_assert_msg(man != NULL, "cannot write %s", path);
+    static const char* const POSN[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
+    AttnHarness hs[N_REF64];
+    for (int c = 0; c < N_REF64; c++) {
+        const Ref64Case* rc = &REF64[c];
+        const AttnVariant* v = attn_lookup(rc->variant);
+        ck_assert_msg(v != NULL, "no variant %s", rc->variant);
+        const int B = 2, hsz = 8, C = rc->NH * hsz, T = rc->T;
+        AttnHParams hp;
+        attn_hparams_default(&hp, v, REF64_TTRAIN, rc->NH, hsz, C, 2);
+        char buf[256], err[256];
+        util_strlcpy(buf, rc->settings, sizeof(buf));
+        for (char* tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            char* eq = strchr(tok, '=');
+            ck_assert_msg(eq != NULL, "setting %s", tok);
+            *eq = '\0';
+            ck_assert_msg(attn_hparams_set(&hp, v, tok, eq + 1, err, sizeof(err)) == 0, "%s", err);
+        }
+        if (v->layer_forward) hp.inner = attn_lookup("softmax");
+        AttnHarness* h = &hs[c];
+        harness_setup(h, v, &hp, rc->pos, B, T, C, rc->NH, 1, 0.3f, 4242 + 31 * (uint64_t)c);
+        const int P = h->row->params_per_head;
+        Rng r;
+        rng_seed(&r, 99 + (uint64_t)c);
+        for (int k = 0; k < rc->NH * P; k++) // per-head parameters away from their init
+            h->rowp[k] += 0.3f * rng_normal(&r);
+        char id[16];
+        snprintf(id, sizeof(id), "d%02d", c);
+        int sx[3] = {B, T, C}, sq[3] = {B, T, 3 * C}, sp[2] = {rc->NH, P};
+        ref64_save(dir, id, "x", h->x, (size_t)B * T * C, sx, 3);
+        ref64_save(dir, id, "qkv", h->qkv, (size_t)B * T * 3 * C, sq, 3);
+        if (P > 0) ref64_save(dir, id, "rowp", h->rowp, (size_t)rc->NH * P, sp, 2);
+        fprintf(man, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,", id,
+                v->name, POSN[rc->pos], B, T);
+        fprintf(man, "\"C\":%d,\"NH\":%d,\"P\":%d,\"T_train\":%d,\"inner\":\"softmax\",\"hp\":", C,
+                rc->NH, P, REF64_TTRAIN);
+        ref64_hp(man, v, &h->hp);
+        fprintf(man, ",\"inner_hp\":");
+        ref64_hp(man, h->row, &h->row_hp);
+        fprintf(man, ",\"tensors\":[");
+        for (int k = 0; k < h->ntens; k++) {
+            int shape[3];
+            size_t n = 1;
+            for (int q = 0; q < h->specs[k].ndim; q++)
+                n *= (size_t)(shape[q] = h->specs[k].shape[q]);
+            char what[80];
+            snprintf(what, sizeof(what), "t.%s", h->specs[k].name);
+            ref64_save(dir, id, what, h->tp[k], n, shape, h->specs[k].ndim);
+            fprintf(man, "%s\"%s\"", k ? "," : "", h->specs[k].name);
+        }
+        fprintf(man, "]}\n");
+        attention_forward(&h->L); // on the float-rounded inputs, in double
+    }
+    ck_assert_msg(fclose(man) == 0, "cannot write %s", path);
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), REF64_PY " %s/scripts/ref_layers.py %s", test_repo_root(), dir);
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "scripts/ref_layers.py failed (exit %d): see its message above", rc);
+    double worst = 0;
+    for (int c = 0; c < N_REF64; c++) {
+        AttnHarness* h = &hs[c];
+        const size_t nout = (size_t)h->d.B * h->d.T * h->d.C;
+        const size_t natt = (size_t)h->d.B * h->d.NH * h->d.T * h->d.T;
+        snprintf(path, sizeof(path), "%s/d%02d.ref_out.npy", dir, c);
+        double eo = ref64_cmp(h->out, path, nout);
+        snprintf(path, sizeof(path), "%s/d%02d.ref_att.npy", dir, c);
+        double ea = ref64_cmp(h->att, path, natt);
+        double e = eo > ea ? eo : ea;
+        if (!(e <= worst)) worst = e;
+        ck_assert_msg(e <= 1e-6,
+                      "%s [%s] (double build): out %.3g, att %.3g relative to the "
+                      "reference (tolerance 1e-6)",
+                      REF64[c].variant, REF64[c].settings, eo, ea);
+        harness_free(h);
+    }
+    printf("attn64 reference forward: %d cases, worst relative difference %.3g\n", N_REF64, worst);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+}
+END_TEST
+
 static Suite* attn64_layer_suite(void) {
     Suite* s = suite_create("attn64_layer");
     TCase* tc = tcase_create("layer");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_layer_gradcheck64, 0, attn_count());
     tcase_add_loop_test(tc, test_wrapped_inner_params64, 0, attn_count());
+    tcase_add_test(tc, test_authors_forms_match_reference64);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -41,7 +41,8 @@ static const Unused UNUSED[] = {
      "alpha is fixed at attn.alpha unless learn_alpha=on"},
     {"hccs", "attn.learn=off", NULL, -1, "learn=off: alpha, beta fixed at attn.alpha0, beta0"},
     {"swat", NULL, "attn.bias=learn", 0, "the per-head bias is learned only with bias=learn"},
-    {"normalized", NULL, "attn.gain=learn", 0, "the gain is learned only with gain=learn"},
+    {"normalized", "attn.gain=off", NULL, 0, "gain=off: the gain is fixed at 1"},
+    {"normalized", "attn.bias=off", NULL, 1, "bias=off: the bias is fixed at 0"},
     {"relu_ln", "attn.affine=none", NULL, -1, "affine=none: no gain and bias"},
     {"ssmax", NULL, "attn.bias=learn", 1, "lambda = theta ln n + b has b only with bias=learn"},
     {"logn", NULL, "attn.learn=on", 0, "beta_scale is learned only with learn=on"},
@@ -174,15 +175,24 @@ START_TEST(test_mixed_layers_stride_gradcheck) {
     r = run_spec("0:softmax,1:gated", "attn.inner=hccs", NULL, NULL, 0);
     ck_assert_int_eq(r.unused, 0);
     ck_assert_int_eq(r.zero_checks, 1 + 2 + 2);
-    // two wrappers around a parameterised inner map (rela: gate_w, gain; asentmax: w,
-    // log_gamma, each unread in the other layer)
+    // two wrappers around a parameterised inner map (rela: gate, gain; asentmax: beta_w, beta_b,
+    // gamma_w, gamma_b, each unread in the other layer)
     r = run_spec("0:rela,1:asentmax", "attn.rela_map=inner attn.as_map=inner " INNER_P, NULL, NULL,
                  0);
     ck_assert_int_eq(r.unused, 0);
-    ck_assert_int_eq(r.zero_checks, 1 + 2 + 2);
+    ck_assert_int_eq(r.zero_checks, 1 + 2 + 4);
     // two tensor-owning variants: affine (alpha_w, alpha_b, beta_w, beta_b) and ssa with its
-    // value tensor (tau_w, tau_pos, val_w)
+    // value tensor (beta, val_w)
     r = run_spec("0:affine,1:ssa", "attn.ssa_value=on", NULL, NULL, 0);
+    ck_assert_int_eq(r.unused, 0);
+    ck_assert_int_eq(r.zero_checks, 1 + 4 + 2);
+    // the earlier forms: rela's dense input gate (gate_w, gain), asentmax's recipe (w,
+    // log_gamma), ssa's token temperature (tau_w, tau_pos, val_w)
+    r = run_spec("0:rela,1:asentmax",
+                 "attn.rela_gate=input attn.rela_norm=head attn.as_scale=recipe", NULL, NULL, 0);
+    ck_assert_int_eq(r.unused, 0);
+    ck_assert_int_eq(r.zero_checks, 1 + 2 + 2);
+    r = run_spec("0:affine,1:ssa", "attn.ssa_value=on attn.ssa_temp=token", NULL, NULL, 0);
     ck_assert_int_eq(r.unused, 0);
     ck_assert_int_eq(r.zero_checks, 1 + 4 + 3);
 }

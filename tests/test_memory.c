@@ -7,7 +7,7 @@
 // model is built, its activations allocated, its precision set and the optimizer initialised,
 // and, in fp32, while a forward and backward run (nothing may be allocated lazily behind the
 // estimate's back). Separately, the parameter bytes of variant tensors are checked against the
-// shapes the variants' documentation gives (rela: gate_w (C, C) and gain (NH, hs) per layer).
+// shapes the variants' documentation gives (rela: gate (C) and gain (NH, hs) per layer).
 #include <check.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -114,15 +114,15 @@ START_TEST(test_estimate_equals_allocated) {
 }
 END_TEST
 
-// Parameter bytes of variant tensors, from the shapes rela.c documents (gate_w (C, C) and gain
-// (NH, hs) per layer) and ssmax's one scale per head (VARIANTS.md), against plain softmax.
+// Parameter bytes of variant tensors, from the shapes rela.c documents (at its defaults gate (C)
+// and gain (NH, hs) per layer) and ssmax's one scale per head (VARIANTS.md), against plain softmax.
 START_TEST(test_estimate_counts_variant_tensors) {
     MemEstimate base, rela, ssmax;
     double got;
     estimate_and_allocate(&CASES[0], MM_FP32, &base, &got);
     estimate_and_allocate(&CASES[2], MM_FP32, &rela, &got);
     estimate_and_allocate(&CASES[1], MM_FP32, &ssmax, &got);
-    const double rela_floats = (double)NL * (C * C + C); // NH * hs = C
+    const double rela_floats = (double)NL * (C + C); // NH * hs = C
     // allocFloats rounds each buffer up to 64 bytes: the difference is exact up to that
     ck_assert_msg(rela.params - base.params >= 4 * rela_floats - 64 &&
                       rela.params - base.params <= 4 * rela_floats + 64,

@@ -55,7 +55,7 @@ static const NumValues NUM_VALUES[] = {
     {"gated", "gate_init", {"0.25", "0.05", "0.9"}, NULL},
     {"asentmax", "alpha", {"1.5", "1.25", "2"}, NULL},
     {"asentmax", "delta", {"1", "0", "2.5"}, NULL},
-    {"rela", "rela_eps", {"1e-5", "0.01", "0.5"}, NULL},
+    {"rela", "rela_eps", {"1e-8", "1e-5", "0.5"}, NULL},
     {"linear", "eps", {"1e-6", "0.01", "0.3"}, NULL},
     {"linear", "cos_len", {"0", "70", "300"}, "feature=cosformer"},
     {"linear", "rf_m", {"0", "5", "12"}, "feature=performer"},
@@ -473,6 +473,88 @@ START_TEST(test_every_layer_variant_has_reference) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// The defaults are the authors' forms, with the tensors and initial values of their code:
+//   rela (bzhangGo/zero modules/rela.py): RMSNorm over all C channels, gate sigmoid(g * o) with a
+//     C-vector g (N(0, 1/C) here), eps 1e-8, scale init 1;
+//   ssa (umich-sota/selective_attention lit_gpt/gpt_2_PTS.py): one beta per layer, init 1.5;
+//   asentmax (deep-spin/asentmax sparse_gemma.py, README's ASEntmax): adapt-softplus-tanh with
+//     biased projections of the block input (Gemma-2 init: N(0, 0.02), zero bias).
+// The numbers are read off those files; a default that drifts from them fails by name.
+
+static void want_choice(const AttnVariant* v, const AttnHParams* hp, const char* key,
+                        const char* word) {
+    const int i = attn_hparam_index(v, key);
+    ck_assert_msg(i >= 0, "%s has no attn.%s", v->name, key);
+    char w[64];
+    choice_word(w, sizeof(w), v->hparams[i].choices, (int)hp->v[i]);
+    ck_assert_msg(strcmp(w, word) == 0, "%s: default attn.%s = %s, the reference's is %s", v->name,
+                  key, w, word);
+}
+
+static const AttnTensorSpec* want_tensor(const AttnTensorSpec* sp, int n, const char* name,
+                                         const char* variant) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(sp[k].name, name) == 0) return &sp[k];
+    ck_abort_msg("%s: no layer tensor %s at its defaults", variant, name);
+    return NULL;
+}
+
+START_TEST(test_layer_defaults_are_authors_forms) {
+    const AttnDims d = {.B = 2, .T = 9, .C = 24, .NH = 3, .hs = 8};
+    AttnTensorSpec sp[ATTN_MAX_TENSORS];
+    AttnHParams hp;
+    const AttnVariant* rela = attn_lookup("rela");
+    attn_hparams_default(&hp, rela, 64, d.NH, d.hs, d.C, 2);
+    want_choice(rela, &hp, "rela_norm", "all");
+    want_choice(rela, &hp, "rela_gate", "output");
+    want_choice(rela, &hp, "rela_map", "relu");
+    ck_assert_float_eq(hp.v[attn_hparam_index(rela, "rela_eps")], 1e-8f);
+    int n = rela->layer_tensors(sp, &d, &hp);
+    const AttnTensorSpec* g = want_tensor(sp, n, "gate", "rela");
+    ck_assert_int_eq(g->ndim, 1);
+    ck_assert_int_eq(g->shape[0], d.C);
+    ck_assert_int_eq(g->init, ATTN_INIT_NORMAL);
+    ck_assert_float_eq_tol(g->init_value, 1.0 / sqrt((double)d.C), 1e-7);
+    const AttnTensorSpec* sc = want_tensor(sp, n, "gain", "rela");
+    ck_assert_int_eq(sc->init, ATTN_INIT_CONST);
+    ck_assert_float_eq(sc->init_value, 1.0f);
+    ck_assert_int_eq(n, 2);
+
+    const AttnVariant* ssa = attn_lookup("ssa");
+    attn_hparams_default(&hp, ssa, 64, d.NH, d.hs, d.C, 2);
+    want_choice(ssa, &hp, "ssa_temp", "position");
+    want_choice(ssa, &hp, "ssa_value", "off");
+    n = ssa->layer_tensors(sp, &d, &hp);
+    ck_assert_int_eq(n, 1);
+    const AttnTensorSpec* be = want_tensor(sp, n, "beta", "ssa");
+    ck_assert_int_eq(be->ndim, 1);
+    ck_assert_int_eq(be->shape[0], 1); // one per layer, shared by the heads
+    ck_assert_int_eq(be->init, ATTN_INIT_CONST);
+    ck_assert_float_eq(be->init_value, 1.5f);
+
+    const AttnVariant* as = attn_lookup("asentmax");
+    attn_hparams_default(&hp, as, 64, d.NH, d.hs, d.C, 2);
+    want_choice(as, &hp, "as_scale", "adapt");
+    want_choice(as, &hp, "as_map", "entmax");
+    ck_assert_float_eq(hp.v[attn_hparam_index(as, "alpha")], 1.5f);
+    ck_assert_float_eq(hp.v[attn_hparam_index(as, "delta")], 1.0f);
+    n = as->layer_tensors(sp, &d, &hp);
+    ck_assert_int_eq(n, 4);
+    static const char *const W[] = {"beta_w", "gamma_w"}, *const Bs[] = {"beta_b", "gamma_b"};
+    for (int k = 0; k < 2; k++) {
+        const AttnTensorSpec* w = want_tensor(sp, n, W[k], "asentmax");
+        ck_assert_int_eq(w->shape[0], d.NH);
+        ck_assert_int_eq(w->shape[1], d.C); // projected from the block input
+        ck_assert_int_eq(w->init, ATTN_INIT_NORMAL);
+        ck_assert_float_eq(w->init_value, 0.02f);
+        const AttnTensorSpec* b = want_tensor(sp, n, Bs[k], "asentmax");
+        ck_assert_int_eq(b->shape[0], d.NH);
+        ck_assert_int_eq(b->init, ATTN_INIT_ZERO);
+    }
+}
+END_TEST
+
 static Suite* ref_layers_suite(void) {
     Suite* s = suite_create("ref_layers");
     TCase* tc = tcase_create("core");
@@ -480,6 +562,7 @@ static Suite* ref_layers_suite(void) {
     tcase_add_test(tc, test_every_layer_variant_has_reference);
     tcase_add_test(tc, test_layer_variants_match_reference);
     tcase_add_test(tc, test_lucid_unit_diagonal);
+    tcase_add_test(tc, test_layer_defaults_are_authors_forms);
     suite_add_tcase(s, tc);
     return s;
 }
