@@ -106,8 +106,8 @@ START_TEST(test_model_file_errors) {
     RD_EXPECT(2, "evaluate", args, "missing.bin: cannot open");
     const char* p = crafted_word("llmc_magic.bin", 0, 20240326);
     snprintf(args, sizeof(args), "--checkpoint %s --data x", p);
-    RD_EXPECT(2, "evaluate", args, "llmc_magic.bin: this is an llm.c model file",
-              "init_from=llmc:");
+    // a tool opens a file with llm.c's magic as an llm.c file: this one's header is cut short
+    RD_EXPECT(2, "evaluate", args, "llmc_magic.bin: llm.c model version");
     p = crafted_word("magic.bin", 0, 12345);
     snprintf(args, sizeof(args), "--checkpoint %s --data x", p);
     RD_EXPECT(2, "evaluate", args, "magic.bin: not an attnlab model file (magic 12345");
