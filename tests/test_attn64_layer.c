@@ -179,7 +179,7 @@ START_TEST(test_wrapped_inner_params64) {
 END_TEST
 
 // ---------------------------------------------------------------------------------------------
-// The double build's forward against the independent float64 references (scripts/ref_layers.py,
+// The double build's forward against the independent float64 references (tests/ref/ref_layers.py,
 // which follows the authors' code: bzhangGo/zero modules/rela.py, umich-sota/selective_attention
 // lit_gpt/gpt_2_PTS.py, deep-spin/asentmax sparse_gemma.py, OliverRichter/normalized-attention
 // models.py, apple/ml-sigmoid-attention's fixed -ln T_train) for rela, ssa, asentmax, normalized
@@ -340,9 +340,9 @@ START_TEST(test_authors_forms_match_reference64) {
     }
     ck_assert_msg(fclose(man) == 0, "cannot write %s", path);
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), REF64_PY " %s/scripts/ref_layers.py %s", test_repo_root(), dir);
+    snprintf(cmd, sizeof(cmd), REF64_PY " %s/tests/ref/ref_layers.py %s", test_repo_root(), dir);
     int rc = system(cmd);
-    ck_assert_msg(rc == 0, "scripts/ref_layers.py failed (exit %d): see its message above", rc);
+    ck_assert_msg(rc == 0, "tests/ref/ref_layers.py failed (exit %d): see its message above", rc);
     double worst = 0;
     for (int c = 0; c < N_REF64; c++) {
         AttnHarness* h = &hs[c];

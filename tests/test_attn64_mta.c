@@ -2,7 +2,7 @@
 // of attention/ (-DATTN_REAL_DOUBLE), beyond the generic test_attn64_layer sweep (which runs at
 // layer 0 only):
 //   - the forward (out and the stored weights att) against the independent float64 reference
-//     scripts/ref_mta.py (written from the authors' facebookresearch/RAM projects/mta code), over
+//     tests/ref/ref_mta.py (written from the authors' facebookresearch/RAM projects/mta code), over
 //     layer indices 0, 2, 3, 6, 10 (with and without the key-query convolutions, the depth
 //     rescale lambda_l), head counts 2, 3, 5, 6, lengths 1, 4, 7, 13, 20, every position
 //     encoding the variant supports and every hyperparameter away from its default; relative
@@ -49,7 +49,7 @@ static int tensor_index(const AttnHarness* h, const char* name) {
     return -1;
 }
 
-// ---- forward against scripts/ref_mta.py
+// ---- forward against tests/ref/ref_mta.py
 
 typedef struct {
     const char* settings;
@@ -158,9 +158,9 @@ START_TEST(test_mta_forward_vs_reference64) {
         fprintf(man, "}}\n");
     }
     ck_assert_int_eq(fclose(man), 0);
-    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_mta.py %s", test_repo_root(), dir);
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_mta.py %s", test_repo_root(), dir);
     const int rc = system(cmd);
-    ck_assert_msg(rc == 0, "scripts/ref_mta.py failed (exit %d)", rc);
+    ck_assert_msg(rc == 0, "tests/ref/ref_mta.py failed (exit %d)", rc);
     int bad = 0;
     double worst = 0;
     for (int i = 0; i < N_REF; i++) {
@@ -180,7 +180,7 @@ START_TEST(test_mta_forward_vs_reference64) {
         harness_free(h);
     }
     printf("ref_mta (double): %d cases, worst relative difference %.3g\n", N_REF, worst);
-    ck_assert_msg(bad == 0, "%d of %d mta cases differ from scripts/ref_mta.py", bad, N_REF);
+    ck_assert_msg(bad == 0, "%d of %d mta cases differ from tests/ref/ref_mta.py", bad, N_REF);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
 }

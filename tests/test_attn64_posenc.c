@@ -1,6 +1,6 @@
 // tests/test_attn64_posenc.c: the position encodings' tables in the double-precision build of
 // attention/ (-DATTN_REAL_DOUBLE), against the independent float64 reference
-// scripts/ref_posenc.py (the float build is checked against the same reference in
+// tests/ref/ref_posenc.py (the float build is checked against the same reference in
 // tests/test_posenc.c), and talking heads' position-bias order by finite differences:
 //   - ALiBi slopes for NH = 1..8, 12, 16, 24, 32, 48 against the authors' get_slopes
 //     (ofirpress/attention_with_linear_biases, fairseq/models/transformer.py), 1e-14 relative;
@@ -25,13 +25,13 @@
 
 #define PY "/usr/bin/python3"
 
-// Run scripts/ref_posenc.py ARGS and read up to cap numbers of its output into out (count back).
+// Run tests/ref/ref_posenc.py ARGS and read up to cap numbers of its output into out (count back).
 static int ref_numbers(const char* args, double* out, int cap) {
     ck_assert_msg(system(PY " -c 'import numpy' >/dev/null 2>&1") == 0,
                   PY " with numpy is required for the independent references: "
                      "sudo apt-get install python3-numpy (or bash scripts/deps)");
     char cmd[4096];
-    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_posenc.py %s", test_repo_root(), args);
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_posenc.py %s", test_repo_root(), args);
     FILE* p = popen(cmd, "r");
     ck_assert_msg(p != NULL, "cannot run %s", cmd);
     int n = 0;

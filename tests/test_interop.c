@@ -2,7 +2,7 @@
 // identical logits; the safetensors layout (transposes, names, padding, metadata) is checked
 // element by element; F16/BF16 conversion against hand-encoded values; malformed files are
 // rejected with messages naming the file; and the validation loss of attnlab agrees with an
-// independent numpy GPT-2 (scripts/ref_gpt2.py) on the exported safetensors and on an llm.c file.
+// independent numpy GPT-2 (tests/ref/ref_gpt2.py) on the exported safetensors and on an llm.c file.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,14 +422,14 @@ static int have_numpy(void) {
     return system(PY " -c 'import numpy' >/dev/null 2>&1") == 0;
 }
 
-// scripts/ref_gpt2.py relative to the repository root.
+// tests/ref/ref_gpt2.py relative to the repository root.
 static void repo_path(char* out, size_t cap, const char* rel) {
     snprintf(out, cap, "%s/%s", test_repo_root(), rel);
 }
 
 static double ref_loss(const char* model, const char* data, int B, int T, int n) {
     char script[1100], cmd[4096];
-    repo_path(script, sizeof(script), "scripts/ref_gpt2.py");
+    repo_path(script, sizeof(script), "tests/ref/ref_gpt2.py");
     snprintf(cmd, sizeof(cmd), PY " %s --model %s --data '%s' -B %d -T %d --batches %d", script,
              model, data, B, T, n);
     FILE* p = popen(cmd, "r");

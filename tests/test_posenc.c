@@ -190,13 +190,13 @@ START_TEST(test_xpos_reference) {
 }
 END_TEST
 
-// The independent float64 reference scripts/ref_posenc.py: ARGS -> up to cap numbers.
+// The independent float64 reference tests/ref/ref_posenc.py: ARGS -> up to cap numbers.
 static int ref_posenc(const char* args, double* out, int cap) {
     ck_assert_msg(system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0,
                   "/usr/bin/python3 with numpy is required for the independent references: "
                   "sudo apt-get install python3-numpy (or bash scripts/deps)");
     char cmd[4096];
-    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/scripts/ref_posenc.py %s", test_repo_root(),
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/ref/ref_posenc.py %s", test_repo_root(),
              args);
     FILE* p = popen(cmd, "r");
     ck_assert_msg(p != NULL, "cannot run %s", cmd);
@@ -208,7 +208,7 @@ static int ref_posenc(const char* args, double* out, int cap) {
 }
 
 // ALiBi slopes against the authors' get_slopes (ofirpress/attention_with_linear_biases:
-// fairseq/models/transformer.py, as scripts/ref_posenc.py re-implements it), for head counts that
+// fairseq/models/transformer.py, as tests/ref/ref_posenc.py re-implements it), for head counts that
 // are and are not powers of two (3, 6 as the small config, 12 as gpt2_124M), in the float build
 // (tests/test_attn64_posenc.c: the double build). The scores of the default pipeline under alibi
 // carry them (NH = 3, 6, 12 in tests/test_ref_layers.c).

@@ -1,5 +1,5 @@
 // tests/test_ref_layers.c: every layer-level attention variant (those with layer_forward) against
-// the independent float64 numpy reference scripts/ref_layers.py, written from VARIANTS.md and the
+// the independent float64 numpy reference tests/ref/ref_layers.py, written from VARIANTS.md and the
 // papers. One attention layer per case (tests/attn_harness.h): B = 2, NH = 2 or 3 (6, 8 and 12
 // in the ALiBi cases), hs = 8, T in {64, 7, 33, 2, 80, 1} and once per variant 300; layer
 // tensors drawn N(0, 0.3) around their init and row parameters N(0, 0.3) around theirs (away
@@ -388,9 +388,9 @@ START_TEST(test_layer_variants_match_reference) {
         }
     fclose(cs.manifest);
     if (test_variant_selected("")) ck_assert_int_ge(nlayer, 8); // unless a subset was selected
-    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py %s", test_repo_root(), cs.dir);
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_layers.py %s", test_repo_root(), cs.dir);
     int rc = system(cmd);
-    ck_assert_msg(rc == 0, "scripts/ref_layers.py failed (exit %d): see its message above", rc);
+    ck_assert_msg(rc == 0, "tests/ref/ref_layers.py failed (exit %d): see its message above", rc);
     int bad = 0;
     double worst = 0;
     for (int i = 0; i < cs.n; i++) {
@@ -450,7 +450,7 @@ END_TEST
 START_TEST(test_every_layer_variant_has_reference) {
     NEED_NUMPY();
     char cmd[2048], names[4096] = "";
-    snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_layers.py --list", test_repo_root());
+    snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_layers.py --list", test_repo_root());
     FILE* p = popen(cmd, "r");
     ck_assert(p != NULL);
     size_t n = fread(names, 1, sizeof(names) - 1, p);
@@ -466,7 +466,7 @@ START_TEST(test_every_layer_variant_has_reference) {
         char hay[4200];
         snprintf(hay, sizeof(hay), "\n%s", names);
         ck_assert_msg(strstr(hay, line) != NULL,
-                      "layer-level variant '%s' has no reference in scripts/ref_layers.py",
+                      "layer-level variant '%s' has no reference in tests/ref/ref_layers.py",
                       v->name);
     }
     ck_assert_int_ge(nlayer, 8);

@@ -1,5 +1,5 @@
 // tests/test_ref_model.c: the whole GPT-2 forward against the independent float64 numpy model
-// scripts/ref_gpt2.py (--npy-dir), whose attention layers come from scripts/ref_layers.py. The
+// tests/ref/ref_gpt2.py (--npy-dir), whose attention layers come from tests/ref/ref_layers.py. The
 // model's parameters are written as .npy files with a model.json of the resolved per-layer
 // attention (variant, hyperparameters, inner map, the layer's row parameters taken from attnp
 // with its (L, NH, maxP) stride, its layer tensors, and the residual-path keys with their tensors:
@@ -226,7 +226,7 @@ START_TEST(test_model_logits_match_reference) {
     char dirs[NM][600], cmd[16384], path[16384], err[512];
     float* logits[NM];
     int V = 0;
-    int n = snprintf(cmd, sizeof(cmd), PY " %s/scripts/ref_gpt2.py --npy-dir", test_repo_root());
+    int n = snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_gpt2.py --npy-dir", test_repo_root());
     for (int mi = 0; mi < NM; mi++) { // every model, then one reference call for all
         const ModelCase* mc = &MODELS[mi];
         util_strlcpy(dirs[mi], test_tmpdir(), sizeof(dirs[mi]));
@@ -255,7 +255,7 @@ START_TEST(test_model_logits_match_reference) {
         n += snprintf(cmd + n, sizeof(cmd) - n, " %s", dirs[mi]);
         ck_assert((size_t)n < sizeof(cmd));
     }
-    ck_assert_msg(system(cmd) == 0, "scripts/ref_gpt2.py failed (its message is above)");
+    ck_assert_msg(system(cmd) == 0, "tests/ref/ref_gpt2.py failed (its message is above)");
     int bad = 0;
     for (int mi = 0; mi < NM; mi++) {
         const ModelCase* mc = &MODELS[mi];

@@ -1,5 +1,5 @@
 // tests/test_ref_rowmaps.c: every registered row map's forward against an independent float64
-// numpy reference (scripts/ref_rowmaps.py, written from VARIANTS.md and the papers, not from the
+// numpy reference (tests/ref/ref_rowmaps.py, written from VARIANTS.md and the papers, not from the
 // C). The suite loops over the registry, so a new row map is covered without editing this file,
 // and one without a reference entry fails by name.
 //
@@ -403,7 +403,7 @@ static void setup_batch(void) {
         return;
     }
     char cmd[2048];
-    snprintf(cmd, sizeof(cmd), "%s %s/scripts/ref_rowmaps.py %s", PYTHON, test_repo_root(), dir);
+    snprintf(cmd, sizeof(cmd), "%s %s/tests/ref/ref_rowmaps.py %s", PYTHON, test_repo_root(), dir);
     int rc = system(cmd);
     if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
         snprintf(SETUP_ERR, sizeof(SETUP_ERR), "'%s' failed (status %d)", cmd, rc);

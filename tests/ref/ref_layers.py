@@ -1,14 +1,14 @@
 #!/usr/bin/python3
-"""scripts/ref_layers.py: independent float64 numpy references of attnlab's layer-level attention
+"""tests/ref/ref_layers.py: independent float64 numpy references of attnlab's layer-level attention
 variants, their inner row maps and the position encodings at the attention level.
 
 Written from the formulas in VARIANTS.md and the papers (see the notes per function); nothing is
 shared with the C code. Used by tests/test_ref_layers.c (one call for all cases) and, for the
-attention of a whole model, by scripts/ref_gpt2.py.
+attention of a whole model, by tests/ref/ref_gpt2.py.
 
 usage:
-  /usr/bin/python3 scripts/ref_layers.py --list      names of the layer-level variants covered
-  /usr/bin/python3 scripts/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
+  /usr/bin/python3 tests/ref/ref_layers.py --list      names of the layer-level variants covered
+  /usr/bin/python3 tests/ref/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
       inputs DIR/<id>.x.npy (B,T,C), <id>.qkv.npy (B,T,3C), <id>.rowp.npy (NH,P) when P > 0 and
       <id>.t.<name>.npy (the variant's layer tensors), <id>.fire.npy (the FIRE vector) under
       pos = fire, write <id>.ref_out.npy (B,T,C) and <id>.ref_att.npy (B,NH,T,T).
@@ -471,7 +471,7 @@ def v_multiscreen(L):
     return L.merge(o), rho
 
 
-# mta: the authors' released configuration, in its own file (scripts/ref_mta.py)
+# mta: the authors' released configuration, in its own file (tests/ref/ref_mta.py)
 from ref_mta import v_mta  # noqa: E402
 
 

@@ -1,258 +1,17 @@
-// tests/test_common.c: the JSON writer (escaping, numbers, structure, validity as checked by
-// Python's json module when available), the .npy writer/reader (byte-exact headers, fp16
-// rounding, streaming, malformed files, loading with numpy when available), and util.h's crc32
-// and atomic writes.
-#include <dirent.h>
+// tests/test_npy.c: the .npy writer and reader of common/npy.h: byte-exact headers, fp16
+// rounding (known values and all 65536 halves), whole-file and streaming writes, malformed files
+// (a message naming the file), and numpy loading our files and writing identical headers (a
+// missing numpy is a failure).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "common/json.h"
 #include "common/npy.h"
 #include "common/util.h"
+#include "tests/file_util.h"
 #include "tests/testutil.h"
-
-#define PYTHON "/usr/bin/python3"
-
-// Number of directory entries other than . and ..
-static int dir_entries(const char* dir) {
-    DIR* d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent* e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
-static void write_text(const char* path, const char* s, size_t n) {
-    FILE* f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(s, 1, n, f), n);
-    fclose(f);
-}
-
-static char* read_text(const char* path, size_t* n) {
-    char err[512];
-    char* s = util_read_file(path, n, err, sizeof(err));
-    ck_assert_msg(s != NULL, "%s", err);
-    return s;
-}
-
-static int have_python(const char* module) {
-    if (access(PYTHON, X_OK) != 0) return 0;
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "%s -c 'import %s' >/dev/null 2>&1", PYTHON, module);
-    return system(cmd) == 0;
-}
-
-// Run a Python script (written to dir) with arguments; returns its exit status.
-static int run_python(const char* dir, const char* script, const char* args) {
-    char path[1024], cmd[10000];
-    snprintf(path, sizeof(path), "%s/check.py", dir);
-    write_text(path, script, strlen(script));
-    snprintf(cmd, sizeof(cmd), "%s %s %s", PYTHON, path, args);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-// ----------------------------------------------------------------------------
-// JSON
-
-START_TEST(test_json_record) {
-    JsonBuf j = {0};
-    json_begin(&j);
-    json_int(&j, "step", 10);
-    json_num(&j, "loss", 3.25);
-    json_num(&j, "lr", 0.1f); // float 0.1 = 0.100000001490116...: 9 significant digits
-    json_num(&j, "nan", NAN);
-    json_num(&j, "inf", -INFINITY);
-    json_str(&j, "kind", "head");
-    json_bool(&j, "ok", 1);
-    json_bool(&j, "no", 0);
-    json_null(&j, "nil");
-    json_int(&j, "big", -9007199254740993LL);
-    json_num(&j, "e", 1e20);
-    json_num(&j, "negz", -0.0);
-    json_dbl(&j, "d", 0.1);
-    json_dbl(&j, "dn", NAN);
-    json_str(&j, "s0", NULL);
-    json_end(&j);
-    ck_assert_str_eq(j.buf,
-                     "{\"step\":10,\"loss\":3.25,\"lr\":0.100000001,\"nan\":null,\"inf\":null,"
-                     "\"kind\":\"head\",\"ok\":true,\"no\":false,\"nil\":null,"
-                     "\"big\":-9007199254740993,\"e\":1e+20,\"negz\":-0,"
-                     "\"d\":0.10000000000000001,\"dn\":null,\"s0\":null}");
-    ck_assert_uint_eq(j.len, strlen(j.buf));
-    // json_begin starts over, reusing the buffer
-    json_begin(&j);
-    json_end(&j);
-    ck_assert_str_eq(j.buf, "{}");
-    json_free(&j);
-    ck_assert_ptr_null(j.buf);
-}
-END_TEST
-
-// Every float32 printed with %.9g reads back as the same float.
-START_TEST(test_json_float_roundtrip) {
-    Rng r;
-    rng_seed(&r, 3);
-    JsonBuf j = {0};
-    for (int i = 0; i < 2000; i++) {
-        uint32_t bits = (uint32_t)rng_u64(&r);
-        float f;
-        memcpy(&f, &bits, 4);
-        if (!isfinite(f)) continue;
-        json_begin(&j);
-        json_num(&j, "x", f);
-        json_end(&j);
-        float back = strtof(j.buf + 5, NULL);
-        ck_assert_msg(memcmp(&back, &f, 4) == 0, "%s", j.buf);
-    }
-    json_free(&j);
-}
-END_TEST
-
-static void check_escape(const char* in, size_t n, const char* expect) {
-    char* e = json_escape(in, n);
-    ck_assert_str_eq(e, expect);
-    free(e);
-}
-
-START_TEST(test_json_escape) {
-    check_escape("", 0, "\"\"");
-    check_escape("plain / text", 12, "\"plain / text\"");
-    check_escape("a\"b\\c", 5, "\"a\\\"b\\\\c\"");
-    check_escape("\b\f\n\r\t", 5, "\"\\b\\f\\n\\r\\t\"");
-    check_escape("\x01\x1f\x7f", 3, "\"\\u0001\\u001f\x7f\""); // DEL needs no escape
-    check_escape("x\0y", 3, "\"x\\u0000y\"");                  // NUL inside a counted string
-    check_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14,
-                 "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""); // valid UTF-8 passes
-    check_escape("\xff", 1, "\"\\ufffd\"");                        // never valid
-    check_escape("a\x80z", 3, "\"a\\ufffdz\"");                    // stray continuation
-    check_escape("\xe2\x82", 2, "\"\\ufffd\\ufffd\"");             // truncated at the end
-    check_escape("\xe2\x82x", 3, "\"\\ufffd\\ufffdx\"");           // truncated before ASCII
-    check_escape("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");             // overlong '/'
-    check_escape("\xe0\x80\xaf", 3, "\"\\ufffd\\ufffd\\ufffd\"");  // overlong 3-byte
-    check_escape("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");  // UTF-16 surrogate
-    check_escape("\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); // > U+10FFFF
-    check_escape("\xf4\x8f\xbf\xbf", 4, "\"\xf4\x8f\xbf\xbf\"");             // U+10FFFF itself
-    check_escape("\xed\x9f\xbf", 3, "\"\xed\x9f\xbf\"");                     // U+D7FF
-    // keys are escaped too
-    JsonBuf j = {0};
-    json_begin(&j);
-    json_strn(&j, "k\"ey", "a\0b", 3);
-    json_end(&j);
-    ck_assert_str_eq(j.buf, "{\"k\\\"ey\":\"a\\u0000b\"}");
-    json_free(&j);
-}
-END_TEST
-
-START_TEST(test_json_nested) {
-    const int ids[3] = {50256, 0, -1};
-    const char* toks[3] = {"Hello", NULL, " \"w\""};
-    const float xs[3] = {0.5f, NAN, -2.0f};
-    JsonBuf j;
-    json_init(&j);
-    json_begin(&j);
-    json_int_array(&j, "ids", ids, 3);
-    json_str_array(&j, "tokens", toks, 3);
-    json_num_array(&j, "x", xs, 3);
-    json_int_array(&j, "empty", NULL, 0);
-    json_object_begin(&j, "o");
-    json_array_begin(&j, "layers");
-    json_object_begin(&j, NULL);
-    json_int(&j, "l", 0);
-    json_object_end(&j);
-    json_object_begin(&j, NULL);
-    json_object_end(&j);
-    json_array_begin(&j, NULL);
-    json_bool(&j, NULL, 1);
-    json_array_end(&j);
-    json_array_end(&j);
-    json_object_end(&j);
-    json_int(&j, "after", 1);
-    json_end(&j);
-    ck_assert_str_eq(j.buf, "{\"ids\":[50256,0,-1],\"tokens\":[\"Hello\",null,\" \\\"w\\\"\"],"
-                            "\"x\":[0.5,null,-2],\"empty\":[],"
-                            "\"o\":{\"layers\":[{\"l\":0},{},[true]]},\"after\":1}");
-    ck_assert_int_eq(j.depth, 0);
-    json_free(&j);
-}
-END_TEST
-
-// Lines written with json_write_line parse with Python's json module and decode to what we meant.
-START_TEST(test_json_lines_valid) {
-    const char* dir = test_tmpdir();
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
-    FILE* f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    JsonBuf j = {0};
-    // a long string forces the buffer to grow several times
-    char* longs = mallocCheck(100001);
-    for (int i = 0; i < 100000; i++)
-        longs[i] = (char)('a' + i % 26);
-    longs[100000] = '\0';
-    for (int step = 0; step < 3; step++) {
-        json_begin(&j);
-        json_int(&j, "step", step);
-        json_num(&j, "train_loss", step == 1 ? NAN : 10.0 / (step + 1));
-        json_str(&j, "s", "q\"\\\n\x01\xc3\xa9\xf0\x9f\x98\x80\xff/");
-        json_str(&j, "long", longs);
-        json_end(&j);
-        ck_assert_int_eq(json_write_line(&j, f), 0);
-    }
-    fclose(f);
-    free(longs);
-    size_t n;
-    char* text = read_text(path, &n);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++)
-        lines += text[i] == '\n';
-    ck_assert_int_eq(lines, 3);
-    ck_assert(n > 0 && text[n - 1] == '\n');
-    ck_assert(strncmp(text, "{\"step\":0,\"train_loss\":10,", 26) == 0);
-    free(text);
-    // whole-file atomic writes
-    char fpath[1024], err[2048];
-    snprintf(fpath, sizeof(fpath), "%s/side.json", dir);
-    ck_assert_int_eq(json_write_file(&j, fpath, err, sizeof(err)), 0);
-    char* side = read_text(fpath, &n);
-    ck_assert_uint_eq(n, j.len + 1);
-    ck_assert(memcmp(side, j.buf, j.len) == 0 && side[j.len] == '\n');
-    free(side);
-    char bad[1024];
-    snprintf(bad, sizeof(bad), "%s/no/such/dir/side.json", dir);
-    ck_assert_int_eq(json_write_file(&j, bad, err, sizeof(err)), -1);
-    ck_assert_ptr_nonnull(strstr(err, "/no/such/dir/side.json"));
-    json_free(&j);
-    // a missing Python is a failure, not a pass: the validation below is the point
-    ck_assert_msg(have_python("json"),
-                  "%s not available: JSON lines cannot be validated; install it with "
-                  "`apt-get install python3` (or `make deps`)",
-                  PYTHON);
-    const char* script =
-        "import json, sys\n"
-        "lines = open(sys.argv[1], encoding='utf-8').read().split('\\n')\n"
-        "assert lines[-1] == '' and len(lines) == 4, len(lines)\n"
-        "recs = [json.loads(l) for l in lines[:3]]\n"
-        "assert [r['step'] for r in recs] == [0, 1, 2]\n"
-        "assert recs[0]['train_loss'] == 10.0 and recs[1]['train_loss'] is None\n"
-        "assert abs(recs[2]['train_loss'] - 10/3) < 1e-8\n"
-        "assert recs[0]['s'] == 'q\"\\\\\\n\\x01\\u00e9\\U0001F600\\ufffd/', repr(recs[0]['s'])\n"
-        "assert len(recs[2]['long']) == 100000 and recs[2]['long'][:3] == 'abc'\n"
-        "json.loads(open(sys.argv[2], encoding='utf-8').read())\n";
-    char args[2200];
-    snprintf(args, sizeof(args), "%s %s", path, fpath);
-    ck_assert_int_eq(run_python(dir, script, args), 0);
-}
-END_TEST
 
 // ----------------------------------------------------------------------------
 // .npy: headers
@@ -440,12 +199,12 @@ START_TEST(test_npy_roundtrip_and_stream) {
     ck_assert_msg(npy_commit(&w) == 0, "%s", err);
     size_t n1, n2;
     snprintf(path, sizeof(path), "%s/a1.npy", dir);
-    char* a = read_text(path, &n1);
-    char* b = read_text(spath, &n2);
+    char* a = test_read_text(path, &n1);
+    char* b = test_read_text(spath, &n2);
     ck_assert(n1 == n2 && memcmp(a, b, n1) == 0);
     free(a);
     free(b);
-    int before = dir_entries(dir);
+    int before = test_dir_entries(dir);
     // too few elements: commit fails, nothing left behind
     snprintf(spath, sizeof(spath), "%s/short.npy", dir);
     ck_assert_int_eq(npy_open(&w, spath, shape, 3, 0, err, sizeof(err)), 0);
@@ -461,13 +220,13 @@ START_TEST(test_npy_roundtrip_and_stream) {
     // explicit abort
     ck_assert_int_eq(npy_open(&w, spath, shape, 3, 0, err, sizeof(err)), 0);
     npy_abort(&w);
-    ck_assert_int_eq(dir_entries(dir), before);
+    ck_assert_int_eq(test_dir_entries(dir), before);
     ck_assert(!util_file_exists(spath));
     // into a directory that does not exist: an error naming the path, nothing written
     snprintf(spath, sizeof(spath), "%s/missing/x.npy", dir);
     ck_assert_int_eq(npy_write(spath, x, shape, 3, 0, err, sizeof(err)), -1);
     ck_assert_ptr_nonnull(strstr(err, "missing/x.npy"));
-    ck_assert_int_eq(dir_entries(dir), before);
+    ck_assert_int_eq(test_dir_entries(dir), before);
     // an invalid shape
     ck_assert_int_eq(npy_write(spath, x, (const int[]){-1}, 1, 0, err, sizeof(err)), -1);
     ck_assert_ptr_nonnull(strstr(err, "shape"));
@@ -491,24 +250,24 @@ START_TEST(test_npy_read_malformed) {
     };
     for (size_t c = 0; c < sizeof(dicts) / sizeof(dicts[0]); c++) {
         size_t n = expected_header(hdr, dicts[c], 0);
-        write_text(path, hdr, n);
+        test_write_text(path, hdr, n);
         ck_assert_int_eq(npy_read_header(path, &info, err, sizeof(err)), -1);
         ck_assert_msg(strstr(err, "m.npy") != NULL, "%s", err);
     }
     // good header, wrong data size (one float short)
     size_t n = expected_header(hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 1);
     memset(hdr + n, 0, 4);
-    write_text(path, hdr, n + 4);
+    test_write_text(path, hdr, n + 4);
     ck_assert_int_eq(npy_read_header(path, &info, err, sizeof(err)), 0);
     ck_assert_ptr_null(npy_read_f32(path, &info, err, sizeof(err)));
     ck_assert_ptr_nonnull(strstr(err, "m.npy"));
     // bad magic, truncated header, empty file, missing file
-    write_text(path, "\x93NUMPX\x01\x00\x10\x00{}", 12);
+    test_write_text(path, "\x93NUMPX\x01\x00\x10\x00{}", 12);
     ck_assert_int_eq(npy_read_header(path, &info, err, sizeof(err)), -1);
     ck_assert_ptr_nonnull(strstr(err, "magic"));
-    write_text(path, "\x93NUMPY\x01\x00\x70\x00{'descr'", 18);
+    test_write_text(path, "\x93NUMPY\x01\x00\x70\x00{'descr'", 18);
     ck_assert_int_eq(npy_read_header(path, &info, err, sizeof(err)), -1);
-    write_text(path, "", 0);
+    test_write_text(path, "", 0);
     ck_assert_int_eq(npy_read_header(path, &info, err, sizeof(err)), -1);
     snprintf(path, sizeof(path), "%s/absent.npy", dir);
     ck_assert_ptr_null(npy_read_f32(path, &info, err, sizeof(err)));
@@ -519,10 +278,10 @@ END_TEST
 // numpy itself loads our files (also memory-mapped), sees the values, rounds to float16
 // identically, and writes byte-identical headers.
 START_TEST(test_npy_numpy_interop) {
-    ck_assert_msg(have_python("numpy"),
+    ck_assert_msg(test_have_python("numpy"),
                   "%s with numpy not available: numpy interoperability cannot be checked; "
                   "install it with `apt-get install python3-numpy` (or `make deps`)",
-                  PYTHON);
+                  TEST_PYTHON);
     const char* dir = test_tmpdir();
     char p1[1024], p2[1024], p3[1024], p4[1024], err[2048];
     enum { A = 2, B = 3, C = 5, R = 4099 };
@@ -574,118 +333,12 @@ START_TEST(test_npy_numpy_interop) {
         "assert header(sc) == npsave_header(np.float32(2.5).reshape(()))\n";
     char args[4200];
     snprintf(args, sizeof(args), "%s %s %s %s", p1, p2, p3, p4);
-    ck_assert_int_eq(run_python(dir, script, args), 0);
+    ck_assert_int_eq(test_run_python(dir, script, args), 0);
 }
 END_TEST
 
-// ----------------------------------------------------------------------------
-// util.h: crc32 and atomic writes
-
-START_TEST(test_crc32) {
-    ck_assert_uint_eq(util_crc32(0, "123456789", 9), 0xCBF43926u); // the CRC-32 check value
-    uint32_t c = util_crc32(0, "1234", 4);
-    ck_assert_uint_eq(util_crc32(c, "56789", 5), 0xCBF43926u); // incremental
-    ck_assert_uint_eq(util_crc32(0, "", 0), 0);
-}
-END_TEST
-
-START_TEST(test_atomic_write) {
-    const char* dir = test_tmpdir();
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/f.txt", dir);
-    AtomicFile af;
-    ck_assert_int_eq(atomic_open(&af, path), 0);
-    ck_assert(!util_file_exists(path)); // nothing at the final path until commit
-    ck_assert_int_eq(atomic_write(&af, "hello ", 6), 0);
-    ck_assert_int_eq(atomic_write(&af, "world", 5), 0);
-    ck_assert_uint_eq(af.crc, util_crc32(0, "hello world", 11));
-    ck_assert_int_eq(atomic_commit(&af), 0);
-    size_t n;
-    char* s = read_text(path, &n);
-    ck_assert_str_eq(s, "hello world");
-    free(s);
-    ck_assert_int_eq(dir_entries(dir), 1);
-    // an aborted rewrite leaves the old contents and no temp file
-    ck_assert_int_eq(atomic_open(&af, path), 0);
-    ck_assert_int_eq(atomic_write(&af, "new", 3), 0);
-    atomic_abort(&af);
-    s = read_text(path, &n);
-    ck_assert_str_eq(s, "hello world");
-    free(s);
-    ck_assert_int_eq(dir_entries(dir), 1);
-    // a successful rewrite replaces it
-    ck_assert_int_eq(atomic_open(&af, path), 0);
-    ck_assert_int_eq(atomic_write(&af, "new", 3), 0);
-    ck_assert_int_eq(atomic_commit(&af), 0);
-    s = read_text(path, &n);
-    ck_assert_str_eq(s, "new");
-    free(s);
-    ck_assert_int_eq(dir_entries(dir), 1);
-    // a commit that cannot rename (the target is a non-empty directory) fails, names the path,
-    // removes its temp file and leaves the target alone
-    char dpath[1024], inner[1100];
-    snprintf(dpath, sizeof(dpath), "%s/d", dir);
-    ck_assert_int_eq(mkdir(dpath, 0755), 0);
-    snprintf(inner, sizeof(inner), "%s/keep", dpath);
-    write_text(inner, "k", 1);
-    ck_assert_int_eq(atomic_open(&af, dpath), 0);
-    ck_assert_int_eq(atomic_write(&af, "x", 1), 0);
-    ck_assert_int_eq(atomic_commit(&af), -1);
-    ck_assert_ptr_nonnull(strstr(af.err, dpath));
-    ck_assert_int_eq(dir_entries(dir), 2);
-    ck_assert(util_file_exists(inner));
-    // a directory that does not exist: open fails with a message naming the path
-    char bad[1024];
-    snprintf(bad, sizeof(bad), "%s/nope/f.txt", dir);
-    ck_assert_int_eq(atomic_open(&af, bad), -1);
-    ck_assert_ptr_nonnull(strstr(af.err, "/nope/f.txt"));
-    ck_assert_int_eq(atomic_write(&af, "x", 1), -1);
-    ck_assert_int_eq(atomic_commit(&af), -1);
-    ck_assert_int_eq(dir_entries(dir), 2);
-    ck_assert(!util_file_exists(bad));
-}
-END_TEST
-
-// util_cli_long: whole-string integers in range; anything else exits 2 (EXIT_USAGE).
-START_TEST(test_cli_long_ok) {
-    ck_assert_int_eq(util_cli_long("--n", "12", 1, 100), 12);
-    ck_assert_int_eq(util_cli_long("--n", "-3", -5, 5), -3);
-    ck_assert_int_eq(util_cli_long("--n", "100", 1, 100), 100);
-}
-END_TEST
-
-static const char* const CLI_BAD[] = {"", "12x", "x", "101", "0", "99999999999999999999", " 5"};
-
-// in a child of our own, so that it also runs without Check's fork (CK_FORK=no under ASan)
-START_TEST(test_cli_long_bad_exits_2) {
-    for (size_t i = 0; i < sizeof(CLI_BAD) / sizeof(CLI_BAD[0]); i++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        ck_assert(pid >= 0);
-        if (pid == 0) {
-            util_cli_long("--n", CLI_BAD[i], 1, 100);
-            _exit(0);
-        }
-        int st;
-        ck_assert(waitpid(pid, &st, 0) == pid);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_USAGE, "'%s' was accepted",
-                      CLI_BAD[i]);
-    }
-}
-END_TEST
-
-static Suite* common_suite(void) {
-    Suite* s = suite_create("common");
-    TCase* tj = tcase_create("json");
-    tcase_set_timeout(tj, 20);
-    tcase_add_test(tj, test_json_record);
-    tcase_add_test(tj, test_cli_long_ok);
-    tcase_add_test(tj, test_cli_long_bad_exits_2);
-    tcase_add_test(tj, test_json_float_roundtrip);
-    tcase_add_test(tj, test_json_escape);
-    tcase_add_test(tj, test_json_nested);
-    tcase_add_test(tj, test_json_lines_valid);
-    suite_add_tcase(s, tj);
+static Suite* npy_suite(void) {
+    Suite* s = suite_create("npy");
     TCase* tn = tcase_create("npy");
     tcase_set_timeout(tn, 30);
     tcase_add_test(tn, test_npy_header_bytes);
@@ -695,11 +348,7 @@ static Suite* common_suite(void) {
     tcase_add_test(tn, test_npy_read_malformed);
     tcase_add_test(tn, test_npy_numpy_interop);
     suite_add_tcase(s, tn);
-    TCase* tu = tcase_create("util");
-    tcase_add_test(tu, test_crc32);
-    tcase_add_test(tu, test_atomic_write);
-    suite_add_tcase(s, tu);
     return s;
 }
 
-TEST_MAIN(common_suite)
+TEST_MAIN(npy_suite)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""scripts/ref_linear.py: independent float64 numpy references of attnlab's linear-attention
+"""tests/ref/ref_linear.py: independent float64 numpy references of attnlab's linear-attention
 layer (`linear`, every feature map and both row normalisations) and of the delta-rule memories
-(`deltanet`, `gated_deltanet`), used by scripts/ref_layers.py (which registers them; the layer
+(`deltanet`, `gated_deltanet`), used by tests/ref/ref_layers.py (which registers them; the layer
 object L, its masks and position encodings come from there).
 
 Written from the papers and, where the variant's default follows the authors' code, from reading

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scripts/ref_gpt2.py: an independent numpy GPT-2 forward, used as a reference for attnlab.
+"""tests/ref/ref_gpt2.py: an independent numpy GPT-2 forward, used as a reference for attnlab.
 
 Reads an llm.c model file (magic 20240326, version 3) or a Hugging Face directory / file
 (model.safetensors + config.json, names with or without the "transformer." prefix, F32/F16/BF16/F64),
@@ -10,9 +10,9 @@ cannot fill a batch is skipped, and after the last shard reading wraps to the fi
 
 Everything is computed in float64 from the file's weights; nothing is shared with attnlab's C code.
 
-usage: /usr/bin/python3 scripts/ref_gpt2.py --model PATH --data GLOB -B 4 -T 64 --batches 2
-       /usr/bin/python3 scripts/ref_gpt2.py --npy-dir DIR...  (logits of any variant and position
-       encoding, for tests/test_ref_model.c; the attention comes from scripts/ref_layers.py)
+usage: /usr/bin/python3 tests/ref/ref_gpt2.py --model PATH --data GLOB -B 4 -T 64 --batches 2
+       /usr/bin/python3 tests/ref/ref_gpt2.py --npy-dir DIR...  (logits of any variant and position
+       encoding, for tests/test_ref_model.c; the attention comes from tests/ref/ref_layers.py)
 """
 import argparse
 import glob
@@ -153,7 +153,7 @@ def forward_logits(m, inputs):
     embedding is added only under learned; rope / alibi / none / fire act inside the attention
     (fire with each layer's own vector, m["attn"][l]["fire"]). With
     m["attn"] (a list per layer of dicts: case, rowp, tensors) each layer's attention comes from
-    scripts/ref_layers.py (any registered variant); otherwise it is plain softmax.
+    tests/ref/ref_layers.py (any registered variant); otherwise it is plain softmax.
     m["residual"] (default standard): attnres routes every sublayer's input (and ln_f's) over
     the embedding and the earlier sublayer outputs with pseudo-query row s of m["resid_query"];
     delta_attnres (Luo et al. 2026) adds a routed mix of those deltas (row s - 1) to the residual
@@ -188,7 +188,7 @@ def forward_logits(m, inputs):
                 qkv = np.concatenate([qkv[..., :2 * C], lam[0] * qkv[..., 2 * C:] + lam[1] * v0],
                                      -1)
         if "attn" in m:
-            import ref_layers  # scripts/ref_layers.py, next to this file
+            import ref_layers  # tests/ref/ref_layers.py, next to this file
             a = m["attn"][li]
             case = dict(a["case"], B=B, T=T, C=C, NH=NH, pos=pos, layer=li)
             y, _ = ref_layers.layer_forward(case, h, qkv, a["rowp"], a["tensors"], a.get("fire"))

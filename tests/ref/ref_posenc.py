@@ -1,14 +1,14 @@
 #!/usr/bin/python3
-"""scripts/ref_posenc.py: independent float64 numpy references of attnlab's position encodings at
+"""tests/ref/ref_posenc.py: independent float64 numpy references of attnlab's position encodings at
 the attention level (RoPE, xPos, ALiBi slopes, the FIRE bias), written from the papers and the
-authors' code named per function; used by scripts/ref_layers.py (and through it
-scripts/ref_gpt2.py). Nothing is shared with the C code.
+authors' code named per function; used by tests/ref/ref_layers.py (and through it
+tests/ref/ref_gpt2.py). Nothing is shared with the C code.
 
 usage (for the C suites, which compare single numbers):
-  /usr/bin/python3 scripts/ref_posenc.py slopes NH [NH ...]   one line per NH: its slopes
-  /usr/bin/python3 scripts/ref_posenc.py xpos_scale HS P [P ...]
+  /usr/bin/python3 tests/ref/ref_posenc.py slopes NH [NH ...]   one line per NH: its slopes
+  /usr/bin/python3 tests/ref/ref_posenc.py xpos_scale HS P [P ...]
       one line per position P: zeta_i^(P/512) for the pairs i < HS/2
-  /usr/bin/python3 scripts/ref_posenc.py xpos_max_T   the longest T whose xPos factors (and their
+  /usr/bin/python3 tests/ref/ref_posenc.py xpos_max_T   the longest T whose xPos factors (and their
       reciprocals) at every centred position are normal float32 numbers
 Values are printed with repr (17 significant digits)."""
 import math

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scripts/ref_rowmaps.py DIR: an independent float64 numpy reference of every attention row map.
+"""tests/ref/ref_rowmaps.py DIR: an independent float64 numpy reference of every attention row map.
 
 Written from /work/shared/VARIANTS.md (section A), the papers it cites and the documented
 interpretation choices of the user documentation (README "Attention variants" sections); it does

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scripts/ref_mta.py: an independent float64 numpy reference of attnlab's `mta` attention
+"""tests/ref/ref_mta.py: an independent float64 numpy reference of attnlab's `mta` attention
 (Multi-Token Attention, Golovneva et al. 2025, arXiv 2504.00927), written from the authors' code
 facebookresearch/RAM:projects/mta/mta_transformer.py (Attention.forward, _mta_convolution,
 _head_convolution, RMSNorm, BaseTransformer's mta_layers) and its released configs
@@ -8,11 +8,11 @@ computation follows the authors' layout rather than attnlab's: full kernels with
 added back, a cross-correlation over the zero-padded map as F.conv2d does, nn.Linear over the
 head axis, the head convolution as a right multiplication by the (c_h x c_h) block.
 
-v_mta(L) is the layer function scripts/ref_layers.py registers for "mta" (L: its Layer object).
+v_mta(L) is the layer function tests/ref/ref_layers.py registers for "mta" (L: its Layer object).
 
 usage:
-  /usr/bin/python3 scripts/ref_mta.py DIR   for every line of DIR/cases.jsonl (the format of
-      scripts/ref_layers.py, plus "layer" and "f64": true) read DIR/<id>.x.f64, <id>.qkv.f64 and
+  /usr/bin/python3 tests/ref/ref_mta.py DIR   for every line of DIR/cases.jsonl (the format of
+      tests/ref/ref_layers.py, plus "layer" and "f64": true) read DIR/<id>.x.f64, <id>.qkv.f64 and
       <id>.t.<name>.f64 (raw little-endian float64, shapes from the case: x (B,T,C), qkv (B,T,3C),
       tensor shapes in "shapes") and write <id>.ref_out.f64 (B,T,C) and <id>.ref_att.f64
       (B,NH,T,T). Used by tests/test_attn64_mta.c (the double-precision build).
