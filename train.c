@@ -18,8 +18,9 @@
 // Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
 // model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
 // (model/sample.h); DataLoader (data/dataloader.h); Optimizer, schedules, clipping (optim/).
-// The run-state file is composed by run_state.c from the optimizer's and the loader's own
-// serialisations and the loop state (the byte layout is in docs/design.md).
+// Checkpoints: the model file (model/checkpoint.h) and the run-state file (common/run_state.h),
+// composed here from the optimizer's and the loader's own serialisations and the loop state (the
+// byte layout is in docs/design.md).
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -32,6 +33,7 @@
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
+#include "common/run_state.h"
 #include "common/runlog.h"
 #include "common/spike.h"
 #include "common/util.h"
@@ -47,7 +49,6 @@
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
-#include "run_state.h"
 
 typedef struct {
     Config cfg;
@@ -63,7 +64,6 @@ typedef struct {
     Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
-    RunParts parts;           // what checkpoints save and resume = 1 restores (run_state.h)
     int resumed;
     int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
@@ -212,20 +212,9 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     gpt2_set_precision(m, prec);
     t->config_text = gpt2_config_text(m, c, t->precision_info);
     if (t->have_train) // the training files, so that resume = 1 can refuse changed data
-        run_state_append_data_text(&t->config_text, &t->train);
+        run_state_append_data_text(&t->config_text, t->train.files, t->train.nfiles);
     t->peak.flops = mm_measure_peak(nthreads, 8);
-    t->parts = (RunParts){c,
-                          m,
-                          &t->opt,
-                          NULL,
-                          t->have_train ? &t->train : NULL,
-                          &t->ls,
-                          &t->data_pos,
-                          t->config_text};
-    int rc = setup_data_parallel(t, err, errcap);
-    t->parts.dp = t->dp;
-    t->parts.config_text = t->config_text; // (setup_data_parallel appends the global batch)
-    return rc;
+    return setup_data_parallel(t, err, errcap);
 }
 
 static void teardown(Trainer* t) {
@@ -240,6 +229,71 @@ static void teardown(Trainer* t) {
     free(t->targets);
     free(t->config_text);
     json_free(&t->j);
+}
+
+// =============================================================================================
+// checkpoints: OUT/model_<step>.bin (model/checkpoint.h), then OUT/state_<step>.bin
+// (common/run_state.h: the optimizer's and the loader's pieces and the loop state)
+
+// A checkpoint counts only when both files exist and verify; then the rotation keeps the newest
+// keep_last pairs. Under mpirun every rank calls it (the optimizer state is gathered to rank 0,
+// which alone writes). 0, or -1 after reporting the failure (the previous checkpoints are intact).
+static int checkpoint_save(Trainer* t, long step) {
+    char mp[1100], sp[1100], err[2048];
+    ckpt_pair_paths(t->cfg.out_dir, step, mp, sp, sizeof(mp));
+    t->ls.step = step;
+    Optimizer full;
+    const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
+    if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
+    RunStateHead h = {.loop = t->ls};
+    DataLoaderState pos = t->data_pos;
+    if (t->have_train) dataloader_get_state(&t->train, &pos);
+    dataloader_state_write(&pos, h.pos);
+    int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
+              optim_state_save(opt, sp, &h, err, sizeof(err));
+    dp_state_done(t->dp, &full);
+    if (bad) {
+        fprintf(stderr,
+                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are intact)\n",
+                step, err);
+        return -1;
+    }
+    ckpt_prune(t->cfg.out_dir, t->cfg.keep_last);
+    return 0;
+}
+
+// resume = 1: load the newest step whose model and state both verify, after checking that the
+// run may continue from it exactly (ckpt_check_resume). The start step (0 when there is nothing
+// to resume), or -1 when that checkpoint already ends the run. Every rank loads the files; a
+// failure is agreed on and reported once (exit 2).
+static long checkpoint_resume(Trainer* t) {
+    const Config* c = &t->cfg;
+    const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
+    if (latest < 0) return latest == -1 ? 0 : -1;
+    char mp[1100], sp[1100], err[2048] = "", msg[2100];
+    ckpt_pair_paths(c->out_dir, latest, mp, sp, sizeof(mp));
+    long s;
+    Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
+    if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
+    Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
+    RunStateHead h;
+    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), err, sizeof(err)) ||
+              ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
+              optim_state_load(into, sp, &h, err, sizeof(err));
+    if (!bad) {
+        t->ls = h.loop;
+        dataloader_state_read(&t->data_pos, h.pos);
+        bad = t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err));
+    }
+    snprintf(msg, sizeof(msg), "cannot resume: %s", err);
+    dist_exit_if_failed(bad, EXIT_USAGE, msg);
+    if (dp_sharded(t->dp)) {
+        dp_take_shard(t->dp, &full, &t->opt);
+        optim_free(&full);
+    }
+    printf("resuming from step %ld (%s)\n", t->ls.step, mp);
+    t->resumed = 1;
+    return t->ls.step;
 }
 
 // =============================================================================================
@@ -398,7 +452,7 @@ static int train(Trainer* t) {
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
-    const long start = run_checkpoint_resume(&t->parts, &t->resumed);
+    const long start = checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written
     json_init(&t->j);
     open_logs(t, start);
@@ -572,7 +626,7 @@ static int train(Trainer* t) {
         const int periodic = c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0;
         if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
             snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
-            if (run_checkpoint_save(&t->parts, step + 1))
+            if (checkpoint_save(t, step + 1))
                 runlog_fail(&t->rl, err);
             else if (req == REQ_CKPT && root)
                 printf("checkpoint at step %ld (SIGUSR1); training goes on\n", step + 1);
@@ -594,7 +648,7 @@ static int train(Trainer* t) {
                     step);
         rc = 1;
     } else if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
-        if (run_checkpoint_save(&t->parts, step))
+        if (checkpoint_save(t, step))
             rc = 1;
         else
             printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
