@@ -429,18 +429,14 @@ static void open_logs(Trainer* t, long start) {
     }
     char against[128];
     snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
-    JsonBuf* j = &t->j;
-    json_begin(j);
-    json_int(j, "step", start);
-    json_str(j, "event", "run");
+    JsonBuf* j = runlog_event(&t->j, start, "run");
     json_str(j, "precision", pname);
     json_str(j, "precision_info", t->precision_info);
     json_str(j, "mfu_against", against);
     json_str(j, "cpu", cpu);
     json_str(j, "cpu_flags", isa);
     json_int(j, "threads", t->nthreads);
-    json_end(j);
-    runlog_record(&t->rl, &t->j);
+    runlog_end(&t->rl, j);
 }
 
 // =============================================================================================
@@ -473,8 +469,7 @@ static int train(Trainer* t) {
             json_begin(&t->j);
             json_int(&t->j, "step", step);
             json_num(&t->j, "val_loss", vl);
-            json_end(&t->j);
-            runlog_record(&t->rl, &t->j);
+            runlog_end(&t->rl, &t->j);
             fprintf(t->rl.log, "s:%ld tel:%f\n", step, (double)vl);
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
@@ -534,12 +529,9 @@ static int train(Trainer* t) {
                             "attnlab: non-finite loss or gradient at step %ld (first in %s): "
                             "update skipped (%d consecutive)\n",
                             step, where, t->ls.skips);
-                json_begin(&t->j);
-                json_int(&t->j, "step", step + 1);
-                json_str(&t->j, "event", "skipped_nonfinite");
-                json_str(&t->j, "where", where);
-                json_end(&t->j);
-                runlog_record(&t->rl, &t->j);
+                JsonBuf* j = runlog_event(&t->j, step + 1, "skipped_nonfinite");
+                json_str(j, "where", where);
+                runlog_end(&t->rl, j);
                 continue;
             }
             if (root)
@@ -584,14 +576,11 @@ static int train(Trainer* t) {
                         "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
                         "last %d steps\n",
                         step + 1, loss, SPIKE_K, spike_med, spike_hist);
-            json_begin(&t->j);
-            json_int(&t->j, "step", step + 1);
-            json_str(&t->j, "event", "loss_spike");
-            json_num(&t->j, "train_loss", loss);
-            json_num(&t->j, "median", spike_med);
-            json_num(&t->j, "factor", SPIKE_K);
-            json_end(&t->j);
-            runlog_record(&t->rl, &t->j);
+            JsonBuf* j = runlog_event(&t->j, step + 1, "loss_spike");
+            json_num(j, "train_loss", loss);
+            json_num(j, "median", spike_med);
+            json_num(j, "factor", SPIKE_K);
+            runlog_end(&t->rl, j);
         }
         json_begin(&t->j);
         json_int(&t->j, "step", step + 1);
@@ -602,8 +591,7 @@ static int train(Trainer* t) {
         json_num(&t->j, "tok_per_s", tok_s);
         json_num(&t->j, "mfu", mfu);
         dp_record(t->dp, &t->j); // N ranks: ranks, comm_ms, comm_mb
-        json_end(&t->j);
-        runlog_record(&t->rl, &t->j);
+        runlog_end(&t->rl, &t->j);
         fprintf(t->rl.log, "s:%ld trl:%f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
