@@ -149,15 +149,11 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
                              errcap))
         return -1;
-    { // refuse before allocating when the estimate exceeds the available memory: the estimate
-      // runs the allocation code in size-only mode on a model whose attention is set up
-        GPT2* probe = callocCheck(1, sizeof(GPT2));
-        int bad = gpt2_setup_attention(probe, c, err, errcap);
-        MemEstimate me;
-        if (!bad) memory_estimate(&me, probe, &gc, B, Tmax, od->state_per_param, prec, nthreads);
-        free(probe);
-        if (bad || memory_check(&me, memory_available(), err, errcap)) return -1;
-    }
+    MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
+    if (memory_estimate_config(&me, c, &gc, B, Tmax, od->state_per_param, prec, nthreads, err,
+                               errcap) ||
+        memory_check(&me, memory_available(), err, errcap))
+        return -1;
     if (lr_schedule_init(&t->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
                          c->max_steps)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
