@@ -70,18 +70,15 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# the trainer: train.c and its run-state file (run_state.c), the two files at the root
-$(BUILD)/train: $(BUILD)/train.o $(BUILD)/run_state.o $(BUILD)/libattnlab.a
-	$(CC) $(CFLAGS) $(BUILD)/train.o $(BUILD)/run_state.o $(BUILD)/libattnlab.a $(LDLIBS) -o $@
+# the trainer: train.c, the one source file at the root
+$(BUILD)/train: $(BUILD)/train.o $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $(BUILD)/train.o $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
 $(CLI_BINS): $(BUILD)/%: $(BUILD)/tools/%.o $(BUILD)/libattnlab.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libattnlab.a $(LDLIBS) -o $@
 
-# (the suites may call the trainer's run-state code, run_state.c, too)
-$(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/run_state.o \
-              $(BUILD)/libattnlab.a
-	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/run_state.o $(BUILD)/libattnlab.a $(LDLIBS) \
-	    $(CHECKLIB) -o $@
+$(TEST_BINS): $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_LIB) $(BUILD)/libattnlab.a
+	$(CC) $(CFLAGS) $< $(TEST_LIB) $(BUILD)/libattnlab.a $(LDLIBS) $(CHECKLIB) -o $@
 
 $(BUILD)/attn64/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -18,8 +18,9 @@
 // Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
 // model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
 // (model/sample.h); DataLoader (data/dataloader.h); Optimizer, schedules, clipping (optim/).
-// The run-state file is composed by run_state.c from the optimizer's and the loader's own
-// serialisations and the loop state (the byte layout is in docs/design.md).
+// Checkpoints: the model file (model/checkpoint.h) and the run-state file (common/run_state.h),
+// composed here from the optimizer's and the loader's own serialisations and the loop state (the
+// byte layout is in docs/design.md).
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -32,6 +33,7 @@
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
+#include "common/run_state.h"
 #include "common/runlog.h"
 #include "common/spike.h"
 #include "common/util.h"
@@ -47,7 +49,6 @@
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
-#include "run_state.h"
 
 typedef struct {
     Config cfg;
@@ -63,7 +64,6 @@ typedef struct {
     Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
-    RunParts parts;           // what checkpoints save and resume = 1 restores (run_state.h)
     int resumed;
     int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
@@ -149,15 +149,11 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
                              errcap))
         return -1;
-    { // refuse before allocating when the estimate exceeds the available memory: the estimate
-      // runs the allocation code in size-only mode on a model whose attention is set up
-        GPT2* probe = callocCheck(1, sizeof(GPT2));
-        int bad = gpt2_setup_attention(probe, c, err, errcap);
-        MemEstimate me;
-        if (!bad) memory_estimate(&me, probe, &gc, B, Tmax, od->state_per_param, prec, nthreads);
-        free(probe);
-        if (bad || memory_check(&me, memory_available(), err, errcap)) return -1;
-    }
+    MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
+    if (memory_estimate_config(&me, c, &gc, B, Tmax, od->state_per_param, prec, nthreads, err,
+                               errcap) ||
+        memory_check(&me, memory_available(), err, errcap))
+        return -1;
     if (lr_schedule_init(&t->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
                          c->max_steps)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
@@ -212,20 +208,9 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     gpt2_set_precision(m, prec);
     t->config_text = gpt2_config_text(m, c, t->precision_info);
     if (t->have_train) // the training files, so that resume = 1 can refuse changed data
-        run_state_append_data_text(&t->config_text, &t->train);
+        run_state_append_data_text(&t->config_text, t->train.files, t->train.nfiles);
     t->peak.flops = mm_measure_peak(nthreads, 8);
-    t->parts = (RunParts){c,
-                          m,
-                          &t->opt,
-                          NULL,
-                          t->have_train ? &t->train : NULL,
-                          &t->ls,
-                          &t->data_pos,
-                          t->config_text};
-    int rc = setup_data_parallel(t, err, errcap);
-    t->parts.dp = t->dp;
-    t->parts.config_text = t->config_text; // (setup_data_parallel appends the global batch)
-    return rc;
+    return setup_data_parallel(t, err, errcap);
 }
 
 static void teardown(Trainer* t) {
@@ -240,6 +225,71 @@ static void teardown(Trainer* t) {
     free(t->targets);
     free(t->config_text);
     json_free(&t->j);
+}
+
+// =============================================================================================
+// checkpoints: OUT/model_<step>.bin (model/checkpoint.h), then OUT/state_<step>.bin
+// (common/run_state.h: the optimizer's and the loader's pieces and the loop state)
+
+// A checkpoint counts only when both files exist and verify; then the rotation keeps the newest
+// keep_last pairs. Under mpirun every rank calls it (the optimizer state is gathered to rank 0,
+// which alone writes). 0, or -1 after reporting the failure (the previous checkpoints are intact).
+static int checkpoint_save(Trainer* t, long step) {
+    char mp[1100], sp[1100], err[2048];
+    ckpt_pair_paths(t->cfg.out_dir, step, mp, sp, sizeof(mp));
+    t->ls.step = step;
+    Optimizer full;
+    const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
+    if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
+    RunStateHead h = {.loop = t->ls};
+    DataLoaderState pos = t->data_pos;
+    if (t->have_train) dataloader_get_state(&t->train, &pos);
+    dataloader_state_write(&pos, h.pos);
+    int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
+              optim_state_save(opt, sp, &h, err, sizeof(err));
+    dp_state_done(t->dp, &full);
+    if (bad) {
+        fprintf(stderr,
+                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are intact)\n",
+                step, err);
+        return -1;
+    }
+    ckpt_prune(t->cfg.out_dir, t->cfg.keep_last);
+    return 0;
+}
+
+// resume = 1: load the newest step whose model and state both verify, after checking that the
+// run may continue from it exactly (ckpt_check_resume). The start step (0 when there is nothing
+// to resume), or -1 when that checkpoint already ends the run. Every rank loads the files; a
+// failure is agreed on and reported once (exit 2).
+static long checkpoint_resume(Trainer* t) {
+    const Config* c = &t->cfg;
+    const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
+    if (latest < 0) return latest == -1 ? 0 : -1;
+    char mp[1100], sp[1100], err[2048] = "", msg[2100];
+    ckpt_pair_paths(c->out_dir, latest, mp, sp, sizeof(mp));
+    long s;
+    Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
+    if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
+    Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
+    RunStateHead h;
+    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), err, sizeof(err)) ||
+              ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
+              optim_state_load(into, sp, &h, err, sizeof(err));
+    if (!bad) {
+        t->ls = h.loop;
+        dataloader_state_read(&t->data_pos, h.pos);
+        bad = t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err));
+    }
+    snprintf(msg, sizeof(msg), "cannot resume: %s", err);
+    dist_exit_if_failed(bad, EXIT_USAGE, msg);
+    if (dp_sharded(t->dp)) {
+        dp_take_shard(t->dp, &full, &t->opt);
+        optim_free(&full);
+    }
+    printf("resuming from step %ld (%s)\n", t->ls.step, mp);
+    t->resumed = 1;
+    return t->ls.step;
 }
 
 // =============================================================================================
@@ -375,18 +425,14 @@ static void open_logs(Trainer* t, long start) {
     }
     char against[128];
     snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
-    JsonBuf* j = &t->j;
-    json_begin(j);
-    json_int(j, "step", start);
-    json_str(j, "event", "run");
+    JsonBuf* j = runlog_event(&t->j, start, "run");
     json_str(j, "precision", pname);
     json_str(j, "precision_info", t->precision_info);
     json_str(j, "mfu_against", against);
     json_str(j, "cpu", cpu);
     json_str(j, "cpu_flags", isa);
     json_int(j, "threads", t->nthreads);
-    json_end(j);
-    runlog_record(&t->rl, &t->j);
+    runlog_end(&t->rl, j);
 }
 
 // =============================================================================================
@@ -398,7 +444,7 @@ static int train(Trainer* t) {
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
-    const long start = run_checkpoint_resume(&t->parts, &t->resumed);
+    const long start = checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written
     json_init(&t->j);
     open_logs(t, start);
@@ -419,8 +465,7 @@ static int train(Trainer* t) {
             json_begin(&t->j);
             json_int(&t->j, "step", step);
             json_num(&t->j, "val_loss", vl);
-            json_end(&t->j);
-            runlog_record(&t->rl, &t->j);
+            runlog_end(&t->rl, &t->j);
             fprintf(t->rl.log, "s:%ld tel:%f\n", step, (double)vl);
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
@@ -480,12 +525,9 @@ static int train(Trainer* t) {
                             "attnlab: non-finite loss or gradient at step %ld (first in %s): "
                             "update skipped (%d consecutive)\n",
                             step, where, t->ls.skips);
-                json_begin(&t->j);
-                json_int(&t->j, "step", step + 1);
-                json_str(&t->j, "event", "skipped_nonfinite");
-                json_str(&t->j, "where", where);
-                json_end(&t->j);
-                runlog_record(&t->rl, &t->j);
+                JsonBuf* j = runlog_event(&t->j, step + 1, "skipped_nonfinite");
+                json_str(j, "where", where);
+                runlog_end(&t->rl, j);
                 continue;
             }
             if (root)
@@ -530,14 +572,11 @@ static int train(Trainer* t) {
                         "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
                         "last %d steps\n",
                         step + 1, loss, SPIKE_K, spike_med, spike_hist);
-            json_begin(&t->j);
-            json_int(&t->j, "step", step + 1);
-            json_str(&t->j, "event", "loss_spike");
-            json_num(&t->j, "train_loss", loss);
-            json_num(&t->j, "median", spike_med);
-            json_num(&t->j, "factor", SPIKE_K);
-            json_end(&t->j);
-            runlog_record(&t->rl, &t->j);
+            JsonBuf* j = runlog_event(&t->j, step + 1, "loss_spike");
+            json_num(j, "train_loss", loss);
+            json_num(j, "median", spike_med);
+            json_num(j, "factor", SPIKE_K);
+            runlog_end(&t->rl, j);
         }
         json_begin(&t->j);
         json_int(&t->j, "step", step + 1);
@@ -548,8 +587,7 @@ static int train(Trainer* t) {
         json_num(&t->j, "tok_per_s", tok_s);
         json_num(&t->j, "mfu", mfu);
         dp_record(t->dp, &t->j); // N ranks: ranks, comm_ms, comm_mb
-        json_end(&t->j);
-        runlog_record(&t->rl, &t->j);
+        runlog_end(&t->rl, &t->j);
         fprintf(t->rl.log, "s:%ld trl:%f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
@@ -572,7 +610,7 @@ static int train(Trainer* t) {
         const int periodic = c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0;
         if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
             snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
-            if (run_checkpoint_save(&t->parts, step + 1))
+            if (checkpoint_save(t, step + 1))
                 runlog_fail(&t->rl, err);
             else if (req == REQ_CKPT && root)
                 printf("checkpoint at step %ld (SIGUSR1); training goes on\n", step + 1);
@@ -594,7 +632,7 @@ static int train(Trainer* t) {
                     step);
         rc = 1;
     } else if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
-        if (run_checkpoint_save(&t->parts, step))
+        if (checkpoint_save(t, step))
             rc = 1;
         else
             printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);

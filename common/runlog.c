@@ -37,6 +37,18 @@ void runlog_record(RunLog* r, const JsonBuf* j) {
     runlog_fail(r, err);
 }
 
+JsonBuf* runlog_event(JsonBuf* j, long step, const char* name) {
+    json_begin(j);
+    json_int(j, "step", step);
+    json_str(j, "event", name);
+    return j;
+}
+
+void runlog_end(RunLog* r, JsonBuf* j) {
+    json_end(j);
+    runlog_record(r, j);
+}
+
 int runlog_check(RunLog* r) {
     char err[1300];
     if (util_fcheck(r->jsonl, r->jsonl_path, err, sizeof(err)) ||

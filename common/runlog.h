@@ -21,6 +21,11 @@ typedef struct {
 int runlog_open(RunLog* r, const char* out_dir, long resumed_at, char* err, size_t errcap);
 // One record: j as a line of metrics.jsonl (flushed), checked.
 void runlog_record(RunLog* r, const JsonBuf* j);
+// An event record ({"step": STEP, "event": NAME, ...}): runlog_event starts it in j (json_begin,
+// then the two keys) and returns j for the event's own fields; runlog_end closes a record
+// (json_end) and writes it (runlog_record).
+JsonBuf* runlog_event(JsonBuf* j, long step, const char* name);
+void runlog_end(RunLog* r, JsonBuf* j);
 // Flush both files and check every write since the last check (main.log lines and records other
 // code wrote into the streams). 0, or -1 with r->err set.
 int runlog_check(RunLog* r);

@@ -1,5 +1,5 @@
-// common/util.c: implementation of util.h (errors, allocation, time, crc32, atomic writes, the
-// shared number parser, bounded reads of input files).
+// common/util.c: implementation of util.h (errors, allocation, time, crc32, atomic writes and the
+// checkpoint trailer, the shared number parser, bounded reads of input files).
 #include "common/util.h"
 
 #include <ctype.h>
@@ -213,6 +213,63 @@ int atomic_commit(AtomicFile* af) {
     }
     af->tmp[0] = '\0';
     fsync_dir_of(af->path); // best effort: some file systems refuse directory fsync
+    return 0;
+}
+
+// the checkpoint trailer (util.h)
+
+int atomic_finish(AtomicFile* af, char* err, size_t errcap) {
+    uint32_t tr[2] = {af->crc, UTIL_END_MAGIC};
+    atomic_write(af, tr, sizeof(tr));
+    if (atomic_commit(af)) {
+        snprintf(err, errcap, "%s", af->err);
+        return -1;
+    }
+    return 0;
+}
+
+int util_verify_trailer(const char* path, size_t min_size, char* err, size_t errcap) {
+    FILE* f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size < min_size + 8) {
+        fclose(f);
+        snprintf(err, errcap, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
+        return -1;
+    }
+    size_t body = (size_t)st.st_size - 8;
+    uint32_t crc = util_crc32(0, NULL, 0);
+    size_t bufn = body < (1u << 20) ? body + 1 : (1u << 20);
+    char* buf = mallocCheck(bufn);
+    size_t left = body;
+    while (left > 0) {
+        size_t n = left < bufn ? left : bufn;
+        if (fread(buf, 1, n, f) != n) break;
+        crc = util_crc32(crc, buf, n);
+        left -= n;
+    }
+    uint32_t tr[2] = {0, 0};
+    int ok = left == 0 && fread(tr, 4, 2, f) == 2;
+    free(buf);
+    fclose(f);
+    if (!ok) {
+        snprintf(err, errcap, "%s: read error", path);
+        return -1;
+    }
+    if (tr[1] != UTIL_END_MAGIC) {
+        snprintf(err, errcap, "%s: missing end marker (truncated or not an attnlab file)", path);
+        return -1;
+    }
+    if (tr[0] != crc) {
+        snprintf(err, errcap,
+                 "%s: checksum mismatch (stored %08x, computed %08x): the file is "
+                 "corrupted",
+                 path, tr[0], crc);
+        return -1;
+    }
     return 0;
 }
 

@@ -97,6 +97,15 @@ int atomic_write(AtomicFile* af, const void* data, size_t n); // 0 ok, -1 error
 int atomic_commit(AtomicFile* af);                            // 0 ok, -1 error (temp removed)
 void atomic_abort(AtomicFile* af);                            // drop the temp file
 
+// The trailer every attnlab checkpoint file (model and run-state files) ends with: {crc32 of all
+// bytes before it, UTIL_END_MAGIC}, both uint32 little-endian. atomic_finish appends it over
+// everything af has written and commits (0, or -1 with err); util_verify_trailer checks a file of
+// at least min_size bytes before the trailer (0, or -1 with err naming the file: truncated,
+// missing end marker, checksum mismatch).
+#define UTIL_END_MAGIC 0x4b4e4c41u // "ALNK"
+int atomic_finish(AtomicFile* af, char* err, size_t errcap);
+int util_verify_trailer(const char* path, size_t min_size, char* err, size_t errcap);
+
 // Read a whole regular file into a malloc'd buffer (NUL-terminated). A path that is not a regular
 // file (a device such as /dev/zero, a FIFO, a directory) or a file larger than `max` bytes is
 // refused before it is read. Returns NULL and sets err (naming the file) on error.

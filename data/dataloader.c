@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/run_state.h"
 #include "common/util.h"
 
 // ----------------------------------------------------------------------------
@@ -311,6 +312,8 @@ static uint64_t get_u64(const unsigned char* p) {
         v |= (uint64_t)p[i] << (8 * i);
     return v;
 }
+
+_Static_assert(DATALOADER_STATE_BYTES == RUN_STATE_POS_BYTES, "the run-state file's position");
 
 void dataloader_state_write(const DataLoaderState* st, unsigned char* buf) {
     put_u64(buf, st->epoch);

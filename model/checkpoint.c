@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dist.h"
 #include "common/util.h"
 #include "model/residual.h"
 
@@ -18,50 +19,9 @@
 // ---------------------------------------------------------------------------------------------
 // shared: trailer verification and checked reads
 
-// Check the file's trailer: crc32 of all bytes before the last 8 and the end magic.
+// The trailer (crc32 of all bytes before the last 8, end magic): common/util.h.
 static int verify_trailer(const char* path, size_t min_size, char* err, size_t errcap) {
-    FILE* f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (size_t)st.st_size < min_size + 8) {
-        fclose(f);
-        snprintf(err, errcap, "%s: truncated (%lld bytes)", path, (long long)st.st_size);
-        return -1;
-    }
-    size_t body = (size_t)st.st_size - 8;
-    uint32_t crc = util_crc32(0, NULL, 0);
-    size_t bufn = body < (1u << 20) ? body + 1 : (1u << 20);
-    char* buf = mallocCheck(bufn);
-    size_t left = body;
-    while (left > 0) {
-        size_t n = left < bufn ? left : bufn;
-        if (fread(buf, 1, n, f) != n) break;
-        crc = util_crc32(crc, buf, n);
-        left -= n;
-    }
-    uint32_t tr[2] = {0, 0};
-    int ok = left == 0 && fread(tr, 4, 2, f) == 2;
-    free(buf);
-    fclose(f);
-    if (!ok) {
-        snprintf(err, errcap, "%s: read error", path);
-        return -1;
-    }
-    if (tr[1] != CKPT_END_MAGIC) {
-        snprintf(err, errcap, "%s: missing end marker (truncated or not an attnlab file)", path);
-        return -1;
-    }
-    if (tr[0] != crc) {
-        snprintf(err, errcap,
-                 "%s: checksum mismatch (stored %08x, computed %08x): the file is "
-                 "corrupted",
-                 path, tr[0], crc);
-        return -1;
-    }
-    return 0;
+    return util_verify_trailer(path, min_size, err, errcap);
 }
 
 static int read_exact(FILE* f, void* p, size_t n, const char* path, const char* what, char* err,
@@ -82,13 +42,7 @@ static void put64(int32_t* h, int i, int64_t v) {
 }
 
 static int finish(AtomicFile* af, char* err, size_t errcap) {
-    uint32_t tr[2] = {af->crc, CKPT_END_MAGIC};
-    atomic_write(af, tr, sizeof(tr));
-    if (atomic_commit(af)) {
-        snprintf(err, errcap, "%s", af->err);
-        return -1;
-    }
-    return 0;
+    return atomic_finish(af, err, errcap);
 }
 
 // Fields 2..7 of both model-file headers (attnlab's and llm.c's): maxT, V, L, NH, C, Vp.
@@ -346,6 +300,18 @@ int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap) {
     return finish(af, err, errcap);
 }
 
+int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,
+                      char* err, size_t errcap) {
+    GPT2Config sc;
+    char att[256], what[1200], *saved = NULL;
+    long step;
+    if (ckpt_read_info(model_path, &sc, att, sizeof(att), &saved, &step, err, errcap)) return -1;
+    snprintf(what, sizeof(what), "the checkpoint %s", model_path);
+    int rc = run_state_check_resume(saved, what, now, now_text, nranks, err, errcap);
+    free(saved);
+    return rc;
+}
+
 // ---------------------------------------------------------------------------------------------
 // llm.c model files
 
@@ -532,4 +498,25 @@ void ckpt_prune(const char* dir, int keep) {
         snprintf(p, sizeof(p), "%s/model_%08ld.bin", dir, steps[i]);
         unlink(p);
     }
+}
+
+void ckpt_pair_paths(const char* dir, long step, char* model_path, char* state_path, size_t cap) {
+    snprintf(model_path, cap, "%s/model_%08ld.bin", dir, step);
+    snprintf(state_path, cap, "%s/state_%08ld.bin", dir, step);
+}
+
+long ckpt_resume_step(const char* dir, int resume, int max_steps) {
+    long latest = resume ? ckpt_find_latest(dir) : -1;
+    dist_bcast(&latest, sizeof(latest), 0, "resume step"); // every rank takes rank 0's choice
+    if (latest < 0) {
+        if (resume)
+            printf("resume = 1 but %s has no complete checkpoint: starting from step 0\n", dir);
+        return -1;
+    }
+    if (latest >= max_steps) {
+        printf("%s: the run is finished (checkpoint at step %ld, max_steps = %d): nothing to do\n",
+               dir, latest, max_steps);
+        return -2;
+    }
+    return latest;
 }

@@ -4,7 +4,8 @@
 // step), the attention spec, the parameter table (name + size per tensor), the resolved config
 // text, all parameters (fp32), and a trailer {crc32 of everything before it, end magic}.
 // Run state (state_%08d.bin): header, optimizer name and state, step, RNG, dataloader position,
-// same trailer; train.c composes it from optim/ and data/ (see docs/design.md). Both are written
+// same trailer; common/run_state.h writes it, train.c composes it from the pieces optim/ and
+// data/ serialise (see docs/design.md). Both are written
 // atomically (temp file, fsync, rename, directory fsync); resume
 // takes the newest step whose model and state both verify, so a crash at any moment leaves the
 // previous complete checkpoint usable.
@@ -18,13 +19,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/run_state.h"
 #include "common/util.h"
 #include "model/gpt2.h"
 
 #define CKPT_MAGIC     20261130
 #define CKPT_VERSION   1
-#define STATE_MAGIC    20261131
-#define CKPT_END_MAGIC 0x4b4e4c41u // "ALNK"
+#define STATE_MAGIC    RUN_STATE_MAGIC // the run-state file (common/run_state.h)
+#define CKPT_END_MAGIC UTIL_END_MAGIC  // "ALNK" (the trailer: common/util.h)
 #define LLMC_MAGIC     20240326
 #define LLMC_VERSION   3
 
@@ -63,14 +65,20 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                      size_t errcap);
 void ckpt_close(CkptFile* cf);
 
-// The trailer every attnlab checkpoint file ends with: {crc32 of all bytes before it, end magic}.
-// The trainer composes the run-state file (state_NNNNNNNN.bin: magic STATE_MAGIC, layout in
-// docs/design.md) from the optimizer's and the data loader's own serialisations and closes it
-// with ckpt_finish_file; ckpt_verify_file checks a file of at least min_size bytes before the
-// trailer. 0, or -1 with err naming the file (truncated, missing end marker, checksum mismatch).
+// The trailer every attnlab checkpoint file ends with: {crc32 of all bytes before it, end magic}
+// (util_verify_trailer and atomic_finish in common/util.h, which the run-state file of
+// common/run_state.h uses too). ckpt_verify_file checks a file of at least min_size bytes before
+// the trailer. 0, or -1 with err naming the file (truncated, missing end marker, checksum
+// mismatch).
 int ckpt_verify_file(const char* path, size_t min_size, char* err, size_t errcap);
 // Append the trailer over everything af has written and commit it (atomic rename).
 int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap);
+
+// resume = 1: may a run with config `now` (resolved config text `now_text`) on `nranks` ranks
+// continue exactly from the checkpoint whose model file is `model_path`? run_state_check_resume
+// (common/run_state.h) on the config text the model file saved. 0, or -1 with err.
+int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,
+                      char* err, size_t errcap);
 
 // llm.c model files
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);
@@ -86,5 +94,12 @@ int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* 
 long ckpt_find_latest(const char* dir);
 // Delete all but the newest `keep` checkpoint pairs in dir (keep <= 0: keep all).
 void ckpt_prune(const char* dir, int keep);
+// The pair of step `step` in dir: dir/model_<step>.bin and dir/state_<step>.bin (cap bytes each).
+void ckpt_pair_paths(const char* dir, long step, char* model_path, char* state_path, size_t cap);
+// The step a run with `resume` and `max_steps` continues from: the newest complete checkpoint in
+// dir, rank 0's choice given to every rank (dist_bcast). -1 when there is none or resume = 0
+// (resume = 1 says so on stdout: the run starts at step 0); -2 when that checkpoint already ends
+// the run (said on stdout: nothing to do).
+long ckpt_resume_step(const char* dir, int resume, int max_steps);
 
 #endif

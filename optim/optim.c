@@ -134,3 +134,34 @@ int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t 
     }
     return 0;
 }
+
+int optim_state_save(const Optimizer* o, const char* path, RunStateHead* h, char* err,
+                     size_t errcap) {
+    OptimStateHeader oh;
+    optim_state_header(o, &oh);
+    _Static_assert(OPTIM_NAME_BYTES == RUN_STATE_NAME_BYTES, "the run-state file's name field");
+    memcpy(h->opt_name, oh.name, sizeof(h->opt_name));
+    h->opt_n = oh.n;
+    h->opt_t = oh.t;
+    h->opt_arrays = oh.state_per_param;
+    AtomicFile af;
+    if (run_state_begin(&af, path, h, err, errcap)) return -1;
+    optim_state_write(o, &af); // a failed write is reported by atomic_finish
+    return atomic_finish(&af, err, errcap);
+}
+
+int optim_state_load(Optimizer* o, const char* path, RunStateHead* h, char* err, size_t errcap) {
+    FILE* f = run_state_open(path, h, err, errcap);
+    if (!f) return -1;
+    OptimStateHeader oh;
+    memcpy(oh.name, h->opt_name, sizeof(oh.name));
+    oh.n = h->opt_n;
+    oh.t = h->opt_t;
+    oh.state_per_param = h->opt_arrays;
+    int rc =
+        optim_state_accept(o, &oh, path, err, errcap) || optim_state_read(o, f, path, err, errcap)
+            ? -1
+            : 0;
+    fclose(f);
+    return rc;
+}

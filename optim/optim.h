@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "common/bf16.h"
+#include "common/run_state.h"
 #include "common/util.h"
 
 typedef struct {
@@ -104,6 +105,13 @@ void optim_state_header(const Optimizer* o, OptimStateHeader* h);
 // err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
 int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
                        size_t errcap);
+// The optimizer's pieces of a run-state file (common/run_state.h): optim_state_save puts the
+// header into h (whose other pieces the caller filled) and writes path atomically with the state
+// arrays; optim_state_load reads path's fixed part into h, accepts its header (as
+// optim_state_accept) and reads the arrays into o. 0, or -1 with err naming the file.
+int optim_state_save(const Optimizer* o, const char* path, RunStateHead* h, char* err,
+                     size_t errcap);
+int optim_state_load(Optimizer* o, const char* path, RunStateHead* h, char* err, size_t errcap);
 // The state arrays: written through the crash-safe writer (common/util.h), read from f.
 int optim_state_write(const Optimizer* o, AtomicFile* af);
 int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t errcap);

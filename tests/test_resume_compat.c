@@ -13,11 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/run_state.h"
 #include "common/util.h"
+#include "data/dataloader.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "optim/optim.h"
-#include "run_state.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"
 
@@ -114,18 +115,22 @@ START_TEST(test_v1_checkpoint_resumes) {
     ck_assert_msg(same_bytes(p, fix), "a finished run given resume=1 changed its state file");
     snprintf(p, sizeof(p), "%s/metrics.jsonl", old.out_dir);
     ck_assert_msg(!util_file_exists(p), "a finished run given resume=1 wrote %s", p);
-    // the old run-state file reads (run_state.c) and writes back byte for byte, optimizer state
-    // included, and the old model file loads strictly
+    // the old run-state file reads and writes back byte for byte through the calls the trainer
+    // makes (the loader's position, the loop state, optim_state_load / optim_state_save),
+    // optimizer state included, and the old model file loads strictly
     GPT2 a;
     test_build_model(&a, &old, 1, 16, 1);
     Optimizer o;
     optim_init(&o, optim_lookup("adamw"), a.num_params);
-    LoopState ls;
+    RunStateHead h;
+    ck_assert_msg(optim_state_load(&o, fix, &h, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(h.loop.step, 2);
     DataLoaderState pos;
-    ck_assert_msg(run_state_load(fix, &ls, &pos, &o, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(ls.step, 2);
+    dataloader_state_read(&pos, h.pos);
+    RunStateHead w = {.loop = h.loop};
+    dataloader_state_write(&pos, w.pos);
     snprintf(p, sizeof(p), "%s/state_roundtrip.bin", old.out_dir);
-    ck_assert_msg(run_state_save(p, &ls, &pos, &o, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(optim_state_save(&o, p, &w, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(same_bytes(p, fix), "the v1 run state did not round-trip byte for byte");
     unlink(p);
     optim_free(&o);

@@ -1,10 +1,10 @@
 // tests/fuzz/fuzz_checkpoint.c: libFuzzer harness for the checkpoint readers: attnlab model files
 // (ckpt_read_info, ckpt_load_model strict and by name), the optimizer's part of run-state files
 // (ckpt_verify_file, then optim_state_accept and optim_state_read on a header + state arrays, as
-// run_state.c composes them) and llm.c model files (llmc_read_config, llmc_load). The first input byte picks how the rest is
-// used: as the whole file; as a file body followed by a valid crc32 trailer (so the parser past
-// the checksum is reached); or as patches (offset, bytes) applied to a valid file of a tiny
-// model, with the trailer recomputed.
+// common/run_state.c places them) and llm.c model files (llmc_read_config, llmc_load). The first
+// input byte picks how the rest is used: as the whole file; as a file body followed by a valid
+// crc32 trailer (so the parser past the checksum is reached); or as patches (offset, bytes)
+// applied to a valid file of a tiny model, with the trailer recomputed.
 #include "common/util.h"
 #include "model/checkpoint.h"
 #include "optim/optim.h"
