@@ -89,7 +89,7 @@
 #include "attention/deltanet_chunk.h"
 #include "attention/deltanet_onorm.h"
 
-#define DN_EPS 1e-6f
+#define DN_EPS ((real)1e-6)
 
 enum { HP_CHUNK, HP_QSCALE, HP_ONORM, N_HP };
 enum { QS_RSQRT, QS_ONE };

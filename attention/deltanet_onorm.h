@@ -7,7 +7,7 @@
 
 #include "attention/real.h"
 
-#define DN_ONORM_EPS 1e-5f // fla's norm_eps
+#define DN_ONORM_EPS ((real)1e-5) // fla's norm_eps
 
 typedef struct {
     int B, T, C, NH, hs;

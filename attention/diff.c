@@ -57,7 +57,7 @@ enum { HP_LAMBDA_MODE, HP_LAMBDA0, N_HP };
 enum { LAMBDA_DEPTH, LAMBDA_FIXED };
 enum { T_LQ1, T_LK1, T_LQ2, T_LK2, T_W, N_T };
 
-#define DIFF_EPS 1e-5f
+#define DIFF_EPS ((real)1e-5)
 
 static const AttnHParamSpec DIFF_HP[N_HP] = {
     [HP_LAMBDA_MODE] = {"lambda_mode", LAMBDA_DEPTH, 0, 0, "depth|fixed",
@@ -128,7 +128,7 @@ static DiffCache diff_cache(const AttnLayer* L) {
 
 static real diff_lambda_init(const AttnLayer* L) {
     if ((int)L->hp->v[HP_LAMBDA_MODE] == LAMBDA_FIXED) return L->hp->v[HP_LAMBDA0];
-    return 0.8f - 0.6f * real_exp(-0.3f * (real)L->layer);
+    return (real)0.8 - (real)0.6 * real_exp((real)-0.3 * (real)L->layer);
 }
 
 static real diff_dot(const real* x, const real* y, int n) {

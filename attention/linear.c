@@ -272,7 +272,7 @@ static real lin_weight(int t, int j, const AttnHParams* hp, int T, real slope) {
     real w = 1.0f;
     if (lin_kind(hp) == F_COSFORMER) {
         real M = hp->v[HP_COS_LEN] > 0.0f ? hp->v[HP_COS_LEN] : (real)T;
-        w = real_cos(3.14159265358979f * (real)(t - j) / (2.0f * M));
+        w = real_cos((real)3.14159265358979 * (real)(t - j) / (2.0f * M));
     }
     if (slope != 0.0f) w *= real_exp(-slope * (real)(t - j));
     return w;

@@ -25,11 +25,11 @@ enum {
 // internal maps: galerkin's q (identity, also attn.feature = identity) and k, v (LayerNorm)
 enum { F_IDENT = 100, F_LNORM };
 
-#define GAL_LN_EPS 1e-5f
-#define FL_P       3     // FLatten focusing factor p
-#define FL_K       5     // FLatten causal depthwise kernel length
-#define FL_EPS     1e-6f // FLatten: r = relu(x) + eps keeps the norms nonzero
-#define COS_EPS    1e-6f // cottention, slay: x^ = x / sqrt(|x|^2 + eps)
+#define GAL_LN_EPS ((real)1e-5)
+#define FL_P       3            // FLatten focusing factor p
+#define FL_K       5            // FLatten causal depthwise kernel length
+#define FL_EPS     ((real)1e-6) // FLatten: r = relu(x) + eps keeps the norms nonzero
+#define COS_EPS    ((real)1e-6) // cottention, slay: x^ = x / sqrt(|x|^2 + eps)
 
 // phi of one vector x (hs) into y (F, the map's feature dimension); W = this head's phi_w
 // (hedgehog) or NULL; u: hs scratch. Not for F_PERFORMER (lf_perf_forward) nor F_FLATTEN

@@ -52,7 +52,7 @@
 
 #include "attention/attention.h"
 
-#define LUCID_EPS 1e-6f
+#define LUCID_EPS ((real)1e-6)
 
 // per-thread scratch: forward a (T, T) plane and two (T, hs); backward one more (T, hs) and a row
 static size_t lucid_fwd_scratch(const AttnDims* d) {

@@ -46,7 +46,7 @@ static real poly_pow(real x, real p) {
 
 static void polymax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const float* v = ctx->hp->v;
-    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
+    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = (real)1 / v[HP_DIVISOR];
     for (int j = 0; j < n; j++) {
         const real x = s[j];
         real f = 0.0f;
@@ -62,7 +62,7 @@ static void polymax_backward_row(real* ds, const real* da, const real* s, const 
                                  const AttnRowCtx* ctx) {
     (void)a;
     const float* v = ctx->hp->v;
-    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = 1.0f / v[HP_DIVISOR];
+    const real x0 = v[HP_X0], y0 = v[HP_Y0], p = v[HP_POWER], invd = (real)1 / v[HP_DIVISOR];
     for (int j = 0; j < n; j++) {
         const real x = s[j];
         real d = 0.0f;

@@ -62,8 +62,8 @@ static inline float pow2i(int k) {
 static void pot_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     const int r = (int)real_rint(ctx->hp->v[HP_FRAC]);
     const int use_floor = ctx->hp->v[HP_ROUND] >= 0.5f;
-    const real R = real_ldexp(1.0f, r), step = 0.69314718055994531f / R; // ln2 2^-r
-    const real c = 1.4426950408889634f * R;                              // log2(e) 2^r
+    const real R = real_ldexp(1.0f, r), step = (real)0.69314718055994531 / R; // ln2 2^-r
+    const real c = (real)1.4426950408889634 * R;                              // log2(e) 2^r
     real m = -INFINITY;
     for (int j = 0; j < n; j++)
         m = rowops_max_f(m, s[j]);

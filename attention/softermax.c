@@ -32,7 +32,7 @@
 #include "attention/attention.h"
 #include "attention/rowops.h"
 
-#define LN2 0.693147180559945309f
+#define LN2 ((real)0.693147180559945309) // float in the float build, double in the double
 
 static void softermax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {
     (void)ctx;

@@ -23,6 +23,10 @@
 // and sigmoid (the row maps themselves are covered in depth by their own reference suite), softmax
 // under alibi with NH = 3, 6, 12 and 8, and talking_heads with attn.bias_order = after and
 // before under alibi (NH = 6, 12) and fire.
+// Also: diff at layers 1, 4 and 11 (its depth schedule), gated_deltanet under alibi with NH = 3,
+// and rows beyond the training length (T = 80 > T_train = 33) for every layer-level variant
+// (defaults, and around ssmax and sigmoid where it uses attn.inner) and for the default pipeline
+// under softmax, ssmax and sigmoid.
 // A registered layer-level variant that the reference does not implement fails by name; a
 // missing /usr/bin/python3 or numpy fails with the install line.
 #include <math.h>
@@ -37,8 +41,23 @@
 #include "tests/testutil.h"
 
 #define PY      "/usr/bin/python3"
-#define TOL     2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
-#define MAXCASE 640
+#define MAXCASE 700
+// The same cases run in the double build (tests/test_attn64_ref_layers.c includes this file;
+// attention/real.h): inputs and results then cross as float64 .npy files ("f64": 1 in the
+// manifest) and the layer agrees with the reference to ~1e-13, so TOL is 1e-9 there.
+// One exception: linear's feature = slay, whose C kernel takes |q^ - k^|^2 = 2 - 2c (exact for
+// unit vectors) while the reference computes |q^|^2 + |k^|^2 - 2c of the vectors normalised
+// with the 1e-6 epsilon (x / sqrt(|x|^2 + 1e-6)): the two differ by O(1e-6 / |x|^2), measured
+// <= 9e-7, so those cases take TOL_SLAY.
+#if REAL_IS_DOUBLE
+#define TOL        1e-9
+#define TOL_SLAY   4e-6
+#define SUITE_NAME "attn64_ref_layers"
+#else
+#define TOL        2e-5 // float kernels vs float64; measured worst case is ~2e-6 (docs/testing.md)
+#define TOL_SLAY   TOL
+#define SUITE_NAME "ref_layers"
+#endif
 
 static const char* const POS_NAMES[] = {"learned", "rope", "alibi", "none", "xpos", "fire"};
 
@@ -112,7 +131,7 @@ typedef struct {
     char label[256];
     const AttnVariant* v;
     size_t nout, natt;
-    float *out, *att; // the C layer's results
+    real *out, *att; // the C layer's results
 } Case;
 
 typedef struct {
@@ -163,7 +182,7 @@ static void write_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
             choice_word(w, sizeof(w), s->choices, (int)hp->v[i]);
             fprintf(f, "\"%s\":\"%s\"", s->name, w);
         } else {
-            fprintf(f, "\"%s\":%.9g", s->name, (double)hp->v[i]);
+            fprintf(f, "\"%s\":%.17g", s->name, (double)hp->v[i]);
         }
     }
     fputc('}', f);
@@ -174,12 +193,73 @@ static void set_hp(AttnHParams* hp, const AttnVariant* v, const char* key, const
     ck_assert_msg(attn_hparams_set(hp, v, key, val, err, sizeof(err)) == 0, "%s", err);
 }
 
-static void save(Cases* cs, const char* id, const char* what, const float* x, const int* shape,
+#if REAL_IS_DOUBLE
+// x as a '<f8' .npy file (version 1.0; common/npy writes float32 only)
+static void npy_write_f64(const char* path, const double* x, const int* shape, int ndim) {
+    char dict[256], sh[128] = "";
+    size_t n = 1, l = 0;
+    for (int i = 0; i < ndim; i++) {
+        l += (size_t)snprintf(sh + l, sizeof(sh) - l, "%d%s", shape[i], ndim == 1 ? "," : ", ");
+        n *= (size_t)shape[i];
+    }
+    int dl = snprintf(dict, sizeof(dict),
+                      "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }", sh);
+    int total = (10 + dl + 1 + 63) / 64 * 64, pad = total - 10 - dl - 1;
+    FILE* f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    const unsigned char magic[10] = {0x93,
+                                     'N',
+                                     'U',
+                                     'M',
+                                     'P',
+                                     'Y',
+                                     1,
+                                     0,
+                                     (unsigned char)((total - 10) & 0xff),
+                                     (unsigned char)((total - 10) >> 8)};
+    int ok = fwrite(magic, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)dl, f) == (size_t)dl;
+    for (int i = 0; i < pad; i++)
+        ok = ok && fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF && fwrite(x, sizeof(double), n, f) == n;
+    ck_assert_msg(fclose(f) == 0 && ok, "cannot write %s", path);
+}
+
+// the '<f8' .npy file at path (n values), malloc'd
+static double* npy_read_f64(const char* path, size_t n) {
+    FILE* f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    unsigned char head[10];
+    ck_assert_msg(fread(head, 1, 10, f) == 10 && head[0] == 0x93 && head[6] == 1, "%s: not npy 1.x",
+                  path);
+    size_t hl = (size_t)head[8] | (size_t)head[9] << 8;
+    char* dict = mallocCheck(hl + 1);
+    ck_assert_msg(fread(dict, 1, hl, f) == hl, "%s: short header", path);
+    dict[hl] = '\0';
+    ck_assert_msg(strstr(dict, "'<f8'") != NULL, "%s: not float64: %s", path, dict);
+    free(dict);
+    double* x = mallocCheck(sizeof(double) * (n + 1));
+    size_t got = fread(x, sizeof(double), n + 1, f);
+    fclose(f);
+    ck_assert_msg(got == n, "%s: %zu values, expected %zu", path, got, n);
+    return x;
+}
+#endif
+
+static void save(Cases* cs, const char* id, const char* what, const real* x, const int* shape,
                  int ndim) {
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s.%s.npy", cs->dir, id, what);
+#if REAL_IS_DOUBLE
+    (void)cs;
+    npy_write_f64(path, x, shape, ndim);
+#else
     ck_assert_msg(npy_write(path, x, shape, ndim, 0, cs->err, sizeof(cs->err)) == 0, "%s", cs->err);
+#endif
 }
+
+// Depth and training length of the next add_case (defaults: layer 0, or mta's cycle; T_train =
+// T), set by the cases that vary them.
+static int CASE_LAYER = -1, CASE_TTRAIN = 0;
 
 // One case: variant v with settings "k=v k=v" (may be empty), inner map name, position, T, NH.
 static void add_case(Cases* cs, const AttnVariant* v, const char* settings, const char* inner,
@@ -192,7 +272,7 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
              inner, POS_NAMES[pos], T, NH);
     c->v = v;
     AttnHParams hp;
-    attn_hparams_default(&hp, v, T, NH, hs, C, 2);
+    attn_hparams_default(&hp, v, CASE_TTRAIN > 0 ? CASE_TTRAIN : T, NH, hs, C, 2);
     char buf[256];
     util_strlcpy(buf, settings, sizeof(buf));
     for (char* tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
@@ -212,6 +292,12 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     // layers
     static const int MTA_LAYERS[4] = {2, 3, 6, 5};
     if (strcmp(v->name, "mta") == 0) h.L.layer = MTA_LAYERS[cs->n % 4];
+    if (CASE_LAYER >= 0) h.L.layer = CASE_LAYER;
+    if (CASE_LAYER >= 0 || CASE_TTRAIN > 0) {
+        size_t l = strlen(c->label);
+        snprintf(c->label + l, sizeof(c->label) - l, " layer=%d T_train=%d", h.L.layer,
+                 h.hp.T_train);
+    }
     const int P = h.row->params_per_head;
     Rng r;
     rng_seed(&r, 77 + (uint64_t)cs->n);
@@ -224,10 +310,10 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     attention_forward(&h.L);
     c->nout = (size_t)B * T * C;
     c->natt = (size_t)B * NH * T * T;
-    c->out = mallocCheck(sizeof(float) * c->nout);
-    c->att = mallocCheck(sizeof(float) * c->natt);
-    memcpy(c->out, h.out, sizeof(float) * c->nout);
-    memcpy(c->att, h.att, sizeof(float) * c->natt);
+    c->out = mallocCheck(sizeof(real) * c->nout);
+    c->att = mallocCheck(sizeof(real) * c->natt);
+    memcpy(c->out, h.out, sizeof(real) * c->nout);
+    memcpy(c->att, h.att, sizeof(real) * c->natt);
     int sx[3] = {B, T, C}, sq[3] = {B, T, 3 * C}, sp[2] = {NH, P};
     save(cs, c->id, "x", h.x, sx, 3);
     save(cs, c->id, "qkv", h.qkv, sq, 3);
@@ -239,8 +325,8 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
     FILE* f = cs->manifest;
     fprintf(f, "{\"id\":\"%s\",\"variant\":\"%s\",\"pos\":\"%s\",\"B\":%d,\"T\":%d,\"C\":%d,",
             c->id, v->name, POS_NAMES[pos], B, T, C);
-    fprintf(f, "\"NH\":%d,\"P\":%d,\"T_train\":%d,\"layer\":%d,\"inner\":\"%s\",\"hp\":", NH, P, T,
-            h.L.layer, inner);
+    fprintf(f, "\"NH\":%d,\"P\":%d,\"T_train\":%d,\"layer\":%d,\"f64\":%d,\"inner\":\"%s\",\"hp\":",
+            NH, P, h.hp.T_train, h.L.layer, REAL_IS_DOUBLE, inner);
     write_hp(f, v, &h.hp);
     fprintf(f, ",\"inner_hp\":");
     write_hp(f, h.row, &h.row_hp);
@@ -262,7 +348,7 @@ static void add_case(Cases* cs, const AttnVariant* v, const char* settings, cons
         // the layer's random features (the draw is checked in test_linear_maps): the reference
         // takes them as given
         const int mm = h.hp.v[4] > 0 ? (int)h.hp.v[4] : 2 * hs;
-        float* W = mallocCheck(sizeof(float) * (size_t)NH * mm * hs);
+        real* W = mallocCheck(sizeof(real) * (size_t)NH * mm * hs);
         for (int hd = 0; hd < NH; hd++)
             attn_performer_features(W + (size_t)hd * mm * hs, mm, hs, h.L.seed, h.L.layer, hd,
                                     h.L.step, (int)h.hp.v[5]);
@@ -335,11 +421,16 @@ static void variant_cases(Cases* cs, const AttnVariant* v) {
 #undef NEXT_NH
 }
 
-static double cmp(const float* a, const char* path, size_t n, char* err, size_t cap) {
+static double cmp(const real* a, const char* path, size_t n, char* err, size_t cap) {
+#if REAL_IS_DOUBLE
+    (void)err, (void)cap;
+    double* r = npy_read_f64(path, n);
+#else
     NpyInfo info;
     float* r = npy_read_f32(path, &info, err, cap);
     ck_assert_msg(r != NULL, "%s", err);
     ck_assert_msg(info.count == n, "%s: %zu values, expected %zu", path, info.count, n);
+#endif
     double md = 0, mr = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)r[i]);
@@ -386,6 +477,39 @@ START_TEST(test_layer_variants_match_reference) {
             add_case(&cs, th, set, "softmax", ATTN_POS_ALIBI, 7, 12);
             add_case(&cs, th, set, "softmax", ATTN_POS_FIRE, 33, 3);
         }
+    // depth: diff's lambda_init(l) = 0.8 - 0.6 exp(-0.3 l) at layers l > 0 (its default
+    // lambda_mode = depth; lambda_mode = fixed must not depend on l)
+    const AttnVariant* df = attn_lookup("diff");
+    if (df && test_variant_selected(df->name)) {
+        static const int DEPTH[] = {1, 4, 11};
+        for (int i = 0; i < 3; i++) {
+            CASE_LAYER = DEPTH[i];
+            add_case(&cs, df, "", "softmax", i, TS[i], 2 + i % 2);
+        }
+        add_case(&cs, df, "lambda_mode=fixed lambda0=0.3", "softmax", ATTN_POS_ROPE, 33, 3);
+        CASE_LAYER = -1;
+    }
+    // gated_deltanet's decay under ALiBi with an odd head count
+    const AttnVariant* gdn = attn_lookup("gated_deltanet");
+    if (gdn && test_variant_selected(gdn->name)) {
+        add_case(&cs, gdn, "", "softmax", ATTN_POS_ALIBI, 33, 3);
+        add_case(&cs, gdn, "chunk=0", "softmax", ATTN_POS_ALIBI, 7, 3);
+    }
+    // rows beyond the training length (T = 80 > T_train = 33): every layer-level variant at its
+    // defaults and around each inner map it uses, and the default pipeline's row maps
+    CASE_TTRAIN = 33;
+    for (int i = 0; i < attn_count(); i++) {
+        const AttnVariant* v = attn_get(i);
+        if (!v->layer_forward || !test_variant_selected(v->name)) continue;
+        add_case(&cs, v, "", "softmax", ATTN_POS_ROPE, 80, 3);
+        const char* with = inner_setting(v->name);
+        if (!with) continue;
+        add_case(&cs, v, with, "ssmax", ATTN_POS_ALIBI, 80, 2);
+        add_case(&cs, v, with, "sigmoid", ATTN_POS_NONE, 80, 3);
+    }
+    for (int i = 0; i < 3; i++)
+        add_case(&cs, attn_lookup(ROWMAPS[i]), "", ROWMAPS[i], ATTN_POS_ROPE, 80, 3);
+    CASE_TTRAIN = 0;
     fclose(cs.manifest);
     if (test_variant_selected("")) ck_assert_int_ge(nlayer, 8); // unless a subset was selected
     snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_layers.py %s", test_repo_root(), cs.dir);
@@ -399,7 +523,8 @@ START_TEST(test_layer_variants_match_reference) {
         double eo = cmp(c->out, path, c->nout, cs.err, sizeof(cs.err));
         snprintf(path, sizeof(path), "%s/%s.ref_att.npy", cs.dir, c->id);
         double ea = cmp(c->att, path, c->natt, cs.err, sizeof(cs.err));
-        if (!(eo <= TOL && ea <= TOL)) {
+        const double tol = strstr(c->label, "feature=slay") ? TOL_SLAY : TOL;
+        if (!(eo <= tol && ea <= tol)) {
             if (bad++ < 25) fprintf(stderr, "MISMATCH %s: out %.3g att %.3g\n", c->label, eo, ea);
         }
         if (eo > worst) worst = eo;
@@ -556,7 +681,7 @@ START_TEST(test_layer_defaults_are_authors_forms) {
 END_TEST
 
 static Suite* ref_layers_suite(void) {
-    Suite* s = suite_create("ref_layers");
+    Suite* s = suite_create(SUITE_NAME);
     TCase* tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_layer_variant_has_reference);

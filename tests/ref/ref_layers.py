@@ -11,7 +11,8 @@ usage:
   /usr/bin/python3 tests/ref/ref_layers.py DIR         for every line of DIR/cases.jsonl read the
       inputs DIR/<id>.x.npy (B,T,C), <id>.qkv.npy (B,T,3C), <id>.rowp.npy (NH,P) when P > 0 and
       <id>.t.<name>.npy (the variant's layer tensors), <id>.fire.npy (the FIRE vector) under
-      pos = fire, write <id>.ref_out.npy (B,T,C) and <id>.ref_att.npy (B,NH,T,T).
+      pos = fire, write <id>.ref_out.npy (B,T,C) and <id>.ref_att.npy (B,NH,T,T), float32, or
+      float64 for a case with "f64": 1 (the double build of attention/).
 
 A case line is a JSON object: id, variant, hp {name: number or choice word}, inner, inner_hp,
 pos (learned | rope | alibi | none | xpos | fire), B, T, C, NH, P, tensors [names]. An unknown variant,
@@ -527,8 +528,9 @@ def run_dir(d):
                                          rowp, tensors, fire)
             except (RefError, KeyError) as e:
                 raise RefError(f"cases.jsonl:{lineno} ({cid}, {case['variant']}): {e}")
-            np.save(pre + ".ref_out.npy", out.astype(np.float32))
-            np.save(pre + ".ref_att.npy", att.astype(np.float32))
+            dt = np.float64 if case.get("f64") else np.float32  # f64: the double build's cases
+            np.save(pre + ".ref_out.npy", out.astype(dt))
+            np.save(pre + ".ref_att.npy", att.astype(dt))
             n += 1
     print(f"ref_layers: {n} cases")
 
