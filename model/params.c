@@ -66,8 +66,7 @@ static int row_present(int when, const GPT2* m) {
     }
 }
 
-typedef struct ParamRow ParamRow;
-struct ParamRow {
+typedef struct {
     const char* name;
     int dims[4];    // D_*, 0-terminated
     int init;       // ParamInit
@@ -80,7 +79,7 @@ struct ParamRow {
     int when;       // predicate that switches the row on; ALWAYS (0) by default
     // the row stands for several tensors and adds them itself (instead of one of `dims`)
     void (*expand)(GPT2* m, int row);
-};
+} ParamRow;
 
 static void variant_tensors(GPT2* m, int row);
 
@@ -175,7 +174,6 @@ static const ParamRow TABLE[GPT2_NUM_ROWS] = {
 };
 
 _Static_assert(P_LNFB == GPT2_NUM_LLMC - 1, "GPT-2's rows, in llm.c's order, come first");
-_Static_assert(sizeof(TABLE) / sizeof(TABLE[0]) == GPT2_NUM_ROWS, "one row per P_* name");
 
 static int row_stacked(int row) {
     return TABLE[row].dims[0] == D_L || TABLE[row].dims[0] == D_LM;
@@ -251,6 +249,7 @@ void gpt2_add_specs(GPT2* m) {
     for (int i = 0; i < GPT2_NUM_ROWS; i++) {
         const ParamRow* r = &TABLE[i];
         const int first = m->nspecs;
+        ASSERT(r->name != NULL); // every P_* name has its row
         m->row_spec[i] = -1;
         if (!row_present(r->when, m)) continue;
         if (r->expand) {
