@@ -29,69 +29,9 @@ static float* model_floats(GPT2* m, size_t n, double* kind) {
     return m->size_only ? NULL : allocFloats(n);
 }
 
-#define SHAPE(...) ((const size_t[]){__VA_ARGS__})
-
 void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     m->cfg = *cfg;
-    const size_t L = (size_t)cfg->n_layer, NH = (size_t)cfg->n_head;
-    m->nspecs = 0;
-    gpt2_add_base_specs(m);
-    // row-map parameters of every layer: (L, NH, maxP), decay-free
-    m->attnp_spec = -1;
-    if (m->maxP > 0) {
-        m->attnp_spec = m->nspecs;
-        gpt2_add_spec(m, "attnp", 3, SHAPE(L, NH, (size_t)m->maxP), 1, PINIT_VARIANT, 0)
-            ->variant_owned = 1;
-    }
-    // pos_encoding = fire: one FIRE parameter vector per layer, decay-free
-    m->fire_spec = -1;
-    if (cfg->pos_encoding == ATTN_POS_FIRE) {
-        m->fire_spec = m->nspecs;
-        gpt2_add_spec(m, "fire", 2, SHAPE(L, (size_t)attn_fire_nparams(cfg->n_head)), 1,
-                      PINIT_VARIANT, 0)
-            ->variant_owned = 1;
-    }
-    // layer-level tensors: one stacked tensor per (variant, tensor) in use
-    for (int l = 0; l < cfg->n_layer; l++) {
-        LayerAttn* la = &m->la[l];
-        la->ntensors = 0;
-        if (!la->v->layer_tensors) continue;
-        AttnTensorSpec ts[ATTN_MAX_TENSORS];
-        AttnDims d = {.B = 1,
-                      .T = cfg->block_size,
-                      .C = cfg->n_embd,
-                      .NH = cfg->n_head,
-                      .hs = cfg->n_embd / cfg->n_head};
-        int nt = la->v->layer_tensors(ts, &d, &la->hp);
-        ASSERT(nt <= ATTN_MAX_TENSORS);
-        for (int k = 0; k < nt; k++) {
-            char name[64];
-            snprintf(name, sizeof(name), "%s.%s", la->v->name, ts[k].name);
-            int idx = gpt2_find_spec(m, name);
-            if (idx < 0) {
-                size_t shape[4] = {L, 1, 1, 1};
-                for (int q = 0; q < ts[k].ndim; q++)
-                    shape[q + 1] = (size_t)ts[k].shape[q];
-                idx = m->nspecs;
-                gpt2_add_spec(m, name, ts[k].ndim + 1, shape, 1, PINIT_VARIANT, ts[k].decay)
-                    ->variant_owned = 1;
-            }
-            la->tensor_spec[k] = idx;
-        }
-        la->ntensors = nt;
-    }
-    // residual-path tensors (model/residual.c, model/value_residual.c), decay-free
-    m->resid_spec = m->vres_spec = -1;
-    if (resid_query_rows(cfg) > 0)
-        m->resid_spec =
-            (int)(gpt2_add_spec(m, "resid.query", 2,
-                                SHAPE((size_t)resid_query_rows(cfg), (size_t)cfg->n_embd), 0,
-                                PINIT_ZERO, 0) -
-                  m->specs);
-    if (cfg->value_residual)
-        m->vres_spec =
-            (int)(gpt2_add_spec(m, "value_residual.lambda", 2, SHAPE(L, 2), 1, PINIT_HALF, 0) -
-                  m->specs);
+    gpt2_add_specs(m); // the parameter table (model/params.c)
     size_t off = 0;
     for (int i = 0; i < m->nspecs; i++) {
         m->specs[i].offset = off;
@@ -183,8 +123,48 @@ static void refresh_bf16(GPT2* m) {
     m->bf16_refreshes++;
 }
 
-// Fills the table in table order, one rule per row; then, layer by layer, the tensors whose
-// init the attention variants declare. Normal draws come from one stream in that order.
+// Layer l's slice of tensor i under a per-layer init rule (PINIT_ROWMAP, PINIT_FIRE, PINIT_LAYER).
+static void init_layer_slice(GPT2* m, int i, int l, Rng* r) {
+    const GPT2Config* c = &m->cfg;
+    const LayerAttn* la = &m->la[l];
+    float* p = gpt2_tensor(m, m->params, i, l);
+    if (m->specs[i].init == PINIT_FIRE) {
+        attn_fire_init(p, c->n_head, rng_u64(r));
+    } else if (m->specs[i].init == PINIT_ROWMAP) {
+        if (la->row->params_per_head <= 0 || !la->row->init_params) return; // zeros
+        for (int h = 0; h < c->n_head; h++)
+            la->row->init_params(p + (size_t)h * (size_t)m->maxP, &la->row_hp);
+    } else { // PINIT_LAYER: a tensor of this layer's variant, or of another (stays 0)
+        int k = 0;
+        while (k < la->ntensors && la->tensor_spec[k] != i)
+            k++;
+        if (k == la->ntensors) return;
+        AttnTensorSpec ts[ATTN_MAX_TENSORS];
+        AttnDims d = {.B = 1,
+                      .T = c->block_size,
+                      .C = c->n_embd,
+                      .NH = c->n_head,
+                      .hs = c->n_embd / c->n_head};
+        la->v->layer_tensors(ts, &d, &la->hp);
+        size_t n = m->specs[i].size / m->specs[i].shape[0];
+        for (size_t q = 0; q < n; q++) {
+            if (ts[k].init == ATTN_INIT_CONST)
+                p[q] = ts[k].init_value;
+            else if (ts[k].init == ATTN_INIT_NORMAL)
+                p[q] = ts[k].init_value * rng_normal(r);
+            else
+                p[q] = 0.0f;
+        }
+    }
+}
+
+static int per_layer_init(int init) {
+    return init == PINIT_ROWMAP || init == PINIT_FIRE || init == PINIT_LAYER;
+}
+
+// One walk over the table in table order, one rule per tensor, normal draws from one stream in
+// that order. A run of consecutive tensors with per-layer rules (the attention's: attnp, fire,
+// the variant tensors) is filled layer by layer, each layer's slices together.
 void gpt2_init(GPT2* m, uint64_t seed) {
     gpt2_params_changed(m);
     Rng r;
@@ -192,69 +172,41 @@ void gpt2_init(GPT2* m, uint64_t seed) {
     const GPT2Config* c = &m->cfg;
     const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)c->n_layer);
     memset(m->params, 0, sizeof(float) * m->num_params);
-    for (int i = 0; i < m->nspecs; i++) {
+    for (int i = 0; i < m->nspecs;) {
         const ParamSpec* s = &m->specs[i];
+        if (per_layer_init(s->init)) {
+            int j = i;
+            while (j < m->nspecs && per_layer_init(m->specs[j].init))
+                j++;
+            for (int l = 0; l < c->n_layer; l++)
+                for (int k = i; k < j; k++)
+                    init_layer_slice(m, k, l, &r);
+            i = j;
+            continue;
+        }
         float* p = m->params + s->offset;
         // real vocabulary rows only; padded rows stay 0
         size_t n = s->vocab_rows ? (size_t)c->vocab_size * (s->size / s->shape[0]) : s->size;
-        switch (s->init) {
-        case PINIT_ONES:
-            for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
+            switch (s->init) {
+            case PINIT_ONES:
                 p[k] = 1.0f;
-            break;
-        case PINIT_NORMAL:
-            for (size_t k = 0; k < n; k++)
+                break;
+            case PINIT_NORMAL:
                 p[k] = std * rng_normal(&r);
-            break;
-        case PINIT_RESID:
-            for (size_t k = 0; k < n; k++)
+                break;
+            case PINIT_RESID:
                 p[k] = proj_std * rng_normal(&r);
-            break;
-        case PINIT_HALF:
-            for (size_t k = 0; k < n; k++)
+                break;
+            case PINIT_HALF:
                 p[k] = 0.5f;
-            break;
-        default: // PINIT_ZERO; PINIT_VARIANT below
-            break;
-        }
-    }
-    for (int l = 0; l < c->n_layer; l++) {
-        LayerAttn* la = &m->la[l];
-        if (m->fire_spec >= 0)
-            attn_fire_init(gpt2_tensor(m, m->params, m->fire_spec, l), c->n_head, rng_u64(&r));
-        int P = la->row->params_per_head;
-        if (P > 0) {
-            float* p = gpt2_tensor(m, m->params, m->attnp_spec, l);
-            for (int h = 0; h < c->n_head; h++) {
-                float* ph = p + (size_t)h * (size_t)m->maxP;
-                if (la->row->init_params) la->row->init_params(ph, &la->row_hp);
+                break;
+            default: // PINIT_ZERO
+                break;
             }
         }
-        if (la->ntensors) {
-            AttnTensorSpec ts[ATTN_MAX_TENSORS];
-            AttnDims d = {.B = 1,
-                          .T = c->block_size,
-                          .C = c->n_embd,
-                          .NH = c->n_head,
-                          .hs = c->n_embd / c->n_head};
-            la->v->layer_tensors(ts, &d, &la->hp);
-            for (int k = 0; k < la->ntensors; k++) {
-                int si = la->tensor_spec[k];
-                size_t n = m->specs[si].size / m->specs[si].shape[0];
-                float* p = gpt2_tensor(m, m->params, si, l);
-                for (size_t q = 0; q < n; q++) {
-                    if (ts[k].init == ATTN_INIT_CONST)
-                        p[q] = ts[k].init_value;
-                    else if (ts[k].init == ATTN_INIT_NORMAL)
-                        p[q] = ts[k].init_value * rng_normal(&r);
-                    else
-                        p[q] = 0.0f;
-                }
-            }
-        }
+        i++;
     }
-    // resid.query starts at 0 (uniform routing) and value_residual.lambda at (0.5, 0.5): their
-    // table rows say so (PINIT_ZERO, PINIT_HALF)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -395,12 +347,12 @@ static AttnLayer make_layer(GPT2* m, int l, int B, int T) {
     if (la->row->params_per_head > 0) {
         // attnp is (L, NH, maxP): heads are maxP apart whatever this layer's row map uses
         L.rowp_stride = m->maxP;
-        L.rowp = gpt2_tensor(m, m->params, m->attnp_spec, l);
-        L.drowp = gpt2_tensor(m, m->grads, m->attnp_spec, l);
+        L.rowp = gpt2_tensor(m, m->params, m->row_spec[P_ATTNP], l);
+        L.drowp = gpt2_tensor(m, m->grads, m->row_spec[P_ATTNP], l);
     }
-    if (m->fire_spec >= 0) {
-        L.posp = gpt2_tensor(m, m->params, m->fire_spec, l);
-        L.dposp = gpt2_tensor(m, m->grads, m->fire_spec, l);
+    if (m->row_spec[P_FIRE] >= 0) {
+        L.posp = gpt2_tensor(m, m->params, m->row_spec[P_FIRE], l);
+        L.dposp = gpt2_tensor(m, m->grads, m->row_spec[P_FIRE], l);
     }
     for (int k = 0; k < la->ntensors; k++) {
         L.tp[k] = gpt2_tensor(m, m->params, la->tensor_spec[k], l);

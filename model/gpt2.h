@@ -1,10 +1,13 @@
 // model/gpt2.h: GPT-2 (as llm.c / Hugging Face define it) with pluggable attention.
-// One parameter table (ParamSpec) describes every tensor: the base rows (gpt2.c's GPT2_TABLE,
-// keyed by the P_* names below: shape, init rule, weight decay, Hugging Face name and transpose,
-// llm.c slot), then the tensors the attention variants declare (row-map parameters "attnp" and
-// each layer-level variant's tensors). Init, checkpoints, the llm.c and Hugging Face readers and
-// writers, the optimizer's decay ranges, gradient-norm logging and the memory estimate all
-// iterate this table. Parameters, gradients and activations each live in one buffer.
+// One parameter table describes every tensor: the rows of model/params.c (TABLE, keyed by the
+// P_* names below), each declaring its shape, init rule, weight decay, Hugging Face name and
+// transpose, and the config predicate that switches it on. GPT-2's own rows come first, in
+// llm.c's file order; then the row maps' per-head parameters ("attnp"), FIRE, the layer-level
+// variants' tensors (one row that expands to each variant's layer_tensors), "resid.query" and
+// "value_residual.lambda". gpt2_build resolves the table into GPT2.specs (ParamSpec), which
+// init, checkpoints, the llm.c and Hugging Face readers and writers, the optimizer's decay
+// ranges, gradient-norm logging and the memory estimate all iterate. Parameters, gradients and
+// activations each live in one buffer.
 #ifndef ATTNLAB_GPT2_H
 #define ATTNLAB_GPT2_H
 
@@ -33,9 +36,11 @@ enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA, GPT2_RESID_COU
 
 typedef struct ResidState ResidState;
 
-// Names of the base rows of the parameter table (GPT2_TABLE in gpt2.c is keyed by them, so their
-// order carries no meaning; each row states its own llm.c slot). The forward pass reads tensors
-// by these names: m->specs[P_QKVW] is the base row P_QKVW.
+// Rows of the parameter table (TABLE in model/params.c is keyed by them). GPT-2's rows,
+// P_WTE..P_LNFB, are always present and in llm.c's file order: a row's llm.c slot is its index,
+// and its tensor is m->specs[row] (the forward reads m->specs[P_QKVW]). The rows after them are
+// present when the config asks for them: GPT2.row_spec[row] is the index of a row's (first)
+// tensor, -1 when it is absent.
 enum {
     P_WTE,
     P_WPE,
@@ -52,18 +57,28 @@ enum {
     P_FCPROJW,
     P_FCPROJB,
     P_LNFW,
-    P_LNFB
+    P_LNFB,
+    P_ATTNP,       // "attnp" (L, NH, maxP): row-map parameters of every layer, when maxP > 0
+    P_FIRE,        // "fire" (L, attn_fire_nparams(NH)) under pos_encoding = fire
+    P_VARIANT,     // "<variant>.<tensor>" (L, ...): the layer-level variants' tensors
+    P_RESID_QUERY, // "resid.query" (resid_query_rows, C) under residual = attnres | delta
+    P_VRES_LAMBDA, // "value_residual.lambda" (L, 2) under value_residual = 1
+    GPT2_NUM_ROWS
 };
 
 // Init rules of the parameter table.
 typedef enum {
-    PINIT_ZERO,    // zeros (biases)
-    PINIT_ONES,    // ones (LayerNorm gains)
-    PINIT_NORMAL,  // N(0, 0.02)
-    PINIT_RESID,   // N(0, 0.02 / sqrt(2 n_layer)): the projections into the residual stream
-    PINIT_HALF,    // 0.5 (value_residual's mixing weights)
-    PINIT_VARIANT, // declared by the attention variant (init_params of the row map, or the
-                   // AttnTensorSpec init of a layer-level variant's tensor)
+    PINIT_ZERO,   // zeros (biases)
+    PINIT_ONES,   // ones (LayerNorm gains)
+    PINIT_NORMAL, // N(0, 0.02)
+    PINIT_RESID,  // N(0, 0.02 / sqrt(2 n_layer)): the projections into the residual stream
+    PINIT_HALF,   // 0.5 (value_residual's mixing weights)
+    // per-layer rules, declared by the attention; gpt2_init fills a run of consecutive tensors
+    // with these rules layer by layer (layer 0's slice of each, then layer 1's, ...)
+    PINIT_ROWMAP, // each head's row-map init_params (zeros without one)
+    PINIT_FIRE,   // attn_fire_init, seeded by one draw of the init stream
+    PINIT_LAYER,  // the AttnTensorSpec init of the layer's variant (tensors of a variant the
+                  // layer does not use stay 0)
 } ParamInit;
 
 typedef struct {
@@ -82,6 +97,7 @@ typedef struct {
     int hf_transpose;  // HF stores it (in, out): a Conv1D weight, transposed against (out, in)
     int llmc;          // slot in llm.c's model file (0..GPT2_NUM_LLMC-1), -1 if not in it
     int variant_owned; // 1: belongs to an attention variant (logged as kind "param")
+    int row;           // the table row it comes from (P_*)
     int mm_grad; // 1: its whole gradient is the output of a weight-gradient matmul (wte's tied
                  // classifier, qkvw, attprojw, fcw, fcprojw), which overwrites it on the first
                  // micro-batch of a step instead of adding to zeros (gpt2_zero_grad)
@@ -113,9 +129,8 @@ typedef struct {
     GPT2Config cfg;
     char attention[CONFIG_STR]; // the attention spec as configured
     LayerAttn la[GPT2_MAX_LAYERS];
-    int maxP;       // largest params_per_head among the layers' row maps
-    int attnp_spec; // ParamSpec index of "attnp" (L, NH, maxP), -1 if none
-    int fire_spec;  // ParamSpec index of "fire" (L, attn_fire_nparams(NH)) under fire, else -1
+    int maxP;                    // largest params_per_head among the layers' row maps
+    int row_spec[GPT2_NUM_ROWS]; // ParamSpec index of each row's (first) tensor, -1 if absent
     ParamSpec specs[GPT2_MAX_SPECS];
     int nspecs;
     size_t num_params;
@@ -130,8 +145,6 @@ typedef struct {
         *logits, *lse, *losses;
     float* attn_cache[GPT2_MAX_LAYERS];
     // residual = attnres | delta_attnres and value_residual (their own files own these)
-    int resid_spec; // ParamSpec index of "resid.query", -1 if none
-    int vres_spec;  // ParamSpec index of "value_residual.lambda", -1 if none
     ResidState* resid;
     float *vres_raw, *vres_dv1; // value_residual: raw V per layer (L,B,T,C), dV_1 (B,T,C)
     // backward scratch (one layer's worth)

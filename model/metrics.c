@@ -142,16 +142,17 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
     const int alibi = default_pipe && m->cfg.pos_encoding == ATTN_POS_ALIBI;
     // under fire the row map saw this layer's learned bias table (NH, T, T) on top of q.k
     float* fire = NULL;
-    if (default_pipe && m->fire_spec >= 0) {
+    if (default_pipe && m->row_spec[P_FIRE] >= 0) {
         fire = allocFloats((size_t)NH * T * T);
-        attn_fire_bias(fire, gpt2_tensor(m, m->params, m->fire_spec, l), NH, T, mt->nthreads);
+        attn_fire_bias(fire, gpt2_tensor(m, m->params, m->row_spec[P_FIRE], l), NH, T,
+                       mt->nthreads);
     }
     const int want_stat = default_pipe && la->row->row_stat != NULL;
     const float* qkv = m->qkv + (size_t)l * B * T * 3 * C;
     const float* att = m->att + (size_t)l * B * NH * T * T;
     const float* atty = m->atty + (size_t)l * B * T * C;
     const float* rowp =
-        la->row->params_per_head > 0 ? gpt2_tensor(m, m->params, m->attnp_spec, l) : NULL;
+        la->row->params_per_head > 0 ? gpt2_tensor(m, m->params, m->row_spec[P_ATTNP], l) : NULL;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(mt->nthreads)
     for (int b = 0; b < B; b++) {
@@ -503,7 +504,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
             int nslots = 1, stride = 0;
             size_t count = s->stacked ? s->size / s->shape[0] : s->size;
             const AttnVariant* row = m->la[l].row;
-            if (i == m->attnp_spec) {
+            if (i == m->row_spec[P_ATTNP]) {
                 nslots = row->params_per_head; // this layer's row map may use fewer than maxP
                 stride = m->maxP;
                 count = (size_t)NH;
@@ -517,7 +518,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
                     if (v > mx) mx = v;
                 }
                 char name[128];
-                if (i == m->attnp_spec) {
+                if (i == m->row_spec[P_ATTNP]) {
                     if (row->param_names && row->param_names[k])
                         snprintf(name, sizeof(name), "%s.%s", row->name, row->param_names[k]);
                     else

@@ -1,18 +1,24 @@
-// model/params.c: the declarative table of GPT-2's base parameter tensors (shape, init, weight
-// decay, Hugging Face and llm.c names, whether a matmul writes the whole gradient), resolved
-// against a config into the model's ParamSpec list. Init, checkpoints, the optimizer, metrics and
-// the exporters all read that list (model/gpt2.h); variant and residual-path tensors are added
-// after the base rows by gpt2_build.
+// model/params.c: the model's parameter table. One declarative row per tensor (shape, init rule,
+// weight decay, Hugging Face name, whether a matmul writes the whole gradient), GPT-2's own
+// tensors first, then the rows a config switches on (.when): the row maps' per-head parameters,
+// FIRE, the attention variants' layer tensors (one row that expands to each variant's
+// layer_tensors), the routed residual's queries and value_residual's mixing weights. The table
+// is resolved against a model into GPT2.specs, which init, checkpoints, the optimizer, metrics
+// and the exporters all read (model/gpt2.h).
 #include "model/params.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "model/residual.h"
 
-// Symbolic sizes of the base rows, resolved against the config by dim_of.
-enum { D_VP, D_MAXT, D_L, D_LM, D_C, D_3C, D_4C };
+// Symbolic sizes of the rows, resolved against the model by dim_of; 0 ends a row's dims. A row
+// whose first dimension is a layer dimension (D_L, D_LM) is stacked: gpt2_tensor slices it by
+// layer, and the Hugging Face names of such rows carry "h.<layer>.".
+enum { D_END, D_VP, D_MAXT, D_L, D_LM, D_C, D_3C, D_4C, D_NH, D_MAXP, D_FIRE, D_RQ, D_2 };
 
-static size_t dim_of(int d, const GPT2Config* c) {
+static size_t dim_of(int d, const GPT2Config* c, int maxP) {
     const size_t C = (size_t)c->n_embd;
     switch (d) {
     case D_VP:
@@ -27,51 +33,160 @@ static size_t dim_of(int d, const GPT2Config* c) {
         return C;
     case D_3C:
         return 3 * C;
-    default:
+    case D_4C:
         return 4 * C;
+    case D_NH:
+        return (size_t)c->n_head;
+    case D_MAXP: // the largest params_per_head among the layers' row maps
+        return (size_t)maxP;
+    case D_FIRE:
+        return (size_t)attn_fire_nparams(c->n_head);
+    case D_RQ:
+        return (size_t)resid_query_rows(c);
+    default: // D_2
+        return 2;
     }
 }
 
-// The base rows: GPT-2's tensors (llm.c's ParameterTensors names). Stacked rows have n_layer
-// first (D_L). Init: N(0, 0.02) for the embeddings and the matrices that read the residual
-// stream, N(0, 0.02/sqrt(2L)) for the two projections that write into it (GPT-2's scaled
-// residual init), LayerNorm gains 1, biases 0. Weight decay on the matrices and embeddings only.
-// hf: the Hugging Face GPT2LMHeadModel name; Conv1D weights are stored (in, out) there.
+// Predicates on the model that switch a row on (.when); a row without one is always present.
+enum { ALWAYS, HAS_ROWMAP_PARAMS, HAS_FIRE, HAS_RESID_QUERY, HAS_VALUE_RESIDUAL };
+
+static int row_present(int when, const GPT2* m) {
+    switch (when) {
+    case HAS_ROWMAP_PARAMS:
+        return m->maxP > 0;
+    case HAS_FIRE:
+        return m->cfg.pos_encoding == ATTN_POS_FIRE;
+    case HAS_RESID_QUERY:
+        return resid_query_rows(&m->cfg) > 0;
+    case HAS_VALUE_RESIDUAL:
+        return m->cfg.value_residual;
+    default:
+        return 1;
+    }
+}
+
 typedef struct {
     const char* name;
-    int ndim, dims[3];
-    int stacked, init, decay, vocab_rows;
-    const char* hf;
-    int hf_transpose;
-    int llmc;    // slot in llm.c's file
-    int mm_grad; // the gradient is a weight-gradient matmul's output (ParamSpec.mm_grad)
+    int dims[4];    // D_*, 0-terminated
+    int init;       // ParamInit
+    int decay;      // weight decay applies
+    int vocab_rows; // first dimension is the padded vocabulary (ParamSpec.vocab_rows)
+    const char* hf; // Hugging Face GPT2LMHeadModel name; NULL: not a GPT-2 tensor
+    int hf_t;       // HF stores it (in, out): a Conv1D weight
+    int mm_grad;    // the gradient is a weight-gradient matmul's output (ParamSpec.mm_grad)
+    int variant;    // belongs to the attention (ParamSpec.variant_owned)
+    int when;       // predicate that switches the row on; ALWAYS (0) by default
+    // the row stands for several tensors and adds them itself (instead of one of `dims`)
+    void (*expand)(GPT2* m, int row);
 } ParamRow;
 
-// {name, ndim, dims, stacked, init, decay, vocab_rows, hf, hf_transpose, llmc, mm_grad}
-static const ParamRow GPT2_TABLE[GPT2_NUM_LLMC] = {
-    [P_WTE] = {"wte", 2, {D_VP, D_C}, 0, PINIT_NORMAL, 1, 1, "wte.weight", 0, 0, 1},
-    [P_WPE] = {"wpe", 2, {D_MAXT, D_C}, 0, PINIT_NORMAL, 1, 0, "wpe.weight", 0, 1, 0},
-    [P_LN1W] = {"ln1w", 2, {D_L, D_C}, 1, PINIT_ONES, 0, 0, "ln_1.weight", 0, 2, 0},
-    [P_LN1B] = {"ln1b", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "ln_1.bias", 0, 3, 0},
-    [P_QKVW] = {"qkvw", 3, {D_L, D_3C, D_C}, 1, PINIT_NORMAL, 1, 0, "attn.c_attn.weight", 1, 4, 1},
-    [P_QKVB] = {"qkvb", 2, {D_L, D_3C}, 1, PINIT_ZERO, 0, 0, "attn.c_attn.bias", 0, 5, 0},
-    [P_ATTPROJW] =
-        {"attprojw", 3, {D_L, D_C, D_C}, 1, PINIT_RESID, 1, 0, "attn.c_proj.weight", 1, 6, 1},
-    [P_ATTPROJB] = {"attprojb", 2, {D_L, D_C}, 1, PINIT_ZERO, 0, 0, "attn.c_proj.bias", 0, 7, 0},
-    [P_LN2W] = {"ln2w", 2, {D_LM, D_C}, 1, PINIT_ONES, 0, 0, "ln_2.weight", 0, 8, 0},
-    [P_LN2B] = {"ln2b", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "ln_2.bias", 0, 9, 0},
-    [P_FCW] = {"fcw", 3, {D_LM, D_4C, D_C}, 1, PINIT_NORMAL, 1, 0, "mlp.c_fc.weight", 1, 10, 1},
-    [P_FCB] = {"fcb", 2, {D_LM, D_4C}, 1, PINIT_ZERO, 0, 0, "mlp.c_fc.bias", 0, 11, 0},
-    [P_FCPROJW] =
-        {"fcprojw", 3, {D_LM, D_C, D_4C}, 1, PINIT_RESID, 1, 0, "mlp.c_proj.weight", 1, 12, 1},
-    [P_FCPROJB] = {"fcprojb", 2, {D_LM, D_C}, 1, PINIT_ZERO, 0, 0, "mlp.c_proj.bias", 0, 13, 0},
-    [P_LNFW] = {"lnfw", 1, {D_C}, 0, PINIT_ONES, 0, 0, "ln_f.weight", 0, 14, 0},
-    [P_LNFB] = {"lnfb", 1, {D_C}, 0, PINIT_ZERO, 0, 0, "ln_f.bias", 0, 15, 0},
+static void variant_tensors(GPT2* m, int row);
+
+// GPT-2's rows (P_WTE..P_LNFB, llm.c's ParameterTensors in its file order: a row's llm.c slot is
+// its index) have N(0, 0.02) for the embeddings and the matrices that read the residual stream,
+// N(0, 0.02/sqrt(2L)) for the two projections that write into it (GPT-2's scaled residual
+// init), LayerNorm gains 1, biases 0; weight decay on the matrices and embeddings only. The rows
+// after them are attnlab's, without llm.c slot or Hugging Face name, none with weight decay
+// except the variant matrices that declare it.
+static const ParamRow TABLE[GPT2_NUM_ROWS] = {
+    [P_WTE] = {.name = "wte",
+               .dims = {D_VP, D_C},
+               .init = PINIT_NORMAL,
+               .decay = 1,
+               .vocab_rows = 1,
+               .hf = "wte.weight",
+               .mm_grad = 1},
+    [P_WPE] = {.name = "wpe",
+               .dims = {D_MAXT, D_C},
+               .init = PINIT_NORMAL,
+               .decay = 1,
+               .hf = "wpe.weight"},
+    [P_LN1W] = {.name = "ln1w", .dims = {D_L, D_C}, .init = PINIT_ONES, .hf = "ln_1.weight"},
+    [P_LN1B] = {.name = "ln1b", .dims = {D_L, D_C}, .init = PINIT_ZERO, .hf = "ln_1.bias"},
+    [P_QKVW] = {.name = "qkvw",
+                .dims = {D_L, D_3C, D_C},
+                .init = PINIT_NORMAL,
+                .decay = 1,
+                .hf = "attn.c_attn.weight",
+                .hf_t = 1,
+                .mm_grad = 1},
+    [P_QKVB] = {.name = "qkvb", .dims = {D_L, D_3C}, .init = PINIT_ZERO, .hf = "attn.c_attn.bias"},
+    [P_ATTPROJW] = {.name = "attprojw",
+                    .dims = {D_L, D_C, D_C},
+                    .init = PINIT_RESID,
+                    .decay = 1,
+                    .hf = "attn.c_proj.weight",
+                    .hf_t = 1,
+                    .mm_grad = 1},
+    [P_ATTPROJB] = {.name = "attprojb",
+                    .dims = {D_L, D_C},
+                    .init = PINIT_ZERO,
+                    .hf = "attn.c_proj.bias"},
+    [P_LN2W] = {.name = "ln2w", .dims = {D_LM, D_C}, .init = PINIT_ONES, .hf = "ln_2.weight"},
+    [P_LN2B] = {.name = "ln2b", .dims = {D_LM, D_C}, .init = PINIT_ZERO, .hf = "ln_2.bias"},
+    [P_FCW] = {.name = "fcw",
+               .dims = {D_LM, D_4C, D_C},
+               .init = PINIT_NORMAL,
+               .decay = 1,
+               .hf = "mlp.c_fc.weight",
+               .hf_t = 1,
+               .mm_grad = 1},
+    [P_FCB] = {.name = "fcb", .dims = {D_LM, D_4C}, .init = PINIT_ZERO, .hf = "mlp.c_fc.bias"},
+    [P_FCPROJW] = {.name = "fcprojw",
+                   .dims = {D_LM, D_C, D_4C},
+                   .init = PINIT_RESID,
+                   .decay = 1,
+                   .hf = "mlp.c_proj.weight",
+                   .hf_t = 1,
+                   .mm_grad = 1},
+    [P_FCPROJB] = {.name = "fcprojb",
+                   .dims = {D_LM, D_C},
+                   .init = PINIT_ZERO,
+                   .hf = "mlp.c_proj.bias"},
+    [P_LNFW] = {.name = "lnfw", .dims = {D_C}, .init = PINIT_ONES, .hf = "ln_f.weight"},
+    [P_LNFB] = {.name = "lnfb", .dims = {D_C}, .init = PINIT_ZERO, .hf = "ln_f.bias"},
+    // every layer's row-map parameters, heads maxP apart whatever the layer's row map uses
+    [P_ATTNP] = {.name = "attnp",
+                 .dims = {D_L, D_NH, D_MAXP},
+                 .init = PINIT_ROWMAP,
+                 .variant = 1,
+                 .when = HAS_ROWMAP_PARAMS},
+    // pos_encoding = fire: one FIRE parameter vector per layer
+    [P_FIRE] =
+        {.name = "fire", .dims = {D_L, D_FIRE}, .init = PINIT_FIRE, .variant = 1, .when = HAS_FIRE},
+    // "<variant>.<tensor>" (L, shape...) for each tensor of each layer-level variant in use
+    [P_VARIANT] = {.name = "<variant>.<tensor>",
+                   .dims = {D_L},
+                   .init = PINIT_LAYER,
+                   .variant = 1,
+                   .expand = variant_tensors},
+    // residual = attnres | delta_attnres: the routing queries, 0 (uniform routing)
+    [P_RESID_QUERY] = {.name = "resid.query",
+                       .dims = {D_RQ, D_C},
+                       .init = PINIT_ZERO,
+                       .when = HAS_RESID_QUERY},
+    // value_residual: the per-layer mixing weights, (0.5, 0.5)
+    [P_VRES_LAMBDA] = {.name = "value_residual.lambda",
+                       .dims = {D_L, D_2},
+                       .init = PINIT_HALF,
+                       .when = HAS_VALUE_RESIDUAL},
 };
 
-ParamSpec* gpt2_add_spec(GPT2* m, const char* name, int ndim, const size_t* shape, int stacked,
-                         int init, int decay) {
-    ASSERT(m->nspecs < GPT2_MAX_SPECS);
+_Static_assert(P_LNFB == GPT2_NUM_LLMC - 1, "GPT-2's rows, in llm.c's order, come first");
+
+static int row_stacked(int row) {
+    return TABLE[row].dims[0] == D_L || TABLE[row].dims[0] == D_LM;
+}
+
+static int row_llmc(int row) {
+    return row < GPT2_NUM_LLMC ? row : -1;
+}
+
+// Append one tensor of row `row` to m->specs: the row's rules, this name, shape and decay.
+static void add_spec(GPT2* m, int row, const char* name, int ndim, const size_t* shape, int decay) {
+    const ParamRow* r = &TABLE[row];
+    ASSERT(m->nspecs < GPT2_MAX_SPECS && ndim <= 4);
     ParamSpec* s = &m->specs[m->nspecs++];
     memset(s, 0, sizeof(*s));
     util_strlcpy(s->name, name, sizeof(s->name));
@@ -81,38 +196,85 @@ ParamSpec* gpt2_add_spec(GPT2* m, const char* name, int ndim, const size_t* shap
         s->shape[i] = shape[i];
         s->size *= shape[i];
     }
-    s->stacked = stacked;
-    s->init = init;
+    s->row = row;
+    s->stacked = row_stacked(row);
+    s->init = r->init;
     s->decay = decay;
-    s->llmc = -1;
-    return s;
+    s->vocab_rows = r->vocab_rows;
+    s->hf = r->hf;
+    s->hf_transpose = r->hf_t;
+    s->llmc = row_llmc(row);
+    s->variant_owned = r->variant;
+    s->mm_grad = r->mm_grad;
 }
 
-void gpt2_add_base_specs(GPT2* m) {
-    for (int i = 0; i < GPT2_NUM_LLMC; i++) {
-        const ParamRow* r = &GPT2_TABLE[i];
-        size_t shape[3];
-        for (int d = 0; d < r->ndim; d++)
-            shape[d] = dim_of(r->dims[d], &m->cfg);
-        ParamSpec* s = gpt2_add_spec(m, r->name, r->ndim, shape, r->stacked, r->init, r->decay);
-        s->vocab_rows = r->vocab_rows;
-        s->hf = r->hf;
-        s->hf_transpose = r->hf_transpose;
-        s->llmc = r->llmc;
-        s->mm_grad = r->mm_grad;
+// P_VARIANT: one stacked tensor per (variant, tensor) in use, (L, the variant's per-layer
+// shape), in the order the layers first name them; a layer's tensors, in its variant's
+// layer_tensors order, have increasing indices (gpt2_init draws them in that order).
+static void variant_tensors(GPT2* m, int row) {
+    const GPT2Config* cfg = &m->cfg;
+    for (int l = 0; l < cfg->n_layer; l++) {
+        LayerAttn* la = &m->la[l];
+        if (!la->v->layer_tensors) continue;
+        AttnTensorSpec ts[ATTN_MAX_TENSORS];
+        AttnDims d = {.B = 1,
+                      .T = cfg->block_size,
+                      .C = cfg->n_embd,
+                      .NH = cfg->n_head,
+                      .hs = cfg->n_embd / cfg->n_head};
+        int nt = la->v->layer_tensors(ts, &d, &la->hp);
+        ASSERT(nt <= ATTN_MAX_TENSORS);
+        for (int k = 0; k < nt; k++) {
+            char name[64];
+            snprintf(name, sizeof(name), "%s.%s", la->v->name, ts[k].name);
+            int idx = gpt2_find_spec(m, name);
+            if (idx < 0) {
+                size_t shape[4] = {(size_t)cfg->n_layer, 1, 1, 1};
+                for (int q = 0; q < ts[k].ndim; q++)
+                    shape[q + 1] = (size_t)ts[k].shape[q];
+                idx = m->nspecs;
+                add_spec(m, row, name, ts[k].ndim + 1, shape, ts[k].decay);
+            }
+            ASSERT(k == 0 || idx > la->tensor_spec[k - 1]);
+            la->tensor_spec[k] = idx;
+        }
+        la->ntensors = nt;
+    }
+}
+
+void gpt2_add_specs(GPT2* m) {
+    m->nspecs = 0;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        m->la[l].ntensors = 0;
+    for (int i = 0; i < GPT2_NUM_ROWS; i++) {
+        const ParamRow* r = &TABLE[i];
+        const int first = m->nspecs;
+        ASSERT(r->name != NULL); // every P_* name has its row
+        m->row_spec[i] = -1;
+        if (!row_present(r->when, m)) continue;
+        if (r->expand) {
+            r->expand(m, i);
+        } else {
+            size_t shape[4];
+            int nd = 0;
+            for (; nd < 4 && r->dims[nd] != D_END; nd++)
+                shape[nd] = dim_of(r->dims[nd], &m->cfg, m->maxP);
+            add_spec(m, i, r->name, nd, shape, r->decay);
+        }
+        if (m->nspecs > first) m->row_spec[i] = first;
     }
 }
 
 size_t gpt2_llmc_floats(const GPT2Config* cfg_in) {
     GPT2Config c1 = *cfg_in;
     c1.mlp = 1; // llm.c model files have an MLP in every block
-    const GPT2Config* cfg = &c1;
     size_t n = 0;
-    for (int i = 0; i < GPT2_NUM_LLMC; i++) {
+    for (int i = 0; i < GPT2_NUM_ROWS; i++) {
+        if (row_llmc(i) < 0) continue;
         size_t k = 1;
-        for (int d = 0; d < GPT2_TABLE[i].ndim; d++)
-            k *= dim_of(GPT2_TABLE[i].dims[d], cfg);
-        n += GPT2_TABLE[i].llmc >= 0 ? k : 0;
+        for (int d = 0; d < 4 && TABLE[i].dims[d] != D_END; d++)
+            k *= dim_of(TABLE[i].dims[d], &c1, 0);
+        n += k;
     }
     return n;
 }

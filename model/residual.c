@@ -136,7 +136,8 @@ static const float* source(const GPT2* m, int i, size_t BTC) {
 }
 
 static const float* query(const GPT2* m, const float* base, int s) {
-    return gpt2_tensor(m, base, m->resid_spec, 0) + (size_t)query_row(&m->cfg, s) * m->cfg.n_embd;
+    return gpt2_tensor(m, base, m->row_spec[P_RESID_QUERY], 0) +
+           (size_t)query_row(&m->cfg, s) * m->cfg.n_embd;
 }
 
 const float* resid_forward(GPT2* m, int s, const float* r_s, int B, int T) {

@@ -51,7 +51,7 @@ void vres_forward(GPT2* m, int l, int B, int T) {
     if (l == 0) return;
     const int C = m->cfg.n_embd;
     const size_t BT = (size_t)B * T, BTC = BT * C;
-    const float* lam = gpt2_tensor(m, m->params, m->vres_spec, l);
+    const float* lam = gpt2_tensor(m, m->params, m->row_spec[P_VRES_LAMBDA], l);
     float* qkv = m->qkv + (size_t)l * 3 * BTC;
     const float* qkv0 = m->qkv; // layer 0: never mixed, holds V_0
     float* raw = m->vres_raw + (size_t)l * BTC;
@@ -82,8 +82,8 @@ void vres_backward(GPT2* m, int l, int B, int T) {
         return;
     }
     if (l == L - 1) memset(m->vres_dv1, 0, sizeof(float) * BTC);
-    const float* lam = gpt2_tensor(m, m->params, m->vres_spec, l);
-    float* dlam = gpt2_tensor(m, m->grads, m->vres_spec, l);
+    const float* lam = gpt2_tensor(m, m->params, m->row_spec[P_VRES_LAMBDA], l);
+    float* dlam = gpt2_tensor(m, m->grads, m->row_spec[P_VRES_LAMBDA], l);
     const float* raw = m->vres_raw + (size_t)l * BTC;
     const float* qkv0 = m->qkv;
     double s0 = 0, s1 = 0;

@@ -113,7 +113,7 @@ void mgc_tiny_config(Config* c) {
 }
 
 static int si_is_attnp(const GPT2* m, int i) {
-    return i == m->attnp_spec;
+    return i == m->row_spec[P_ATTNP];
 }
 
 // Every parameter away from its init, at scales that give O(1) activations, attention scores
@@ -148,7 +148,8 @@ static int attnp_used(const GPT2* m, int l, int k) {
 
 // Is spec si a tensor of layer l's variant?
 static int tensor_in_layer(const GPT2* m, int si, int l) {
-    if (si == m->fire_spec) return 1; // pos_encoding = fire: every layer reads its FIRE vector
+    if (si == m->row_spec[P_FIRE])
+        return 1; // pos_encoding = fire: every layer reads its FIRE vector
     for (int k = 0; k < m->la[l].ntensors; k++)
         if (m->la[l].tensor_spec[k] == si) return 1;
     return 0;
@@ -330,13 +331,13 @@ MgcReport mgc_check(const Config* c, const char* label, const MgcUnused* unused,
                 rep.zero_checks++;
                 continue;
             }
-            if (s->variant_owned && si != m.attnp_spec && !tensor_in_layer(&m, si, l)) {
+            if (s->variant_owned && si != m.row_spec[P_ATTNP] && !tensor_in_layer(&m, si, l)) {
                 ck_assert_msg(all_zero(g, per), "%s: %s layer %d: layer does not use it", label,
                               s->name, l);
                 rep.zero_checks++;
                 continue;
             }
-            if (si == m.attnp_spec) {
+            if (si == m.row_spec[P_ATTNP]) {
                 // every used entry on its own (each head, each parameter), then one random
                 // direction over all used entries of the layer
                 const int NH = gc.n_head, mp = m.maxP;

@@ -4,6 +4,7 @@
 //   - save -> load (attnlab and llm.c files) gives identical logits;
 //   - bad attention names and keys are rejected with the key named;
 //   - attn.* keys reach the model (per-head parameter init, a window's effect on the logits);
+//   - the parameter table: llm.c's tensors in its file order, the config's optional rows;
 //   - attention-only blocks (mlp = 0): no MLP parameters, the key round-trips through the model
 //     file, a file of the other kind is refused, a file without the key loads as mlp = 1.
 #include <math.h>
@@ -213,6 +214,71 @@ START_TEST(test_attn_keys_reach_model) {
     free(logits[1]);
 }
 END_TEST
+// The parameter table derives each tensor's llm.c slot from the row order and `stacked` from the
+// first dimension: llm.c's ParameterTensors, in the order its model file holds them
+// (karpathy/llm.c:train_gpt2.c, fill_in_parameter_sizes), must be slots 0..15 with llm.c's
+// sizes; the attnlab rows have no slot and appear exactly when their config asks for them.
+START_TEST(test_param_table_llmc_order) {
+    static const char* LLMC[GPT2_NUM_LLMC] = {
+        "wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
+        "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
+    const size_t V = 300, Vp = 384, T = 16, L = 3, C = 32;
+    const size_t SIZE[GPT2_NUM_LLMC] = {
+        Vp * C, T * C, L * C,         L * C,     L * 3 * C * C, L * 3 * C, L * C * C, L * C,
+        L * C,  L * C, L * 4 * C * C, L * 4 * C, L * C * 4 * C, L * C,     C,         C};
+    // unstacked: the embeddings, ln_f and the residual router's queries (one row per sublayer)
+    static const char* FLAT[] = {"wte", "wpe", "lnfw", "lnfb", "resid.query"};
+    char err[1024];
+    for (int k = 0; k < 2; k++) {
+        Config c;
+        test_tiny_config(&c, (int)V, (int)L, 4, (int)C, (int)T);
+        if (k) {
+            strcpy(c.attention, "0:ssmax,1:gated,2:softmax");
+            const char* kv[] = {"pos_encoding=fire", "residual=attnres", "value_residual=1"};
+            for (int q = 0; q < 3; q++)
+                ck_assert_msg(config_apply_arg(&c, kv[q], err, sizeof(err)) == 0, "%s", err);
+        }
+        GPT2 m;
+        test_build_model(&m, &c, 1, (int)T, 1);
+        for (int slot = 0; slot < GPT2_NUM_LLMC; slot++) {
+            ck_assert_int_eq(m.specs[slot].llmc, slot);
+            ck_assert_str_eq(m.specs[slot].name, LLMC[slot]);
+            ck_assert_uint_eq(m.specs[slot].size, SIZE[slot]);
+            ck_assert_int_eq(m.row_spec[slot], slot);
+        }
+        for (int i = 0; i < m.nspecs; i++) {
+            const ParamSpec* s = &m.specs[i];
+            if (i >= GPT2_NUM_LLMC) ck_assert_int_eq(s->llmc, -1);
+            int flat = 0;
+            for (size_t q = 0; q < sizeof(FLAT) / sizeof(FLAT[0]); q++)
+                flat |= strcmp(s->name, FLAT[q]) == 0;
+            ck_assert_msg(s->stacked == !flat, "%s stacked %d", s->name, s->stacked);
+            if (s->stacked) ck_assert_uint_eq(s->shape[0], L);
+        }
+        const struct {
+            int row;
+            const char* name;
+        } opt[] = {{P_ATTNP, "attnp"},
+                   {P_FIRE, "fire"},
+                   {P_VARIANT, "gated.w"},
+                   {P_RESID_QUERY, "resid.query"},
+                   {P_VRES_LAMBDA, "value_residual.lambda"}};
+        for (int q = 0; q < 5; q++) {
+            int si = m.row_spec[opt[q].row];
+            if (!k) {
+                ck_assert_int_eq(si, -1);
+                ck_assert_int_eq(gpt2_find_spec(&m, opt[q].name), -1);
+            } else {
+                ck_assert_int_ge(si, GPT2_NUM_LLMC);
+                ck_assert_str_eq(m.specs[si].name, opt[q].name);
+                ck_assert_int_eq(m.specs[si].row, opt[q].row);
+            }
+        }
+        ck_assert_int_eq(m.nspecs, k ? GPT2_NUM_LLMC + 6 : GPT2_NUM_LLMC); // gated.w, gated.b
+        gpt2_free(&m);
+    }
+}
+END_TEST
 static Suite* gpt2_suite(void) {
     Suite* s = suite_create("gpt2");
     TCase* tc = tcase_create("model");
@@ -222,6 +288,7 @@ static Suite* gpt2_suite(void) {
     tcase_add_test(tc, test_attention_only_model);
     tcase_add_test(tc, test_bad_attention_config);
     tcase_add_test(tc, test_attn_keys_reach_model);
+    tcase_add_test(tc, test_param_table_llmc_order);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -150,12 +150,12 @@ START_TEST(test_fire_trains) {
     long step;
     snprintf(path, sizeof(path), "%s/model_%08d.bin", c.out_dir, 40);
     ck_assert_msg(ckpt_load_model(&a, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_ge(a.fire_spec, 0);
-    const ParamSpec* fs = &a.specs[a.fire_spec];
+    ck_assert_int_ge(a.row_spec[P_FIRE], 0);
+    const ParamSpec* fs = &a.specs[a.row_spec[P_FIRE]];
     const size_t per = fs->size / fs->shape[0];
     for (int ly = 0; ly < c.n_layer; ly++) {
-        const float* p1 = gpt2_tensor(&a, a.params, a.fire_spec, ly);
-        const float* p0 = gpt2_tensor(&fresh, fresh.params, fresh.fire_spec, ly);
+        const float* p1 = gpt2_tensor(&a, a.params, a.row_spec[P_FIRE], ly);
+        const float* p0 = gpt2_tensor(&fresh, fresh.params, fresh.row_spec[P_FIRE], ly);
         ck_assert_msg(p1[0] != p0[0], "layer %d: FIRE's c did not move", ly);
         ck_assert_msg(memcmp(p1 + 2, p0 + 2, sizeof(float) * (per - 2)) != 0,
                       "layer %d: FIRE's MLP did not move", ly);

@@ -145,8 +145,8 @@ static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
     size_t V = (size_t)m->cfg.vocab_size, C = (size_t)m->cfg.n_embd;
     memset(m->params + m->specs[P_WTE].offset + V * C, 0,
            sizeof(float) * ((size_t)m->cfg.padded_vocab - V) * C);
-    if (m->fire_spec >= 0 && m->cfg.n_layer > 1) // layer 1: L = 512 |l| = 12.5 < T
-        gpt2_tensor(m, m->params, m->fire_spec, 1)[1] = 12.5f / 512.0f;
+    if (m->row_spec[P_FIRE] >= 0 && m->cfg.n_layer > 1) // layer 1: L = 512 |l| = 12.5 < T
+        gpt2_tensor(m, m->params, m->row_spec[P_FIRE], 1)[1] = 12.5f / 512.0f;
 }
 
 // model.json, the parameters and the per-layer attention of m into dir
@@ -170,7 +170,7 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
     static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
     fprintf(f, "\"residual\":\"%s\",\"value_residual\":%d,\"layers\":[", RES[m->cfg.residual],
             m->cfg.value_residual);
-    const int rs[2] = {m->resid_spec, m->vres_spec};
+    const int rs[2] = {m->row_spec[P_RESID_QUERY], m->row_spec[P_VRES_LAMBDA]};
     for (int k = 0; k < 2; k++) {
         if (rs[k] < 0) continue;
         const ParamSpec* sp = &m->specs[rs[k]];
@@ -187,7 +187,7 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
         fprintf(f, ",\"T_train\":%d,\"P\":%d,\"tensors\":[", la->hp.T_train, P);
         char name[128];
         if (P > 0) { // this layer's heads, maxP apart in attnp
-            const float* rp = gpt2_tensor(m, m->params, m->attnp_spec, l);
+            const float* rp = gpt2_tensor(m, m->params, m->row_spec[P_ATTNP], l);
             float buf[64 * ATTN_MAX_PPH];
             ck_assert_int_le(NH, 64);
             for (int h = 0; h < NH; h++)
@@ -196,11 +196,11 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
             snprintf(name, sizeof(name), "L%d.rowp", l);
             save(dir, name, buf, shape, 2);
         }
-        if (m->fire_spec >= 0) { // this layer's FIRE vector
-            const ParamSpec* sp = &m->specs[m->fire_spec];
+        if (m->row_spec[P_FIRE] >= 0) { // this layer's FIRE vector
+            const ParamSpec* sp = &m->specs[m->row_spec[P_FIRE]];
             int shape[1] = {(int)sp->shape[1]};
             snprintf(name, sizeof(name), "L%d.fire", l);
-            save(dir, name, gpt2_tensor(m, m->params, m->fire_spec, l), shape, 1);
+            save(dir, name, gpt2_tensor(m, m->params, m->row_spec[P_FIRE], l), shape, 1);
         }
         for (int k = 0; k < la->ntensors; k++) {
             const ParamSpec* sp = &m->specs[la->tensor_spec[k]];

@@ -174,10 +174,10 @@ START_TEST(test_residual_checkpoint_keys) {
     ck_assert_msg(ckpt_load_model(&b, path, 1, &step, NULL, 0, err, sizeof(err)) == 0, "%s", err);
     same_logits(&a, &b);
     // training moved the pseudo-queries off 0 and the lambdas off 1/2
-    const float* q = a.params + a.specs[a.resid_spec].offset;
-    const float* lam = a.params + a.specs[a.vres_spec].offset;
+    const float* q = a.params + a.specs[a.row_spec[P_RESID_QUERY]].offset;
+    const float* lam = a.params + a.specs[a.row_spec[P_VRES_LAMBDA]].offset;
     double qa = 0;
-    for (size_t k = 0; k < a.specs[a.resid_spec].size; k++)
+    for (size_t k = 0; k < a.specs[a.row_spec[P_RESID_QUERY]].size; k++)
         qa += fabs(q[k]);
     ck_assert(qa > 0);
     ck_assert(lam[2] != 0.5f && lam[3] != 0.5f); // layer 1's (lambda_1, lambda_2)
@@ -208,8 +208,8 @@ START_TEST(test_residual_checkpoint_keys) {
     ck_assert_str_eq(co.residual, "standard");
     ck_assert_int_eq(co.value_residual, 0);
     ck_assert_int_eq(lo.cfg.residual, GPT2_RESID_STANDARD);
-    ck_assert_int_eq(lo.resid_spec, -1);
-    ck_assert_int_eq(lo.vres_spec, -1);
+    ck_assert_int_eq(lo.row_spec[P_RESID_QUERY], -1);
+    ck_assert_int_eq(lo.row_spec[P_VRES_LAMBDA], -1);
     same_logits(&o, &lo);
     free(text);
     gpt2_free(&a), gpt2_free(&b), gpt2_free(&o), gpt2_free(&lo);
@@ -223,8 +223,8 @@ static float* grads_with_threads(const Config* c, int n) {
     test_build_model(&m, c, 2, 16, 11);
     Rng r;
     rng_seed(&r, 5);
-    float* p = m.params + m.specs[m.resid_spec].offset; // non-uniform routing
-    for (size_t k = 0; k < m.specs[m.resid_spec].size; k++)
+    float* p = m.params + m.specs[m.row_spec[P_RESID_QUERY]].offset; // non-uniform routing
+    for (size_t k = 0; k < m.specs[m.row_spec[P_RESID_QUERY]].size; k++)
         p[k] = 0.5f * rng_normal(&r);
     int in[32], tg[32];
     test_random_tokens(in, 32, c->vocab_size, &r);
