@@ -413,8 +413,8 @@ static int cmd_sinks(int task, int argc, char** argv) {
            sc.rate_renorm, sc.rate_raw);
     printf("# Guo first-token weight over non-trigger rows (triggers \"%s\"), all %ld tokens\n",
            trig, T);
-    printf("%-5s %-4s %-9s %-9s %-9s %-9s %-9s\n", "layer", "head", "gu_rate", "gu_alpha0",
-           "nontrig", "nontrig_r", "all_rows");
+    printf("%-5s %-4s %-9s %-9s %-9s %-11s %-9s\n", "layer", "head", "gu_rate", "gu_alpha0",
+           "nontrig", "nontrig_raw", "all_rows");
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < NH; h++) {
             const int i = l * NH + h;
@@ -425,7 +425,7 @@ static int cmd_sinks(int task, int argc, char** argv) {
                 mean += g[d];
                 above += g[d] > eps;
             }
-            printf("%-5d %-4d %-9.4f %-9.4f %-9.4f %-9.4f %-9.4f\n", l, h,
+            printf("%-5d %-4d %-9.4f %-9.4f %-9.4f %-11.4f %-9.4f\n", l, h,
                    (double)above / (double)ndocs, mean / (double)ndocs,
                    metrics_sinks_mean(sc.nt_renorm, sc.nt_n, i),
                    metrics_sinks_mean(sc.nt_raw, sc.nt_n, i),
@@ -454,12 +454,20 @@ static int cmd_sinks(int task, int argc, char** argv) {
         printf("%s{\"layer\": %d, \"head\": %d, \"gu_rate\": %.6f, \"gu_rate_raw\": %.6f",
                i ? ", " : "", i / NH, i % NH, (double)ar / (double)ndocs,
                (double)aw / (double)ndocs);
-        const char* names[4] = {"nontrig_a0", "nontrig_a0_raw", "all_a0", "all_a0_raw"};
-        const double vals[4] = {metrics_sinks_mean(sc.nt_renorm, sc.nt_n, i),
+        double mr = 0.0, mw = 0.0; // Gu's importance, mean over the documents
+        for (size_t d = 0; d < ndocs; d++) {
+            mr += gr[d];
+            mw += gw[d];
+        }
+        const char* names[6] = {"gu_alpha0",      "gu_alpha0_raw", "nontrig_a0",
+                                "nontrig_a0_raw", "all_a0",        "all_a0_raw"};
+        const double vals[6] = {mr / (double)ndocs,
+                                mw / (double)ndocs,
+                                metrics_sinks_mean(sc.nt_renorm, sc.nt_n, i),
                                 metrics_sinks_mean(sc.nt_raw, sc.nt_n, i),
                                 metrics_sinks_mean(sc.all_renorm, sc.all_n, i),
                                 metrics_sinks_mean(sc.all_raw, sc.all_n, i)};
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 6; k++) {
             printf(", \"%s\": ", names[k]);
             json_num(vals[k]);
         }
