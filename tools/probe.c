@@ -63,7 +63,8 @@ static void usage(FILE* f) {
         "validation documents (DIR/TASK_val_*.bin, or FILE): accuracy overall and per bucket,\n"
         "then one JSON line. --batches N: at most N batches of B documents (default: all);\n"
         "--batch-size B (8).\n\n"
-        "sinks scores the first-token sinks of the first N (128, >= 100) validation documents\n"
+        "sinks scores the first-token sinks of the first N (--docs; default 128 or all when\n"
+        "fewer, at least 100) validation documents\n"
         "(docs/diagnostics.md, \"Sink measures of the papers\"): Gu et al.'s sink rate (the\n"
         "fraction of (document, layer, head) whose mean weight on the first token over the\n"
         "query rows of the T-token prefix (--prefix, 64) exceeds E (--eps, 0.3); renormalised\n"
@@ -331,7 +332,7 @@ static void sinks_batch(GPT2* m, SinkScores* sc, const uint16_t* tok, long Tdoc,
 
 static int cmd_sinks(int task, int argc, char** argv) {
     const char *ckpt = NULL, *data = NULL, *trig = default_triggers(task);
-    long ndocs_want = 128, prefix = METRICS_GU_T, B = 8, threads = 0;
+    long ndocs_want = 0, prefix = METRICS_GU_T, B = 8, threads = 0;
     double eps = 0.3;
     for (int i = 0; i < argc; i++) {
         const char* a = argv[i];
@@ -377,8 +378,11 @@ static int cmd_sinks(int task, int argc, char** argv) {
                 "%s: document %zu does not start with EOT (documents must all be %ld "
                 "tokens)",
                 first, d, T);
-    if (ndocs < (size_t)ndocs_want)
-        die(EXIT_USAGE, "%s: %zu documents, --docs asks for %ld", first, ndocs, ndocs_want);
+    // default: the first 128 documents, or all of them when there are 100 to 127
+    if (ndocs_want == 0) ndocs_want = ndocs < 128 ? (long)ndocs : 128;
+    if (ndocs < 100 || ndocs < (size_t)ndocs_want)
+        die(EXIT_USAGE, "%s: %zu documents, %ld wanted (Gu et al.'s measure needs at least 100)",
+            first, ndocs, ndocs_want < 100 ? 100 : ndocs_want);
     ndocs = (size_t)ndocs_want;
     const int Ts = (int)(prefix < T ? prefix : T);
 
