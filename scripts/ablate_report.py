@@ -224,6 +224,24 @@ def run_metrics(d):
                 r["probe_acc_" + b] = acc
         except ValueError:
             pass
+    # the papers' sink measures of the final checkpoint (./probe sinks, ablate.sinks) and the
+    # calibrated sink control (docs/ablations.md, "Calibrated sink control")
+    spath = os.path.join(d, "sinks.json")
+    if os.path.exists(spath):
+        try:
+            with open(spath) as f:
+                p = json.loads(f.readline())
+            r["sink_rate_gu"] = fnum(p.get("sink_rate_gu"))
+            r["sink_rate_gu_raw"] = fnum(p.get("sink_rate_gu_raw"))
+            r["nontrig_a0_max"] = fnum(p.get("nontrig_a0_max"))
+            raw = [fnum(h.get("nontrig_a0_raw")) for h in p.get("heads", [])]
+            raw = [v for v in raw if v is not None and finite(v)]
+            r["nontrig_a0_max_raw"] = max(raw) if raw else None
+            gu, nt = r["sink_rate_gu"], r["nontrig_a0_max"]
+            r["control_sink_gu"] = int((gu is not None and finite(gu) and gu >= CONTROL_GU_RATE)
+                                       or (nt is not None and finite(nt) and nt >= CONTROL_GUO_A0))
+        except ValueError:
+            pass
     # long-context losses: "T  2x  all  inside  beyond  tokens" lines of ./evaluate: the loss
     # over all positions, over those inside the training length and over those beyond it ("-"
     # at 1x)
@@ -258,6 +276,9 @@ def run_metrics(d):
     return r
 
 
+# the calibrated sink control (docs/ablations.md): Gu's rate >= 0.15 or the dormant head's
+# non-trigger first-token weight >= 0.5
+CONTROL_GU_RATE, CONTROL_GUO_A0 = 0.15, 0.5
 BASE_COLS = ["val_loss", "best_val_loss", "train_loss", "step_ms", "tok_per_s", "sink_rate",
              "sink_rate_raw", "sink_heads_l1", "kurtosis_mean", "kurtosis_max", "max_abs_act",
              "massive_ratio_max", "control_sink", "control_outlier", "entropy_norm",
@@ -453,6 +474,8 @@ def measured_text(res, metric, unit):
 
 def control_column(metric):
     """The positive-control column a claim on `metric` needs, or None."""
+    if metric.startswith(("sink_rate_gu", "nontrig_a0")):
+        return "control_sink_gu"
     if metric.startswith("sink"):
         return "control_sink"
     if metric.startswith(("kurtosis", "max_abs", "massive")):
@@ -557,7 +580,8 @@ def main():
                 extra_keys.append(k)
     key_cols = [k for k in keys if k not in ("attention", "seed")] + extra_keys
     opt_cols = sorted({k for r in rows for k in r if k.startswith(("probe_acc", "val_loss_",
-                                                                    "passkey_acc"))},
+                                                                    "passkey_acc", "sink_rate_gu",
+                                                                    "nontrig_a0", "control_sink_gu"))},
                       key=lambda c: (c.split("_")[0], len(c), c))
     cols = ["run"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
         ["wall_s"]
