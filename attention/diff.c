@@ -344,10 +344,10 @@ static void diff_backward(AttnLayer* L) {
             real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
             attn_score_bias_grad(&c, b, h, dS, T); // FIRE: dS1 + dS2
             attn_score_bias_grad(&c, b, h, S1, T);
-            real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
-            real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
-            real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
-            real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
+            attn_score_grad(dS, T, dh, sc, q, (int)c.ldq, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq, dk,
+                            (int)c.ldk);
+            attn_score_grad(S1, T, dh, sc, q + dh, (int)c.ldq, kk + dh, (int)c.ldk, 1.0f, dq + dh,
+                            (int)c.ldq, dk + dh, (int)c.ldk);
         }
     }
     if (save.active) { // R^T by halves of the rotated-space gradients into the layer's dq, dk
