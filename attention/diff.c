@@ -57,7 +57,7 @@ enum { HP_LAMBDA_MODE, HP_LAMBDA0, N_HP };
 enum { LAMBDA_DEPTH, LAMBDA_FIXED };
 enum { T_LQ1, T_LK1, T_LQ2, T_LK2, T_W, N_T };
 
-#define DIFF_EPS 1e-5f
+#define DIFF_EPS ((real)1e-5)
 
 static const AttnHParamSpec DIFF_HP[N_HP] = {
     [HP_LAMBDA_MODE] = {"lambda_mode", LAMBDA_DEPTH, 0, 0, "depth|fixed",
@@ -128,7 +128,7 @@ static DiffCache diff_cache(const AttnLayer* L) {
 
 static real diff_lambda_init(const AttnLayer* L) {
     if ((int)L->hp->v[HP_LAMBDA_MODE] == LAMBDA_FIXED) return L->hp->v[HP_LAMBDA0];
-    return 0.8f - 0.6f * real_exp(-0.3f * (real)L->layer);
+    return (real)0.8 - (real)0.6 * real_exp((real)-0.3 * (real)L->layer);
 }
 
 static real diff_dot(const real* x, const real* y, int n) {
@@ -344,10 +344,10 @@ static void diff_backward(AttnLayer* L) {
             real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
             attn_score_bias_grad(&c, b, h, dS, T); // FIRE: dS1 + dS2
             attn_score_bias_grad(&c, b, h, S1, T);
-            attn_score_grad(dS, T, dh, sc, q, (int)c.ldq, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq, dk,
-                            (int)c.ldk);
-            attn_score_grad(S1, T, dh, sc, q + dh, (int)c.ldq, kk + dh, (int)c.ldk, 1.0f, dq + dh,
-                            (int)c.ldq, dk + dh, (int)c.ldk);
+            real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
+            real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
+            real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
         }
     }
     if (save.active) { // R^T by halves of the rotated-space gradients into the layer's dq, dk
