@@ -295,19 +295,6 @@ static long checkpoint_resume(Trainer* t) {
 // =============================================================================================
 // pieces of the loop
 
-// 0, or -1 with err when a token id is outside the vocabulary.
-static int check_tokens(const Trainer* t, const int* ids, size_t n, const char* which, char* err,
-                        size_t errcap) {
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= t->cfg.vocab_size) {
-            snprintf(err, errcap,
-                     "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)", which,
-                     ids[i], t->cfg.vocab_size);
-            return -1;
-        }
-    return 0;
-}
-
 // Mean validation loss over the first eval_steps batches (sequential, from the start), in
 // evaluation mode (step -1: stochastic variants are deterministic).
 static float evaluate(Trainer* t) {
@@ -320,8 +307,10 @@ static float evaluate(Trainer* t) {
     char err[256];
     for (int i = 0; i < t->cfg.eval_steps; i++) {
         dataloader_next(&t->val, t->inputs, t->targets);
-        if (check_tokens(t, t->inputs, (size_t)B * T, "val_data", err, sizeof(err)) ||
-            check_tokens(t, t->targets, (size_t)B * T, "val_data", err, sizeof(err)))
+        if (tokens_check_range(t->inputs, (size_t)B * T, t->cfg.vocab_size, "val_data", err,
+                               sizeof(err)) ||
+            tokens_check_range(t->targets, (size_t)B * T, t->cfg.vocab_size, "val_data", err,
+                               sizeof(err)))
             die(EXIT_USAGE, "%s", err); // rank 0 alone evaluates
         gpt2_forward(m, t->inputs, t->targets, B, T);
         sum += m->mean_loss;
@@ -487,8 +476,9 @@ static int train(Trainer* t) {
         for (int k = 0; k < accum; k++) {
             int *in = t->inputs + k * BT, *tg = t->targets + k * BT;
             dataloader_next_slice(&t->train, dp_rank(t->dp), N, in, tg);
-            bad = bad || check_tokens(t, in, BT, "train_data", err, sizeof(err)) ||
-                  check_tokens(t, tg, BT, "train_data", err, sizeof(err));
+            bad = bad ||
+                  tokens_check_range(in, BT, t->cfg.vocab_size, "train_data", err, sizeof(err)) ||
+                  tokens_check_range(tg, BT, t->cfg.vocab_size, "train_data", err, sizeof(err));
         }
         req = root && runlog_check(&t->rl) ? REQ_IO
               : g_stop                     ? REQ_STOP

@@ -166,17 +166,7 @@ static void as_run(const AttnLayer* L, const AsCache* k, int backward) {
     AttnCore c = attn_layer_core(L);
     c.row_scale = k->theta;
     c.drow_scale = k->dtheta;
-    if (L->own && L->own->row) { // entmax at a fixed alpha: no row parameters
-        c.row = L->own->row;
-        c.hp = &L->own->hp;
-        c.rowp = NULL;
-        c.rowp_stride = 0;
-        c.drowp = NULL;
-    }
-    if (backward)
-        rowops_core_backward(&c, L);
-    else
-        rowops_core_forward(&c, L);
+    rowops_core_composed(&c, L, backward); // as_map = entmax: entmax at a fixed alpha
 }
 
 static inline real softplusf(real u) {

@@ -184,6 +184,12 @@ void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T
             slot[(size_t)t * T + j] += dS[(size_t)t * T + j];
 }
 
+void attn_score_grad(const real* dS, int T, int n, real alpha, const real* q, int ldq,
+                     const real* k, int ldk, real beta, real* dq, int ldd_q, real* dk, int ldd_k) {
+    real_gemm(0, 0, T, n, T, alpha, dS, T, k, ldk, beta, dq, ldd_q);
+    real_gemm(1, 0, T, n, T, alpha, dS, T, q, ldq, beta, dk, ldd_k);
+}
+
 static const char* const ATTN_POS_NAMES[ATTN_POS_COUNT] = {
     [ATTN_POS_LEARNED] = "learned", [ATTN_POS_ROPE] = "rope", [ATTN_POS_ALIBI] = "alibi",
     [ATTN_POS_NONE] = "none",       [ATTN_POS_XPOS] = "xpos", [ATTN_POS_FIRE] = "fire",
@@ -330,8 +336,8 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
             real* dq = c->dq + bt * c->ldq + (size_t)h * hs;
             real* dk = c->dk + bt * c->ldk + (size_t)h * hs;
             real* dv = c->dv + bt * c->ldv + (size_t)h * hs;
-            real_gemm(0, 0, T, hs, T, c->scale, dS, T, k, (int)c->ldk, 1.0f, dq, (int)c->ldq);
-            real_gemm(1, 0, T, hs, T, c->scale, dS, T, q, (int)c->ldq, 1.0f, dk, (int)c->ldk);
+            attn_score_grad(dS, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 1.0f, dq,
+                            (int)c->ldq, dk, (int)c->ldk);
             real_gemm(1, 0, T, hs, T, 1.0f, A, T, dout, (int)c->ldo, 1.0f, dv, (int)c->ldv);
             if (need_ks) { // key_sq_j = |k_j|^2  =>  dk_j += 2 dkey_sq_j k_j
                 for (int j = 0; j < T; j++) {

@@ -362,6 +362,15 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
 void attn_score_bias_add(real* S, const AttnCore* c, int h, int T);
 void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T);
 
+// The score-gradient step of one head, for variants that form their scores S = alpha q k^T
+// themselves: given dS = dL/dS (T,T), through the kernel layer (two GEMMs, this order)
+//   dq = beta dq + alpha dS k      (T,n), rows ldd_q apart
+//   dk = beta dk + alpha dS^T q    (T,n), rows ldd_k apart
+// q, k (T,n) rows ldq, ldk apart. Backward of S_tj = alpha sum_c q_tc k_jc: dq_tc = alpha
+// sum_j dS_tj k_jc, dk_jc = alpha sum_t dS_tj q_tc. beta = 1 accumulates, 0 overwrites.
+void attn_score_grad(const real* dS, int T, int n, real alpha, const real* q, int ldq,
+                     const real* k, int ldk, real beta, real* dq, int ldd_q, real* dk, int ldd_k);
+
 // 1 when variant v can run under position encoding pos. fire adds a learned bias to the
 // attention logits; variants that form no logits (attn_variant.ignores_inner: linear, the
 // delta-rule memories, multiscreen) refuse it.

@@ -525,14 +525,12 @@ static void linear_backward(AttnLayer* L) {
             }
             if (cosv) kc.slots[bh] = dc * sg * (1.0f - sg);
             if (kind == F_FLATTEN) { // dPhi into the (B,T,C) buffers: the map runs over channels
-                real_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, kc.dPq + bt * C + (size_t)h * hs,
-                          C);
-                real_gemm(1, 0, T, F, T, 1.0f, dA, T, Pq, F, 0.0f, kc.dPk + bt * C + (size_t)h * hs,
-                          C);
+                attn_score_grad(dA, T, F, 1.0f, Pq, F, Pk, F, 0.0f,
+                                kc.dPq + bt * C + (size_t)h * hs, C,
+                                kc.dPk + bt * C + (size_t)h * hs, C);
                 continue;
             }
-            real_gemm(0, 0, T, F, T, 1.0f, dA, T, Pk, F, 0.0f, dPq, F);
-            real_gemm(1, 0, T, F, T, 1.0f, dA, T, Pq, F, 0.0f, dPk, F);
+            attn_score_grad(dA, T, F, 1.0f, Pq, F, Pk, F, 0.0f, dPq, F, dPk, F);
             real* dq = c.dq + bt * c.ldq + (size_t)h * hs;
             real* dk = c.dk + bt * c.ldk + (size_t)h * hs;
             for (int t = 0; t < T; t++) {

@@ -425,8 +425,8 @@ static void mta_backward(AttnLayer* L) {
             const real* kk = c.k + (size_t)b * T * c.ldk + (size_t)h * hs;
             real* dq = c.dq + (size_t)b * T * c.ldq + (size_t)h * hs;
             real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
-            real_gemm(0, 0, T, hs, T, c.scale, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
-            real_gemm(1, 0, T, hs, T, c.scale, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
+            attn_score_grad(dS, T, hs, c.scale, q, (int)c.ldq, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq,
+                            dk, (int)c.ldk);
         }
     }
     attn_pos_backward_end(&c, &save, L);

@@ -136,17 +136,7 @@ static void rela_compose(AttnComposed* out, const AttnHParams* hp) {
 // Run the core (forward or backward) with the row map resolved at setup; out = obar.
 static void rela_run(const AttnLayer* L, const RelaCache* k, int backward) {
     AttnCore c = rowops_layer_core(L, k->obar, k->dobar);
-    if (L->own && L->own->row) { // a ReLU form: no row parameters
-        c.row = L->own->row;
-        c.hp = &L->own->hp;
-        c.rowp = NULL;
-        c.rowp_stride = 0;
-        c.drowp = NULL;
-    }
-    if (backward)
-        rowops_core_backward(&c, L);
-    else
-        rowops_core_forward(&c, L);
+    rowops_core_composed(&c, L, backward); // a ReLU form, or attn.inner
 }
 
 static void rela_forward(AttnLayer* L) {

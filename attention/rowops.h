@@ -229,6 +229,24 @@ static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
     attn_pos_backward_end(c, &save, L);
 }
 
+// The core (forward or backward, position encoding included) of a composed variant (rela,
+// asentmax): the row map its compose hook resolved at setup (L->own: a fixed map with fixed
+// hyperparameters and no row parameters) replaces c's row map; without one c keeps its own
+// (attn.inner, with its row parameters).
+static inline void rowops_core_composed(AttnCore* c, const AttnLayer* L, int backward) {
+    if (L->own && L->own->row) {
+        c->row = L->own->row;
+        c->hp = &L->own->hp;
+        c->rowp = NULL;
+        c->rowp_stride = 0;
+        c->drowp = NULL;
+    }
+    if (backward)
+        rowops_core_backward(c, L);
+    else
+        rowops_core_forward(c, L);
+}
+
 // For layer-level variants whose heads are coupled and which therefore compute every head's
 // scores themselves (talking_heads, selective): with c the layer's core after the position
 // encoding, S (T,T) = c->scale q_h k_h^T (+ ALiBi slope_h (j - t), + the FIRE bias) of item b,

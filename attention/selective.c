@@ -199,8 +199,8 @@ static void sel_backward(AttnLayer* L) {
             real* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
             real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
             attn_score_bias_grad(&s.c, b, h, dSh, T);
-            real_gemm(0, 0, T, hs, T, s.c.scale, dSh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
-            real_gemm(1, 0, T, hs, T, s.c.scale, dSh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
+            attn_score_grad(dSh, T, hs, s.c.scale, q, (int)s.c.ldq, k, (int)s.c.ldk, 1.0f, dq,
+                            (int)s.c.ldq, dk, (int)s.c.ldk);
         }
     }
     attn_pos_backward_end(&s.c, &save, L);

@@ -276,8 +276,8 @@ static void th_backward(AttnLayer* L) {
             real* dq = s.c.dq + (size_t)b * T * s.c.ldq + (size_t)h * hs;
             real* dk = s.c.dk + (size_t)b * T * s.c.ldk + (size_t)h * hs;
             if (!s.after) attn_score_bias_grad(&s.c, b, h, Yh, T); // dB_h = dS_h
-            real_gemm(0, 0, T, hs, T, s.c.scale, Yh, T, k, (int)s.c.ldk, 1.0f, dq, (int)s.c.ldq);
-            real_gemm(1, 0, T, hs, T, s.c.scale, Yh, T, q, (int)s.c.ldq, 1.0f, dk, (int)s.c.ldk);
+            attn_score_grad(Yh, T, hs, s.c.scale, q, (int)s.c.ldq, k, (int)s.c.ldk, 1.0f, dq,
+                            (int)s.c.ldq, dk, (int)s.c.ldk);
         }
     }
     attn_pos_backward_end(&s.c, &save, L);

@@ -390,3 +390,18 @@ int* dataloader_spread_tokens(const DataLoader* dl, int n, int T, char* err, siz
     free(start);
     return out;
 }
+
+int tokens_check_range(const int* ids, size_t n, int vocab_size, const char* what, char* err,
+                       size_t errcap) {
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < vocab_size) continue;
+        if (ids[i] < 0)
+            snprintf(err, errcap, "%s: token id %d is negative (a corrupt file?)", what, ids[i]);
+        else
+            snprintf(err, errcap,
+                     "%s: token id %d is >= vocab_size %d (wrong tokenizer or vocab_size?)", what,
+                     ids[i], vocab_size);
+        return -1;
+    }
+    return 0;
+}

@@ -79,4 +79,10 @@ int* dataloader_spread_tokens(const DataLoader* dl, int n, int T, char* err, siz
 int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,
                            size_t errcap);
 
+// The one token-range check of every reader of token ids (the trainer's batches, evaluate's
+// batches, attnmap's tokens): 0 when ids[0..n) all lie in [0, vocab_size), else -1 with err
+// "<what>: token id <id> is >= vocab_size <V> ..." (or "is negative") for the first id outside.
+int tokens_check_range(const int* ids, size_t n, int vocab_size, const char* what, char* err,
+                       size_t errcap);
+
 #endif

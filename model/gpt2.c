@@ -293,10 +293,12 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         if (extra) attn_workspace_reserve(m->ws, extra);
     }
     if (m->precision != MM_FP32) reserve_matmul(m);
-    m->bytes.acts += resid_bytes(&m->cfg, B, T) + vres_bytes(&m->cfg, B, T);
+    const GPT2Config* g = &m->cfg;
+    m->bytes.acts += resid_bytes(g->residual, g->n_layer, g->n_embd, B, T) +
+                     vres_bytes(g->value_residual, g->n_layer, g->n_embd, B, T);
     if (!m->size_only) {
-        resid_alloc(m, B, T);
-        vres_alloc(m, B, T);
+        m->resid = resid_alloc(g->residual, g->n_layer, g->n_embd, B, T);
+        m->vres = vres_alloc(g->value_residual, g->n_layer, g->n_embd, B, T);
     }
 }
 
@@ -310,8 +312,8 @@ void gpt2_free(GPT2* m) {
     for (int l = 0; l < m->cfg.n_layer; l++)
         free(m->attn_cache[l]);
     attn_workspace_free(m->ws);
-    resid_free(m);
-    vres_free(m);
+    resid_free(m->resid);
+    vres_free(m->vres);
     memset(m, 0, sizeof(*m));
 }
 
@@ -375,15 +377,18 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     const float* wpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? P + m->specs[P_WPE].offset : NULL;
     encoder_forward(m->encoded, inputs, P + m->specs[P_WTE].offset, wpe, B, T, C);
     const int rp = m->cfg.residual != GPT2_RESID_STANDARD; // sublayer inputs are routed
+    const ResidSources rsrc = {m->encoded, m->attproj, m->fcproj};
+    const float* rq = rp ? gpt2_tensor(m, P, m->row_spec[P_RESID_QUERY], 0) : NULL;
     for (int l = 0; l < L; l++) {
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
-        const float* in1 = rp ? resid_forward(m, 2 * l, res, B, T) : res;
+        const float* in1 = rp ? resid_forward(m->resid, 2 * l, res, rq, &rsrc, B, T) : res;
         float* ln1 = m->ln1 + l * BTC;
         layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
                           gpt2_tensor(m, P, P_LN1W, l), gpt2_tensor(m, P, P_LN1B, l), (int)BT, C);
         matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
                        gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C);
-        if (m->cfg.value_residual) vres_forward(m, l, B, T);
+        if (m->cfg.value_residual)
+            vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B, T);
         AttnLayer al = make_layer(m, l, B, T);
         attention_forward(&al);
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
@@ -391,7 +396,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
         if (!m->cfg.mlp) continue; // residual3 is residual2
         const float* in2 = m->residual2 + l * BTC;
-        if (rp) in2 = resid_forward(m, 2 * l + 1, in2, B, T);
+        if (rp) in2 = resid_forward(m->resid, 2 * l + 1, in2, rq, &rsrc, B, T);
         float* ln2 = m->ln2 + l * BTC;
         layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
                           gpt2_tensor(m, P, P_LN2W, l), gpt2_tensor(m, P, P_LN2B, l), (int)BT, C);
@@ -404,7 +409,7 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         residual_forward(m->residual3 + l * BTC, m->residual2 + l * BTC, m->fcproj + l * BTC, BTC);
     }
     const float* inf = m->residual3 + (L - 1) * BTC;
-    if (rp) inf = resid_forward(m, 2 * L, inf, B, T);
+    if (rp) inf = resid_forward(m->resid, 2 * L, inf, rq, &rsrc, B, T);
     layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
                       P + m->specs[P_LNFB].offset, (int)BT, C);
     matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp);
@@ -470,18 +475,21 @@ void gpt2_backward(GPT2* m, float scale) {
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
     // resid_backward; each branch reads d(its output) from resid_branch_grad
     const int rp = m->cfg.residual != GPT2_RESID_STANDARD;
-    if (rp) resid_backward_begin(m);
-    layernorm_backward(rp ? resid_dinput(m) : m->dres, G + m->specs[P_LNFW].offset,
+    const ResidSources rsrc = {m->encoded, m->attproj, m->fcproj};
+    const float* rq = rp ? gpt2_tensor(m, P, m->row_spec[P_RESID_QUERY], 0) : NULL;
+    float* drq = rp ? gpt2_tensor(m, G, m->row_spec[P_RESID_QUERY], 0) : NULL;
+    if (rp) resid_backward_begin(m->resid);
+    layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, G + m->specs[P_LNFW].offset,
                        G + m->specs[P_LNFB].offset, m->dlnf,
-                       rp ? resid_input(m, 2 * L, m->residual3 + (L - 1) * BTC)
+                       rp ? resid_input(m->resid, 2 * L, m->residual3 + (L - 1) * BTC)
                           : m->residual3 + (L - 1) * BTC,
                        P + m->specs[P_LNFW].offset, m->lnf_mean, m->lnf_rstd, (int)BT, C);
-    if (rp) resid_backward(m, 2 * L, m->dres);
+    if (rp) resid_backward(m->resid, 2 * L, m->dres, rq, drq, &rsrc);
     GRAD_HOOK(0, 1);
     for (int l = L - 1; l >= 0; l--) {
         GRAD_HOOK(L - l, 0);
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
-        const float* dmlp = rp ? resid_branch_grad(m, 2 * l + 1, m->dres) : m->dres;
+        const float* dmlp = rp ? resid_branch_grad(m->resid, 2 * l + 1, m->dres) : m->dres;
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
         const float* datt = m->dres; // mlp = 0: residual3 is residual2
         if (m->cfg.mlp) {
@@ -492,14 +500,14 @@ void gpt2_backward(GPT2* m, float scale) {
             matmul_backward_to(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
                                gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
                                gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
-            layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
+            layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
                                gpt2_tensor(m, G, P_LN2B, l), m->dln,
-                               rp ? resid_input(m, 2 * l + 1, m->residual2 + l * BTC)
+                               rp ? resid_input(m->resid, 2 * l + 1, m->residual2 + l * BTC)
                                   : m->residual2 + l * BTC,
                                gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT,
                                m->ln2_rstd + l * BT, (int)BT, C);
-            if (rp) resid_backward(m, 2 * l + 1, m->dres);
-            datt = rp ? resid_branch_grad(m, 2 * l, m->dres) : m->dres;
+            if (rp) resid_backward(m->resid, 2 * l + 1, m->dres, rq, drq, &rsrc);
+            datt = rp ? resid_branch_grad(m->resid, 2 * l, m->dres) : m->dres;
         }
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         matmul_backward_to(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
@@ -512,18 +520,20 @@ void gpt2_backward(GPT2* m, float scale) {
         al.dqkv = m->dqkv;
         al.dx = m->dln; // layer-level variants that read x add their gradient here
         attention_backward(&al);
-        if (m->cfg.value_residual) vres_backward(m, l, B, T);
+        if (m->cfg.value_residual)
+            vres_backward(m->vres, l, m->dqkv, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l),
+                          gpt2_tensor(m, G, m->row_spec[P_VRES_LAMBDA], l), B, T);
         matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
                            gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
                            gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
-        layernorm_backward(rp ? resid_dinput(m) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
-                           gpt2_tensor(m, G, P_LN1B, l), m->dln,
-                           rp ? resid_input(m, 2 * l, res) : res, gpt2_tensor(m, P, P_LN1W, l),
-                           m->ln1_mean + l * BT, m->ln1_rstd + l * BT, (int)BT, C);
-        if (rp) resid_backward(m, 2 * l, m->dres);
+        layernorm_backward(
+            rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
+            gpt2_tensor(m, G, P_LN1B, l), m->dln, rp ? resid_input(m->resid, 2 * l, res) : res,
+            gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT, m->ln1_rstd + l * BT, (int)BT, C);
+        if (rp) resid_backward(m->resid, 2 * l, m->dres, rq, drq, &rsrc);
         GRAD_HOOK(L - l, 1);
     }
-    if (rp) resid_embed_grad(m, m->dres);
+    if (rp) resid_embed_grad(m->resid, m->dres);
     GRAD_HOOK(L + 1, 0);
     if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
         matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL, m->logits,

@@ -17,6 +17,8 @@
 #include "attention/attention.h"
 #include "common/config.h"
 #include "common/matmul.h"
+#include "model/residual.h"
+#include "model/value_residual.h"
 
 #define GPT2_MAX_LAYERS 64
 #define GPT2_MAX_SPECS  96
@@ -32,9 +34,7 @@ typedef struct {
                         // a layer dimension of 0)
 } GPT2Config;
 
-enum { GPT2_RESID_STANDARD, GPT2_RESID_ATTNRES, GPT2_RESID_DELTA, GPT2_RESID_COUNT };
-
-typedef struct ResidState ResidState;
+_Static_assert(2 * GPT2_MAX_LAYERS + 1 <= RESID_MAX_SRC, "residual source slots");
 
 // Rows of the parameter table (TABLE in model/params.c is keyed by them). GPT-2's rows,
 // P_WTE..P_LNFB, are always present and in llm.c's file order: a row's llm.c slot is its index,
@@ -145,8 +145,8 @@ typedef struct {
         *logits, *lse, *losses;
     float* attn_cache[GPT2_MAX_LAYERS];
     // residual = attnres | delta_attnres and value_residual (their own files own these)
-    ResidState* resid;
-    float *vres_raw, *vres_dv1; // value_residual: raw V per layer (L,B,T,C), dV_1 (B,T,C)
+    ResidState* resid; // NULL under residual = standard
+    VresState* vres;   // NULL without value_residual
     // backward scratch (one layer's worth)
     float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
     const int* inputs; // of the last forward (kept for backward)

@@ -282,7 +282,7 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
     for (int s = 0; s <= 2 * L; s++) { // D11: routing weights of this chunk's forward
         double sum;
         long n;
-        resid_max_weight(m, s, &sum, &n);
+        resid_max_weight(m->resid, s, &sum, &n);
         mt->route_sum[s] += sum;
         mt->route_n[s] += n;
     }
@@ -453,7 +453,7 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         if (s < 2 * L) json_int(j, "layer", s / 2);
         json_str(j, "sublayer", SUB[s < 2 * L ? s % 2 : 2]);
         json_str(j, "residual", resid_name(m->cfg.residual));
-        json_int(j, "sources", resid_nsrc(&m->cfg, s));
+        json_int(j, "sources", resid_nsrc(m->cfg.residual, m->cfg.n_layer, s));
         json_num(j, "max_weight", mt->route_sum[s] / (double)mt->route_n[s]);
         json_end(j);
         json_write_line(j, jsonl);

@@ -42,7 +42,7 @@ static size_t dim_of(int d, const GPT2Config* c, int maxP) {
     case D_FIRE:
         return (size_t)attn_fire_nparams(c->n_head);
     case D_RQ:
-        return (size_t)resid_query_rows(c);
+        return (size_t)resid_query_rows(c->residual, c->n_layer);
     default: // D_2
         return 2;
     }
@@ -58,7 +58,7 @@ static int row_present(int when, const GPT2* m) {
     case HAS_FIRE:
         return m->cfg.pos_encoding == ATTN_POS_FIRE;
     case HAS_RESID_QUERY:
-        return resid_query_rows(&m->cfg) > 0;
+        return resid_query_rows(m->cfg.residual, m->cfg.n_layer) > 0;
     case HAS_VALUE_RESIDUAL:
         return m->cfg.value_residual;
     default:

@@ -46,28 +46,18 @@
 
 #include "common/util.h"
 
-#define MAXS (2 * GPT2_MAX_LAYERS + 1)
+#define MAXS RESID_MAX_SRC
 #define CBLK 64
 
-struct ResidState {
-    int S;                // 2L + 1 source slots
-    size_t cap;           // B*T capacity
-    size_t BT;            // of the last forward
-    int rho_done;         // sources whose rho is computed in this forward
-    float *h, *alpha;     // (S, BT, C) routed inputs; (S, BT, S) weights per sublayer
-    float *rho, *dV;      // (S, BT); (S, BT, C) source gradients
-    float *du, *dbr, *dz; // (BT, C); (BT, C); (BT, S)
-};
-
-int resid_query_rows(const GPT2Config* g) {
-    if (g->residual == GPT2_RESID_ATTNRES) return 2 * g->n_layer + 1;
-    if (g->residual == GPT2_RESID_DELTA) return 2 * g->n_layer - 1;
+int resid_query_rows(int mode, int n_layer) {
+    if (mode == GPT2_RESID_ATTNRES) return 2 * n_layer + 1;
+    if (mode == GPT2_RESID_DELTA) return 2 * n_layer - 1;
     return 0;
 }
 
-int resid_nsrc(const GPT2Config* g, int s) {
-    if (g->residual == GPT2_RESID_ATTNRES) return s + 1;
-    if (g->residual == GPT2_RESID_DELTA) return s >= 1 && s < 2 * g->n_layer ? s + 1 : 0;
+int resid_nsrc(int mode, int n_layer, int s) {
+    if (mode == GPT2_RESID_ATTNRES) return s + 1;
+    if (mode == GPT2_RESID_DELTA) return s >= 1 && s < 2 * n_layer ? s + 1 : 0;
     return 0;
 }
 
@@ -87,21 +77,25 @@ int resid_from_name(const char* name) {
     return -1;
 }
 
-static int query_row(const GPT2Config* g, int s) {
-    return g->residual == GPT2_RESID_ATTNRES ? s : s - 1;
+static int query_row(int mode, int s) {
+    return mode == GPT2_RESID_ATTNRES ? s : s - 1;
 }
 
-double resid_bytes(const GPT2Config* g, int B, int T) {
-    if (g->residual == GPT2_RESID_STANDARD) return 0;
-    const double S = 2.0 * g->n_layer + 1, BT = (double)B * T, C = g->n_embd;
+double resid_bytes(int mode, int n_layer, int C_, int B, int T) {
+    if (mode == GPT2_RESID_STANDARD) return 0;
+    const double S = 2.0 * n_layer + 1, BT = (double)B * T, C = C_;
     return 4.0 * (2 * S * BT * C + S * BT * S + S * BT + 2 * BT * C + BT * S);
 }
 
-void resid_alloc(GPT2* m, int B, int T) {
-    if (m->cfg.residual == GPT2_RESID_STANDARD) return;
+ResidState* resid_alloc(int mode, int n_layer, int C_, int B, int T) {
+    if (mode == GPT2_RESID_STANDARD) return NULL;
+    ASSERT(2 * n_layer + 1 <= MAXS);
     ResidState* r = mallocCheck(sizeof(*r));
     memset(r, 0, sizeof(*r));
-    const size_t S = (size_t)(2 * m->cfg.n_layer + 1), C = (size_t)m->cfg.n_embd;
+    const size_t S = (size_t)(2 * n_layer + 1), C = (size_t)C_;
+    r->mode = mode;
+    r->L = n_layer;
+    r->C = C_;
     r->S = (int)S;
     r->cap = (size_t)B * T;
     r->h = allocFloats(S * r->cap * C);
@@ -111,11 +105,10 @@ void resid_alloc(GPT2* m, int B, int T) {
     r->du = allocFloats(r->cap * C);
     r->dbr = allocFloats(r->cap * C);
     r->dz = allocFloats(r->cap * S);
-    m->resid = r;
+    return r;
 }
 
-void resid_free(GPT2* m) {
-    ResidState* r = m->resid;
+void resid_free(ResidState* r) {
     if (!r) return;
     free(r->h);
     free(r->alpha);
@@ -125,32 +118,31 @@ void resid_free(GPT2* m) {
     free(r->dbr);
     free(r->dz);
     free(r);
-    m->resid = NULL;
 }
 
 // Source i of the last forward: the embedding, or block l's attention / MLP output.
-static const float* source(const GPT2* m, int i, size_t BTC) {
-    if (i == 0) return m->encoded;
+static const float* source(const ResidSources* src, int i, size_t BTC) {
+    if (i == 0) return src->emb;
     int l = (i - 1) / 2;
-    return (i % 2 ? m->attproj : m->fcproj) + (size_t)l * BTC;
+    return (i % 2 ? src->attproj : src->fcproj) + (size_t)l * BTC;
 }
 
-static const float* query(const GPT2* m, const float* base, int s) {
-    return gpt2_tensor(m, base, m->row_spec[P_RESID_QUERY], 0) +
-           (size_t)query_row(&m->cfg, s) * m->cfg.n_embd;
+// Row s's pseudo-query in the "resid.query" tensor (or its gradient).
+static size_t query_off(const ResidState* r, int s) {
+    return (size_t)query_row(r->mode, s) * r->C;
 }
 
-const float* resid_forward(GPT2* m, int s, const float* r_s, int B, int T) {
-    ResidState* r = m->resid;
-    const int C = m->cfg.n_embd, S = r->S;
+const float* resid_forward(ResidState* r, int s, const float* r_s, const float* query,
+                           const ResidSources* src, int B, int T) {
+    const int C = r->C, S = r->S;
     const size_t BT = (size_t)B * T, BTC = BT * C;
     ASSERT(BT <= r->cap);
     if (s == 0) r->rho_done = 0, r->BT = BT;
-    const int n = resid_nsrc(&m->cfg, s);
+    const int n = resid_nsrc(r->mode, r->L, s);
     if (n == 0) return r_s;
     const float* V[MAXS];
     for (int i = 0; i < n; i++)
-        V[i] = source(m, i, BTC);
+        V[i] = source(src, i, BTC);
     for (int i = r->rho_done; i < n; i++) { // each source's RMS once per forward
         float* rho = r->rho + (size_t)i * BT;
 #pragma omp parallel for schedule(static)
@@ -163,8 +155,8 @@ const float* resid_forward(GPT2* m, int s, const float* r_s, int B, int T) {
         }
     }
     if (n > r->rho_done) r->rho_done = n;
-    const float* w = query(m, m->params, s);
-    const float* base = m->cfg.residual == GPT2_RESID_DELTA ? r_s : NULL;
+    const float* w = query + query_off(r, s);
+    const float* base = r->mode == GPT2_RESID_DELTA ? r_s : NULL;
     float* out = r->h + (size_t)s * BTC;
     float* alpha = r->alpha + (size_t)s * BT * S;
 #pragma omp parallel for schedule(static)
@@ -196,19 +188,17 @@ const float* resid_forward(GPT2* m, int s, const float* r_s, int B, int T) {
     return out;
 }
 
-const float* resid_input(const GPT2* m, int s, const float* r_s) {
-    if (resid_nsrc(&m->cfg, s) == 0) return r_s;
-    return m->resid->h + (size_t)s * m->resid->BT * m->cfg.n_embd;
+const float* resid_input(const ResidState* r, int s, const float* r_s) {
+    if (resid_nsrc(r->mode, r->L, s) == 0) return r_s;
+    return r->h + (size_t)s * r->BT * r->C;
 }
 
-void resid_backward_begin(GPT2* m) {
-    ResidState* r = m->resid;
-    memset(r->dV, 0, sizeof(float) * (size_t)r->S * r->BT * m->cfg.n_embd);
+void resid_backward_begin(ResidState* r) {
+    memset(r->dV, 0, sizeof(float) * (size_t)r->S * r->BT * r->C);
 }
 
-const float* resid_branch_grad(GPT2* m, int s, const float* dres) {
-    ResidState* r = m->resid;
-    const size_t BTC = r->BT * m->cfg.n_embd;
+const float* resid_branch_grad(ResidState* r, int s, const float* dres) {
+    const size_t BTC = r->BT * r->C;
     const float* dv = r->dV + (size_t)(s + 1) * BTC;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < BTC; k++)
@@ -216,17 +206,16 @@ const float* resid_branch_grad(GPT2* m, int s, const float* dres) {
     return r->dbr;
 }
 
-float* resid_dinput(GPT2* m) {
-    ResidState* r = m->resid;
-    memset(r->du, 0, sizeof(float) * r->BT * m->cfg.n_embd);
+float* resid_dinput(ResidState* r) {
+    memset(r->du, 0, sizeof(float) * r->BT * r->C);
     return r->du;
 }
 
-void resid_backward(GPT2* m, int s, float* dres) {
-    ResidState* r = m->resid;
-    const int C = m->cfg.n_embd, S = r->S;
+void resid_backward(ResidState* r, int s, float* dres, const float* query, float* dquery,
+                    const ResidSources* src) {
+    const int C = r->C, S = r->S;
     const size_t BT = r->BT, BTC = BT * C;
-    const int n = resid_nsrc(&m->cfg, s);
+    const int n = resid_nsrc(r->mode, r->L, s);
     const float* du = r->du;
     if (n == 0) { // the input is the stream itself
 #pragma omp parallel for schedule(static)
@@ -236,10 +225,10 @@ void resid_backward(GPT2* m, int s, float* dres) {
     }
     const float* V[MAXS];
     for (int i = 0; i < n; i++)
-        V[i] = source(m, i, BTC);
-    const float* w = query(m, m->params, s);
+        V[i] = source(src, i, BTC);
+    const float* w = query + query_off(r, s);
     const float* alpha = r->alpha + (size_t)s * BT * S;
-    const int delta = m->cfg.residual == GPT2_RESID_DELTA;
+    const int delta = r->mode == GPT2_RESID_DELTA;
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < BT; p++) {
         const float* a = alpha + p * S;
@@ -272,7 +261,7 @@ void resid_backward(GPT2* m, int s, float* dres) {
                 dres[p * C + c] += g[c];
     }
     // dw_s = sum_p sum_i dz_i rho_i v_i, per channel block, positions in order
-    float* dw = (float*)query(m, m->grads, s);
+    float* dw = dquery + query_off(r, s);
     const int nblk = (C + CBLK - 1) / CBLK;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < nblk; b++) {
@@ -290,20 +279,18 @@ void resid_backward(GPT2* m, int s, float* dres) {
     }
 }
 
-void resid_embed_grad(GPT2* m, float* dres) {
-    ResidState* r = m->resid;
-    const size_t BTC = r->BT * m->cfg.n_embd;
+void resid_embed_grad(ResidState* r, float* dres) {
+    const size_t BTC = r->BT * r->C;
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < BTC; k++)
         dres[k] += r->dV[k];
 }
 
-int resid_max_weight(const GPT2* m, int s, double* sum, long* n) {
+int resid_max_weight(const ResidState* r, int s, double* sum, long* n) {
     *sum = 0;
     *n = 0;
-    const int ns = resid_nsrc(&m->cfg, s);
-    if (!m->resid || ns == 0) return 0;
-    const ResidState* r = m->resid;
+    const int ns = r ? resid_nsrc(r->mode, r->L, s) : 0;
+    if (ns == 0) return 0;
     const float* alpha = r->alpha + (size_t)s * r->BT * r->S;
     for (size_t p = 0; p < r->BT; p++) {
         float mx = 0;

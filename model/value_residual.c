@@ -28,33 +28,39 @@
 
 #include "common/util.h"
 
-double vres_bytes(const GPT2Config* g, int B, int T) {
-    if (!g->value_residual) return 0;
-    const size_t BTC = (size_t)B * T * g->n_embd;
-    return (double)util_floats_bytes((size_t)g->n_layer * BTC) + (double)util_floats_bytes(BTC);
+double vres_bytes(int value_residual, int n_layer, int C, int B, int T) {
+    if (!value_residual) return 0;
+    const size_t BTC = (size_t)B * T * C;
+    return (double)util_floats_bytes((size_t)n_layer * BTC) + (double)util_floats_bytes(BTC);
 }
 
-void vres_alloc(GPT2* m, int B, int T) {
-    if (!m->cfg.value_residual) return;
-    const size_t BTC = (size_t)B * T * m->cfg.n_embd;
-    m->vres_raw = allocFloats((size_t)m->cfg.n_layer * BTC);
-    m->vres_dv1 = allocFloats(BTC);
+VresState* vres_alloc(int value_residual, int n_layer, int C, int B, int T) {
+    if (!value_residual) return NULL;
+    VresState* v = mallocCheck(sizeof(*v));
+    const size_t BTC = (size_t)B * T * C;
+    v->L = n_layer;
+    v->C = C;
+    v->cap = (size_t)B * T;
+    v->raw = allocFloats((size_t)n_layer * BTC);
+    v->dv1 = allocFloats(BTC);
+    return v;
 }
 
-void vres_free(GPT2* m) {
-    free(m->vres_raw);
-    free(m->vres_dv1);
-    m->vres_raw = m->vres_dv1 = NULL;
+void vres_free(VresState* v) {
+    if (!v) return;
+    free(v->raw);
+    free(v->dv1);
+    free(v);
 }
 
-void vres_forward(GPT2* m, int l, int B, int T) {
+void vres_forward(VresState* vs, int l, float* qkv_all, const float* lam, int B, int T) {
     if (l == 0) return;
-    const int C = m->cfg.n_embd;
+    const int C = vs->C;
     const size_t BT = (size_t)B * T, BTC = BT * C;
-    const float* lam = gpt2_tensor(m, m->params, m->row_spec[P_VRES_LAMBDA], l);
-    float* qkv = m->qkv + (size_t)l * 3 * BTC;
-    const float* qkv0 = m->qkv; // layer 0: never mixed, holds V_0
-    float* raw = m->vres_raw + (size_t)l * BTC;
+    ASSERT(BT <= vs->cap);
+    float* qkv = qkv_all + (size_t)l * 3 * BTC;
+    const float* qkv0 = qkv_all; // layer 0: never mixed, holds V_0
+    float* raw = vs->raw + (size_t)l * BTC;
     const float l0 = lam[0], l1 = lam[1];
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < BT; p++) {
@@ -68,27 +74,28 @@ void vres_forward(GPT2* m, int l, int B, int T) {
     }
 }
 
-void vres_backward(GPT2* m, int l, int B, int T) {
-    const int C = m->cfg.n_embd, L = m->cfg.n_layer;
+void vres_backward(VresState* vs, int l, float* dqkv, const float* qkv, const float* lam,
+                   float* dlam, int B, int T) {
+    const int C = vs->C, L = vs->L;
     const size_t BT = (size_t)B * T, BTC = BT * C;
+    ASSERT(BT <= vs->cap);
+    float* dv1 = vs->dv1;
     if (l == 0) { // dV_0 += the later layers' parts
         if (L < 2) return;
 #pragma omp parallel for schedule(static)
         for (size_t p = 0; p < BT; p++) {
-            float* d = m->dqkv + p * 3 * C + 2 * C;
+            float* d = dqkv + p * 3 * C + 2 * C;
             for (int c = 0; c < C; c++)
-                d[c] += m->vres_dv1[p * C + c];
+                d[c] += dv1[p * C + c];
         }
         return;
     }
-    if (l == L - 1) memset(m->vres_dv1, 0, sizeof(float) * BTC);
-    const float* lam = gpt2_tensor(m, m->params, m->row_spec[P_VRES_LAMBDA], l);
-    float* dlam = gpt2_tensor(m, m->grads, m->row_spec[P_VRES_LAMBDA], l);
-    const float* raw = m->vres_raw + (size_t)l * BTC;
-    const float* qkv0 = m->qkv;
+    if (l == L - 1) memset(dv1, 0, sizeof(float) * BTC);
+    const float* raw = vs->raw + (size_t)l * BTC;
+    const float* qkv0 = qkv; // layer 0's projection holds V_0
     double s0 = 0, s1 = 0;
     for (size_t p = 0; p < BT; p++) {
-        const float* d = m->dqkv + p * 3 * C + 2 * C;
+        const float* d = dqkv + p * 3 * C + 2 * C;
         const float* v0 = qkv0 + p * 3 * C + 2 * C;
         for (int c = 0; c < C; c++) {
             s0 += (double)d[c] * raw[p * C + c];
@@ -100,9 +107,9 @@ void vres_backward(GPT2* m, int l, int B, int T) {
     const float l0 = lam[0], l1 = lam[1];
 #pragma omp parallel for schedule(static)
     for (size_t p = 0; p < BT; p++) {
-        float* d = m->dqkv + p * 3 * C + 2 * C;
+        float* d = dqkv + p * 3 * C + 2 * C;
         for (int c = 0; c < C; c++) {
-            m->vres_dv1[p * C + c] += l1 * d[c];
+            dv1[p * C + c] += l1 * d[c];
             d[c] *= l0;
         }
     }

@@ -480,6 +480,24 @@ START_TEST(test_loader_init_errors) {
 }
 END_TEST
 
+// tokens_check_range: the one token-range check of train.c, tools/evaluate.c and tools/attnmap.c
+START_TEST(test_tokens_check_range) {
+    char err[256] = "";
+    const int ok[5] = {0, 1, 256, 3, 256};
+    ck_assert_int_eq(tokens_check_range(ok, 5, 257, "val_data", err, sizeof(err)), 0);
+    ck_assert_int_eq(tokens_check_range(ok, 0, 1, "val_data", err, sizeof(err)), 0);
+    // the first id outside [0, V) is named, with the source and V
+    const int big[4] = {5, 257, 1000, 2};
+    ck_assert_int_eq(tokens_check_range(big, 4, 257, "train_data", err, sizeof(err)), -1);
+    ck_assert_str_eq(
+        err, "train_data: token id 257 is >= vocab_size 257 (wrong tokenizer or vocab_size?)");
+    ck_assert_int_eq(tokens_check_range(big, 1, 257, "train_data", err, sizeof(err)), 0);
+    const int neg[3] = {4, -3, 9};
+    ck_assert_int_eq(tokens_check_range(neg, 3, 257, "tokens", err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "tokens: token id -3 is negative") == err, "%s", err);
+}
+END_TEST
+
 static Suite* data_suite(void) {
     Suite* s = suite_create("data");
     TCase* tc = tcase_create("shard");
@@ -494,6 +512,7 @@ static Suite* data_suite(void) {
     tcase_add_test(tc, test_loader_state_restore);
     tcase_add_test(tc, test_loader_bad_state);
     tcase_add_test(tc, test_loader_init_errors);
+    tcase_add_test(tc, test_tokens_check_range);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -276,7 +276,7 @@ START_TEST(test_residual_init_is_uniform) {
         gpt2_forward(&m, in, NULL, 1, 8);
         const size_t BTC = 8 * 16;
         // the input of layer 1's MLP (sublayer 3): sources emb, f_0, f_1, f_2
-        const float* u = resid_input(&m, 3, m.residual2 + BTC);
+        const float* u = resid_input(m.resid, 3, m.residual2 + BTC);
         const float* src[4] = {m.encoded, m.attproj, m.fcproj, m.attproj + BTC};
         for (size_t k = 0; k < BTC; k++) {
             double mean = (src[0][k] + src[1][k] + src[2][k] + src[3][k]) / 4.0;
@@ -286,12 +286,12 @@ START_TEST(test_residual_init_is_uniform) {
         }
         double sum;
         long n;
-        ck_assert_int_eq(resid_max_weight(&m, 3, &sum, &n), 4);
+        ck_assert_int_eq(resid_max_weight(m.resid, 3, &sum, &n), 4);
         ck_assert(fabs(sum / n - 0.25) < 1e-6);
         // layer 1 attends with (V_1 + V_0) / 2: its qkv holds the mixed values
         for (size_t p = 0; p < 8; p++)
             for (int ch = 0; ch < 16; ch++) {
-                float v1 = m.vres_raw[BTC + p * 16 + ch], v0 = m.qkv[p * 48 + 32 + ch];
+                float v1 = m.vres->raw[BTC + p * 16 + ch], v0 = m.qkv[p * 48 + 32 + ch];
                 ck_assert(fabsf(m.qkv[3 * BTC + p * 48 + 32 + ch] - 0.5f * (v1 + v0)) <= 1e-6f);
             }
         gpt2_free(&m);

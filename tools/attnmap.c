@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/matmul.h"
 #include "common/util.h"
+#include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "common/npy.h"
 #include "model/explorer.h"
@@ -175,8 +176,8 @@ static int* dump_maps(const DumpArgs* d, int* T_out, int* nl_out, int* nh_out) {
         snprintf(msg, sizeof(msg), "%d tokens exceed the model's block_size %d", T, gc.block_size);
         usage_error("%s", msg);
     }
-    for (int t = 0; t < T; t++)
-        if (ids[t] >= gc.vocab_size) usage_error("%s", "a token id is >= the model's vocab_size");
+    if (tokens_check_range(ids, (size_t)T, gc.vocab_size, "tokens", err, sizeof(err)))
+        usage_error("%s", err);
     int layers[GPT2_MAX_LAYERS], nl = 0, nh = 0;
     int* heads = mallocCheck(sizeof(int) * (size_t)gc.n_head);
     if (parse_list(layers, &nl, d->layers_s, gc.n_layer))

@@ -132,11 +132,9 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
         size_t n_in = 0, n_out = 0;
         for (int k = 0; k < batches; k++) {
             dataloader_next(&dl, in, tg);
-            for (size_t j = 0; j < (size_t)B * T; j++)
-                if (in[j] < 0 || in[j] >= m->cfg.vocab_size || tg[j] < 0 ||
-                    tg[j] >= m->cfg.vocab_size)
-                    die(EXIT_USAGE, "%s: token id >= vocab_size %d (wrong data for this model?)",
-                        glob, m->cfg.vocab_size);
+            if (tokens_check_range(in, (size_t)B * T, m->cfg.vocab_size, glob, err, sizeof(err)) ||
+                tokens_check_range(tg, (size_t)B * T, m->cfg.vocab_size, glob, err, sizeof(err)))
+                die(EXIT_USAGE, "%s", err);
             gpt2_forward(m, in, tg, B, T);
             for (int b = 0; b < B; b++) {
                 for (int t = 0; t < T; t++) {
