@@ -388,7 +388,8 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
                        gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C);
         if (m->cfg.value_residual)
-            vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B, T);
+            vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B,
+                         T);
         AttnLayer al = make_layer(m, l, B, T);
         attention_forward(&al);
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
@@ -521,7 +522,8 @@ void gpt2_backward(GPT2* m, float scale) {
         al.dx = m->dln; // layer-level variants that read x add their gradient here
         attention_backward(&al);
         if (m->cfg.value_residual)
-            vres_backward(m->vres, l, m->dqkv, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l),
+            vres_backward(m->vres, l, m->dqkv, m->qkv,
+                          gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l),
                           gpt2_tensor(m, G, m->row_spec[P_VRES_LAMBDA], l), B, T);
         matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
                            gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
