@@ -45,12 +45,6 @@ void gpt2_build(GPT2* m, const GPT2Config* cfg) {
     m->step = -1;
 }
 
-int gpt2_find_spec(const GPT2* m, const char* name) {
-    for (int i = 0; i < m->nspecs; i++)
-        if (strcmp(m->specs[i].name, name) == 0) return i;
-    return -1;
-}
-
 float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     const ParamSpec* s = &m->specs[spec];
     size_t off = s->offset;

@@ -208,6 +208,14 @@ static void add_spec(GPT2* m, int row, const char* name, int ndim, const size_t*
     s->mm_grad = r->mm_grad;
 }
 
+// The index in m->specs of the tensor named `name` (the model's tensors as the table made them),
+// -1 if absent.
+int gpt2_find_spec(const GPT2* m, const char* name) {
+    for (int i = 0; i < m->nspecs; i++)
+        if (strcmp(m->specs[i].name, name) == 0) return i;
+    return -1;
+}
+
 // P_VARIANT: one stacked tensor per (variant, tensor) in use, (L, the variant's per-layer
 // shape), in the order the layers first name them; a layer's tensors, in its variant's
 // layer_tensors order, have increasing indices (gpt2_init draws them in that order).
