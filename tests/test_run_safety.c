@@ -482,7 +482,7 @@ START_TEST(test_nan_refused_by_every_tool_option) {
     char ck[1100];
     out_path(ck, sizeof(ck), "nan_ck");
     ck_assert_int_eq(run_train(ck, "max_steps=1 eval_every=0"), 0);
-    char ckf[1200], pre[7][2600];
+    char ckf[1200], pre[8][2600];
     snprintf(ckf, sizeof(ckf), "%s/model_00000001.bin", ck);
     snprintf(pre[0], sizeof(pre[0]), "--checkpoint %s", ckf);
     snprintf(pre[1], sizeof(pre[1]), "--checkpoint %s --data %s", ckf, g_val);
@@ -492,10 +492,14 @@ START_TEST(test_nan_refused_by_every_tool_option) {
     snprintf(pre[5], sizeof(pre[5]), "--checkpoint %s --text ab --out %s/nan_map", ckf, tmp());
     snprintf(pre[6], sizeof(pre[6]), "html --checkpoint %s --text ab --out %s/nan_map.html", ckf,
              tmp());
-    const ToolCall calls[] = {
-        {"generate", {pre[0]}},      {"evaluate", {pre[1], pre[2]}}, {"prepare", {""}},
-        {"probe", {pre[3], pre[4]}}, {"attnmap", {pre[5], pre[6]}},  {"tokenize", {"bench"}},
-        {"export", {pre[0]}}};
+    snprintf(pre[7], sizeof(pre[7]), "sinks trigger --checkpoint %s --data %s", ckf, g_val);
+    const ToolCall calls[] = {{"generate", {pre[0]}},
+                              {"evaluate", {pre[1], pre[2]}},
+                              {"prepare", {""}},
+                              {"probe", {pre[3], pre[4], pre[7]}},
+                              {"attnmap", {pre[5], pre[6]}},
+                              {"tokenize", {"bench"}},
+                              {"export", {pre[0]}}};
     int options = 0;
     for (size_t t = 0; t < sizeof(calls) / sizeof(calls[0]); t++) {
         char log[1200], lp[1300];
