@@ -218,19 +218,6 @@ static const Ref64Case REF64[] = {
 #define N_REF64      ((int)(sizeof(REF64) / sizeof(REF64[0])))
 #define REF64_TTRAIN 40
 
-static void ref64_word(char* out, size_t cap, const char* choices, int idx) {
-    const char* p = choices;
-    for (int i = 0; i < idx && p; i++) {
-        p = strchr(p, '|');
-        if (p) p++;
-    }
-    ck_assert_msg(p != NULL, "choice %d of %s", idx, choices);
-    size_t len = strcspn(p, "|");
-    if (len >= cap) len = cap - 1;
-    memcpy(out, p, len);
-    out[len] = '\0';
-}
-
 static void ref64_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
     fputc('{', f);
     for (int i = 0; i < v->n_hparams; i++) {
@@ -238,10 +225,11 @@ static void ref64_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
         if (i) fputc(',', f);
         if (sp->choices) {
             char w[64];
-            ref64_word(w, sizeof(w), sp->choices, (int)hp->v[i]);
+            test_nth_choice(w, sizeof(w), sp->choices, (int)hp->v[i]);
+            ck_assert_msg(w[0], "choice %d of %s", (int)hp->v[i], sp->choices);
             fprintf(f, "\"%s\":\"%s\"", sp->name, w);
         } else {
-            fprintf(f, "\"%s\":%.9g", sp->name, (double)hp->v[i]);
+            fprintf(f, "\"%s\":%.17g", sp->name, (double)hp->v[i]); // exact for the double build
         }
     }
     fputc('}', f);
