@@ -420,6 +420,15 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/provenance.json", res);
     ck_assert(util_file_exists(path));
 
+    // part 1 on a third machine: both runs come from the committed results, and the progress
+    // line counts them as done (not "0/2 done, 2 left")
+    snprintf(out2, sizeof(out2), "--part 1/3 --out %s/p3", g_tmp);
+    ck_assert_int_eq(run_ablate_args(sweep, out2, NULL, log), 0);
+    text = slurp(log);
+    ck_assert_msg(strstr(text, "2/2 done, 0 failed, 0 left") && !strstr(text, "training (log"),
+                  "%s", text);
+    free(text);
+
     // a sweep without sweep.seed is one group: it cannot be cut
     write_sweep(sweep, out, "sweep.attention = softmax, sigmoid\n");
     ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2", NULL, log), 2);
