@@ -99,6 +99,11 @@ $(ATTN64_TEST_BINS): $(BUILD)/tests/test_attn64_%: $(BUILD)/attn64/tests/test_at
 $(BUILD)/model/explorer.o: $(BUILD)/gen/explorer_template.h
 $(BUILD)/model/explorer.o: CFLAGS += -I$(BUILD)/gen
 $(BUILD)/common/dist.o: CFLAGS += $(MPI_CFLAGS)
+# the build's flags and what -march resolves to, recorded in every run's precision text
+# (common/matmul.c): a rerun is bit-identical only on the same code path
+NATIVE_ARCH := $(shell $(CC) $(OPT) -Q --help=target 2>/dev/null | awk '$$1 == "-march=" {print $$2; exit}')
+$(BUILD)/common/matmul.o: CFLAGS += -DATTNLAB_OPT='"$(OPT)"' -DATTNLAB_MARCH='"$(NATIVE_ARCH)"'
+$(BUILD)/common/matmul.o: Makefile
 
 # ---- setup: Debian packages, tokenizer files (npm), default corpus -------------------------
 deps:

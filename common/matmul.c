@@ -203,8 +203,38 @@ int mm_precision_from_name(const char* name) {
     return -1;
 }
 
+#ifndef ATTNLAB_OPT
+#define ATTNLAB_OPT "unknown"
+#endif
+#ifndef ATTNLAB_MARCH
+#define ATTNLAB_MARCH "unknown"
+#endif
+
+// The build's code path, appended to every precision's description: the compiler flags (OPT of
+// the Makefile) with the -march they resolve to on the building machine, and OpenBLAS's sgemm
+// kernel (its core type, chosen per CPU at start-up or by OPENBLAS_CORETYPE). Two runs of one
+// config are bit-identical where this text, the precision and the thread count are
+// (docs/ablations.md, "Reruns across machines").
+static void add_code_path(char* info, size_t infocap) {
+    size_t n = strlen(info);
+    const char* core = openblas_get_corename();
+    if (n < infocap)
+        snprintf(info + n, infocap - n, "; OpenBLAS core %s; compiled %s (-march = %s)",
+                 core && *core ? core : "unknown", ATTNLAB_OPT, ATTNLAB_MARCH);
+}
+
+static int resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap,
+                             char* err, size_t errcap);
+
 int mm_resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap, char* err,
                          size_t errcap) {
+    int rc = resolve_precision(want, out, info, infocap, err, errcap);
+    if (rc == 0) add_code_path(info, infocap);
+    return rc;
+}
+
+static int resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap,
+                             char* err, size_t errcap) {
     const int named = mm_precision_from_name(want), automatic = !strcmp(want, MM_PRECISION_AUTO);
     if (named == MM_FP32) {
         *out = MM_FP32;

@@ -11,6 +11,7 @@
 //   - dispatch: fp32 / bf16_ref / auto / bf16 resolve as documented, and ./train with oneDNN
 //     capped below bf16 (DNNL_MAX_CPU_ISA=AVX2) refuses bf16 with exit 2 and runs auto as fp32.
 // oneDNN-specific checks print why and are skipped where the CPU has no native bf16 matmul.
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -350,6 +351,10 @@ START_TEST(test_dispatch_resolve) {
     char info[384], err[1024];
     ck_assert_int_eq(mm_resolve_precision("fp32", &p, info, sizeof(info), err, sizeof(err)), 0);
     ck_assert_int_eq(p, MM_FP32);
+    // the code path is named: OpenBLAS's kernel as OpenBLAS reports it, and the build's flags
+    char want[128];
+    snprintf(want, sizeof(want), "; OpenBLAS core %s; compiled -", openblas_get_corename());
+    ck_assert_msg(strstr(info, want) != NULL && strstr(info, "(-march = "), "%s", info);
     ck_assert_int_eq(mm_resolve_precision("bf16_ref", &p, info, sizeof(info), err, sizeof(err)), 0);
     ck_assert_int_eq(p, MM_BF16_REF);
     ck_assert_int_ne(mm_resolve_precision("fp8", &p, info, sizeof(info), err, sizeof(err)), 0);
