@@ -1,0 +1,146 @@
+// tests/test_rerun.c: scripts/rerun_check, the check that this machine reproduces a committed run
+// (docs/ablations.md, "Reruns across machines"):
+//   - a tiny run is trained here and laid out as a committed result (config.conf, metrics.jsonl.gz,
+//     provenance.json with its "command"); rerun_check retrains it and reports "identical" (exit
+//     0) for every step, and with --steps 4 compares steps 1-4 only (stopping the trainer there
+//     when it is still running: this run is too short to see that);
+//   - one train loss of the committed copy changed in its last digit: exit 1, naming that step;
+//   - --compare of two metrics files; bad input (a missing provenance.json, a malformed metrics
+//     line, a bad --steps) is exit 2 with the file or option named.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include "tests/testutil.h"
+
+static char g_dir[1024];
+
+static int sh(const char* cmd, char* out, size_t cap) {
+    char full[8192];
+    snprintf(full, sizeof(full), "cd %s && %s >%s/out.txt 2>&1", test_repo_root(), cmd, g_dir);
+    int st = system(full);
+    char p[1200];
+    snprintf(p, sizeof(p), "%s/out.txt", g_dir);
+    FILE* f = fopen(p, "r");
+    size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// metrics.jsonl of RUN gzipped into DST, with the train_loss of step `bump` (0: none) changed in
+// its last printed digit
+static void gzip_metrics(const char* src, const char* dst, int bump) {
+    FILE* f = fopen(src, "r");
+    ck_assert_ptr_nonnull(f);
+    gzFile g = gzopen(dst, "wb");
+    ck_assert_ptr_nonnull(g);
+    char line[8192], key[64];
+    snprintf(key, sizeof(key), "{\"step\":%d,\"train_loss\":", bump);
+    int bumped = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (bump && strncmp(line, key, strlen(key)) == 0) {
+            char* d = line + strlen(key);
+            while (*d && *d != ',')
+                d++;
+            d--; // the last digit of the value
+            ck_assert(*d >= '0' && *d <= '9');
+            *d = *d == '9' ? '8' : (char)(*d + 1);
+            bumped = 1;
+        }
+        ck_assert_int_gt(gzputs(g, line), 0);
+    }
+    ck_assert_int_eq(gzclose(g), Z_OK);
+    fclose(f);
+    ck_assert_int_eq(bumped, !!bump);
+}
+
+START_TEST(test_rerun_reproduces_and_detects) {
+    snprintf(g_dir, sizeof(g_dir), "%s", test_tmpdir());
+    const char* bin = test_build_dir();
+    char cmd[4096], out[16384], p[1400];
+    snprintf(cmd, sizeof(cmd),
+             "%s/probe gen recall --out %s/data --seq-len 32 --pairs 3 --n-train 200 --n-val 24 "
+             "--seed 1",
+             bin, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    snprintf(p, sizeof(p), "%s/tiny.conf", g_dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "n_layer = 1\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
+            "tokenizer = byte\ntrain_data = %s/data/recall_train_*.bin\n"
+            "val_data = %s/data/recall_val_*.bin\nbatch_size = 4\nseq_len = 32\nmax_steps = 8\n"
+            "warmup_steps = 2\nlr = 3e-3\neval_every = 4\neval_steps = 2\nmetrics_every = 4\n"
+            "checkpoint_every = 4\nlog_every = 1\nthreads = 1\nprecision = fp32\n",
+            g_dir, g_dir);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "%s/train %s/tiny.conf out_dir=%s/run", bin, g_dir, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+
+    // the committed layout: config.conf, metrics.jsonl.gz, provenance.json
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/res/r1 && cp %s/run/config.conf %s/res/r1/", g_dir,
+             g_dir, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    char src[1200], dst[1200];
+    snprintf(src, sizeof(src), "%s/run/metrics.jsonl", g_dir);
+    snprintf(dst, sizeof(dst), "%s/res/r1/metrics.jsonl.gz", g_dir);
+    gzip_metrics(src, dst, 0);
+    snprintf(p, sizeof(p), "%s/res/r1/provenance.json", g_dir);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "{\"command\": \"./train include=%s/res/r1/config.conf out_dir=x\", \"sweep\": "
+            "\"t\", \"run\": \"r1\"}\n",
+            g_dir);
+    fclose(f);
+
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/r1 --bin %s --out %s/re1", g_dir, bin,
+             g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "identical for steps 1-8 (8 train and 3 eval losses compared)") &&
+                      strstr(out, "code paths: the same"),
+                  "%s", out);
+
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/r1 --steps 4 --bin %s --out %s/re2",
+             g_dir, bin, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "identical for steps 1-4 (4 train"), "%s", out);
+
+    // one committed loss changed in its last digit: found, at its step
+    gzip_metrics(src, dst, 6);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/r1 --bin %s --out %s/re3", g_dir, bin,
+             g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 1, "%s", out);
+    ck_assert_msg(strstr(out, "differs from step 6 (train loss"), "%s", out);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check --compare %s %s/run/metrics.jsonl --steps 5",
+             dst, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "--steps 5 stops before step 6: %s", out);
+
+    // bad input: named, exit 2
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/run", g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "provenance.json"), "%s", out);
+    snprintf(p, sizeof(p), "%s/bad.jsonl", g_dir);
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"step\":1,\"train_loss\":5.5}\nnot json\n{\"step\":2,\"train_loss\":5.4}\n");
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check --compare %s %s/run/metrics.jsonl", p, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "bad.jsonl:2"), "%s", out);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check --compare %s %s --steps nan", src, src);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "--steps"), "%s", out);
+}
+END_TEST
+
+static Suite* rerun_suite(void) {
+    Suite* s = suite_create("rerun");
+    TCase* tc = tcase_create("rerun_check");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_rerun_reproduces_and_detects);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TEST_MAIN(rerun_suite)
