@@ -229,7 +229,7 @@ static void teardown(Trainer* t) {
 
 // =============================================================================================
 // checkpoints: OUT/model_<step>.bin (model/checkpoint.h), then OUT/state_<step>.bin
-// (common/run_state.h: the optimizer's and the loader's pieces and the loop state)
+// (common/run_state.h: the loop, data and optim sections, each written by its owner)
 
 // A checkpoint counts only when both files exist and verify; then the rotation keeps the newest
 // keep_last pairs. Under mpirun every rank calls it (the optimizer state is gathered to rank 0,
@@ -241,12 +241,16 @@ static int checkpoint_save(Trainer* t, long step) {
     Optimizer full;
     const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
     if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
-    RunStateHead h = {.loop = t->ls};
     DataLoaderState pos = t->data_pos;
     if (t->have_train) dataloader_get_state(&t->train, &pos);
-    dataloader_state_write(&pos, h.pos);
+    RunStateWriter w; // sections: loop (run_state_create), data, optim
     int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              optim_state_save(opt, sp, &h, err, sizeof(err));
+              run_state_create(&w, sp, 2, &t->ls, err, sizeof(err));
+    if (!bad) {
+        dataloader_state_put(&pos, &w);
+        optim_state_put(opt, &w);
+        bad = run_state_finish(&w, err, sizeof(err));
+    }
     dp_state_done(t->dp, &full);
     if (bad) {
         fprintf(stderr,
@@ -272,14 +276,18 @@ static long checkpoint_resume(Trainer* t) {
     Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
     if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
     Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
-    RunStateHead h;
+    static const char* const SECTIONS[] = {DATALOADER_STATE_SECTION, OPTIM_STATE_SECTION};
+    RunStateReader r;
     int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), err, sizeof(err)) ||
               ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-              optim_state_load(into, sp, &h, err, sizeof(err));
+              run_state_open(&r, sp, SECTIONS, 2, err, sizeof(err));
     if (!bad) {
-        t->ls = h.loop;
-        dataloader_state_read(&t->data_pos, h.pos);
-        bad = t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err));
+        t->ls = r.loop;
+        bad = optim_state_get(into, &r, err, sizeof(err)) ||
+              dataloader_state_get(&t->data_pos, &r, err, sizeof(err));
+        run_state_close(&r);
+        bad = bad ||
+              (t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err)));
     }
     snprintf(msg, sizeof(msg), "cannot resume: %s", err);
     dist_exit_if_failed(bad, EXIT_USAGE, msg);

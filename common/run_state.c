@@ -1,11 +1,26 @@
-// common/run_state.c: the run-state file of run_state.h (its fixed part; the optimizer's arrays
-// are written and read by optim/), and the checks that a resumed run continues exactly.
+// common/run_state.c: the run-state file of run_state.h, a sectioned file whose sections are
+// opaque named blobs (the loop's own "loop" section is the one this module parses), and the
+// checks that a resumed run continues exactly.
 //
-// state_NNNNNNNN.bin (version 1): int32[256] header {RUN_STATE_MAGIC, version, optimizer n
-// (int64, words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word 6), step
-// (int64, words 8-9)}, the optimizer's name[32], the loop record {int64 step, sampling RNG (4 x
-// uint64), the training loader's position (RUN_STATE_POS_BYTES), float best_val, int32 skips},
-// the optimizer's state arrays, the checkpoint trailer (common/util.h). Integers little-endian.
+// state_NNNNNNNN.bin, version 2 (written): int32 RUN_STATE_MAGIC, int32 version 2, int32 section
+// count; then each section {name: 16 bytes, NUL-padded; payload length: uint64; payload}; then
+// the checkpoint trailer (common/util.h: crc32 of everything before it, end magic). The trainer
+// writes the sections loop, data, optim in that order (the fixed-size ones first); readers find
+// them by name, in any order. "loop": int64 step, sampling RNG (4 x uint64), float32 best_val,
+// int32 skips (48 bytes). "data" and "optim" are their owners' (data/dataloader.h,
+// optim/optim.h). Readers refuse a section that runs past the end of the file, bytes after the
+// last one, a malformed name, a duplicate, a missing one and an unknown one: a section this build
+// does not know is state a newer trainer saved and this one would drop, so the run would not
+// continue exactly; refusing says so instead of resuming something else.
+//
+// Version 1 (read only; what the trainer wrote before): int32[256] header {RUN_STATE_MAGIC, 1,
+// optimizer n (int64, words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word
+// 6), step (int64, words 8-9)}, the optimizer's name[32], the loop record {int64 step, sampling
+// RNG (4 x uint64), the training loader's position (56 bytes), float best_val, int32 skips}, the
+// optimizer's state arrays, the trailer. The reader presents it as the three sections of version
+// 2 with their version-2 payloads (the loop's and the optimizer's header fields gathered into
+// `head`, the position and the arrays read from the file where they are), so the owners parse one
+// encoding. Integers little-endian.
 #include "common/run_state.h"
 
 #include <stdint.h>
@@ -16,78 +31,347 @@
 
 #include "common/dist.h"
 
-#define LOOP_RECORD_BYTES (8 + 32 + RUN_STATE_POS_BYTES + 4 + 4)
-
-static void put64(int32_t* h, int64_t v) {
-    h[0] = (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
-    h[1] = (int32_t)(uint32_t)((uint64_t)v >> 32);
-}
-static int64_t get64(const int32_t* h) {
-    return (int64_t)(((uint64_t)(uint32_t)h[1] << 32) | (uint32_t)h[0]);
+void run_state_put_u64(unsigned char* p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
 }
 
-int run_state_begin(AtomicFile* af, const char* path, const RunStateHead* s, char* err,
-                    size_t errcap) {
-    int32_t h[256] = {0};
-    h[0] = RUN_STATE_MAGIC;
-    h[1] = RUN_STATE_VERSION;
-    put64(h + 2, s->opt_n);
-    put64(h + 4, s->opt_t);
-    h[6] = s->opt_arrays;
-    put64(h + 8, s->loop.step);
-    unsigned char rec[LOOP_RECORD_BYTES] = {0}; // little-endian fields (x86-64 and arm64)
-    int64_t step = s->loop.step;
-    int32_t skips = s->loop.skips;
-    memcpy(rec, &step, 8);
-    memcpy(rec + 8, s->loop.rng.s, 32);
-    memcpy(rec + 40, s->pos, RUN_STATE_POS_BYTES);
-    memcpy(rec + 40 + RUN_STATE_POS_BYTES, &s->loop.best_val, 4);
-    memcpy(rec + 44 + RUN_STATE_POS_BYTES, &skips, 4);
-    if (atomic_open(af, path)) {
-        snprintf(err, errcap, "%s", af->err);
+uint64_t run_state_get_u64(const unsigned char* p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void put_u32(unsigned char* p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void loop_encode(unsigned char* b, const LoopState* s) {
+    run_state_put_u64(b, (uint64_t)(int64_t)s->step);
+    for (int i = 0; i < 4; i++)
+        run_state_put_u64(b + 8 + 8 * i, s->rng.s[i]);
+    uint32_t bits;
+    memcpy(&bits, &s->best_val, 4);
+    put_u32(b + 40, bits);
+    put_u32(b + 44, (uint32_t)(int32_t)s->skips);
+}
+
+static void loop_decode(LoopState* s, const unsigned char* b) {
+    s->step = (long)(int64_t)run_state_get_u64(b);
+    for (int i = 0; i < 4; i++)
+        s->rng.s[i] = run_state_get_u64(b + 8 + 8 * i);
+    uint32_t bits = get_u32(b + 40);
+    memcpy(&s->best_val, &bits, 4);
+    s->skips = (int32_t)get_u32(b + 44);
+}
+
+// 1 when name is 1 to 15 characters (printable, no space) NUL-padded to RUN_STATE_NAME_BYTES.
+static int name_ok(const char* name) {
+    size_t n = 0;
+    while (n < RUN_STATE_NAME_BYTES && name[n] > ' ' && name[n] < 127)
+        n++;
+    if (n == 0 || n == RUN_STATE_NAME_BYTES) return 0;
+    for (size_t i = n; i < RUN_STATE_NAME_BYTES; i++)
+        if (name[i] != '\0') return 0;
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// writing
+
+int run_state_create(RunStateWriter* w, const char* path, int nsections, const LoopState* loop,
+                     char* err, size_t errcap) {
+    ASSERT(nsections >= 0 && nsections < RUN_STATE_MAX_SECTIONS);
+    memset(w, 0, sizeof(*w));
+    if (atomic_open(&w->af, path)) {
+        snprintf(err, errcap, "%s", w->af.err);
         return -1;
     }
-    atomic_write(af, h, sizeof(h));
-    atomic_write(af, s->opt_name, RUN_STATE_NAME_BYTES);
-    atomic_write(af, rec, sizeof(rec)); // a failed write is reported by atomic_finish
+    w->nsections = nsections + 1;
+    unsigned char h[RUN_STATE_HEADER_BYTES];
+    put_u32(h, (uint32_t)RUN_STATE_MAGIC);
+    put_u32(h + 4, RUN_STATE_VERSION);
+    put_u32(h + 8, (uint32_t)w->nsections);
+    atomic_write(&w->af, h, sizeof(h)); // a failed write is reported by run_state_finish
+    unsigned char b[RUN_STATE_LOOP_BYTES];
+    loop_encode(b, loop);
+    run_state_section(w, RUN_STATE_LOOP, sizeof(b));
+    run_state_put(w, b, sizeof(b));
     return 0;
 }
 
-FILE* run_state_open(const char* path, RunStateHead* s, char* err, size_t errcap) {
-    if (util_verify_trailer(path, RUN_STATE_FIXED_BYTES, err, errcap)) return NULL;
-    FILE* f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errcap, "%s: cannot open", path);
-        return NULL;
+void run_state_section(RunStateWriter* w, const char* name, uint64_t size) {
+    ASSERT(w->left == 0 && w->begun < w->nsections);
+    char padded[RUN_STATE_NAME_BYTES] = {0};
+    ASSERT(strlen(name) < RUN_STATE_NAME_BYTES);
+    memcpy(padded, name, strlen(name));
+    ASSERT(name_ok(padded));
+    for (int i = 0; i < w->begun; i++)
+        ASSERT(memcmp(w->names[i], padded, RUN_STATE_NAME_BYTES) != 0);
+    memcpy(w->names[w->begun++], padded, RUN_STATE_NAME_BYTES);
+    unsigned char len[8];
+    run_state_put_u64(len, size);
+    atomic_write(&w->af, padded, RUN_STATE_NAME_BYTES);
+    atomic_write(&w->af, len, 8);
+    w->left = size;
+}
+
+void run_state_put(RunStateWriter* w, const void* data, size_t n) {
+    ASSERT(n <= w->left);
+    w->left -= n;
+    if (n) atomic_write(&w->af, data, n);
+}
+
+int run_state_finish(RunStateWriter* w, char* err, size_t errcap) {
+    ASSERT(w->left == 0 && w->begun == w->nsections);
+    return atomic_finish(&w->af, err, errcap);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading
+
+static RunStateSection* add_section(RunStateReader* r, const char* name) {
+    RunStateSection* s = &r->sec[r->nsections++];
+    memset(s, 0, sizeof(*s));
+    util_strlcpy(s->name, name, sizeof(s->name));
+    return s;
+}
+
+static int seek_to(FILE* f, uint64_t off) {
+    return fseeko(f, (off_t)off, SEEK_SET);
+}
+
+// A version-1 file (body bytes before the trailer) as the three sections of version 2.
+static int read_v1(RunStateReader* r, uint64_t body, char* err, size_t errcap) {
+    const char* path = r->path;
+    if (body < RUN_STATE_V1_FIXED_BYTES) {
+        snprintf(err, errcap,
+                 "%s: truncated (a version-1 run-state file holds at least %d bytes before its "
+                 "trailer, this one %llu)",
+                 path, RUN_STATE_V1_FIXED_BYTES, (unsigned long long)body);
+        return -1;
     }
-    int32_t h[256];
-    unsigned char rec[LOOP_RECORD_BYTES];
-    if (fread(h, 4, 256, f) != 256 ||
-        fread(s->opt_name, 1, RUN_STATE_NAME_BYTES, f) != RUN_STATE_NAME_BYTES ||
-        fread(rec, 1, sizeof(rec), f) != sizeof(rec)) {
+    unsigned char h[1024], name[32], rec[104];
+    if (seek_to(r->f, 0) || fread(h, 1, sizeof(h), r->f) != sizeof(h) ||
+        fread(name, 1, sizeof(name), r->f) != sizeof(name) ||
+        fread(rec, 1, sizeof(rec), r->f) != sizeof(rec)) {
         snprintf(err, errcap, "%s: read error", path);
-        fclose(f);
-        return NULL;
+        return -1;
     }
-    if (h[0] != RUN_STATE_MAGIC || h[1] != RUN_STATE_VERSION) {
-        snprintf(err, errcap, "%s: not an attnlab run-state file (magic %d version %d)", path, h[0],
-                 h[1]);
-        fclose(f);
-        return NULL;
+    RunStateSection* s = add_section(r, RUN_STATE_LOOP); // step, RNG | position | best, skips
+    memcpy(s->head, rec, 40);
+    memcpy(s->head + 40, rec + 96, 8);
+    s->nhead = RUN_STATE_LOOP_BYTES;
+    s = add_section(r, "data"); // the loader's position, in the file
+    s->offset = 1096;
+    s->size = 56;
+    s = add_section(r, "optim"); // name, n, t, arrays (the header's words 2-6), then the arrays
+    memcpy(s->head, name, 32);
+    memcpy(s->head + 32, h + 8, 20);
+    s->nhead = 52;
+    s->offset = RUN_STATE_V1_FIXED_BYTES;
+    s->size = body - RUN_STATE_V1_FIXED_BYTES;
+    return 0;
+}
+
+// The section table of a version-2 file (body bytes before the trailer).
+static int read_v2(RunStateReader* r, uint64_t body, int count, char* err, size_t errcap) {
+    const char* path = r->path;
+    if (count < 1 || count > RUN_STATE_MAX_SECTIONS) {
+        snprintf(err, errcap, "%s: %d sections (this build reads 1 to %d)", path, count,
+                 RUN_STATE_MAX_SECTIONS);
+        return -1;
     }
-    s->opt_n = get64(h + 2);
-    s->opt_t = get64(h + 4);
-    s->opt_arrays = h[6];
-    int64_t step;
-    int32_t skips;
-    memcpy(&step, rec, 8);
-    memcpy(s->loop.rng.s, rec + 8, 32);
-    memcpy(s->pos, rec + 40, RUN_STATE_POS_BYTES);
-    memcpy(&s->loop.best_val, rec + 40 + RUN_STATE_POS_BYTES, 4);
-    memcpy(&skips, rec + 44 + RUN_STATE_POS_BYTES, 4);
-    s->loop.step = (long)step;
-    s->loop.skips = skips;
-    return f;
+    uint64_t pos = RUN_STATE_HEADER_BYTES;
+    for (int i = 0; i < count; i++) {
+        unsigned char b[RUN_STATE_SECTION_BYTES];
+        if (body - pos < RUN_STATE_SECTION_BYTES) {
+            snprintf(err, errcap,
+                     "%s: section %d of %d runs past the end of the file (its header at offset "
+                     "%llu, %llu bytes before the trailer)",
+                     path, i + 1, count, (unsigned long long)pos, (unsigned long long)body);
+            return -1;
+        }
+        if (seek_to(r->f, pos) || fread(b, 1, sizeof(b), r->f) != sizeof(b)) {
+            snprintf(err, errcap, "%s: read error", path);
+            return -1;
+        }
+        if (!name_ok((const char*)b)) {
+            snprintf(err, errcap,
+                     "%s: section %d (at offset %llu) has a malformed name (1 to %d printable "
+                     "characters, NUL-padded to %d bytes)",
+                     path, i + 1, (unsigned long long)pos, RUN_STATE_NAME_BYTES - 1,
+                     RUN_STATE_NAME_BYTES);
+            return -1;
+        }
+        const char* name = (const char*)b;
+        uint64_t size = run_state_get_u64(b + RUN_STATE_NAME_BYTES);
+        pos += RUN_STATE_SECTION_BYTES;
+        if (size > body - pos) {
+            snprintf(err, errcap,
+                     "%s: section '%s' (%llu bytes at offset %llu) runs past the end of the file "
+                     "(%llu bytes before the trailer)",
+                     path, name, (unsigned long long)size, (unsigned long long)pos,
+                     (unsigned long long)body);
+            return -1;
+        }
+        for (int k = 0; k < r->nsections; k++)
+            if (strcmp(r->sec[k].name, name) == 0) {
+                snprintf(err, errcap, "%s: section '%s' appears twice", path, name);
+                return -1;
+            }
+        RunStateSection* s = add_section(r, name);
+        s->offset = pos;
+        s->size = size;
+        pos += size;
+    }
+    if (pos != body) {
+        snprintf(err, errcap, "%s: %llu bytes after the last of its %d sections", path,
+                 (unsigned long long)(body - pos), count);
+        return -1;
+    }
+    return 0;
+}
+
+static const RunStateSection* lookup(const RunStateReader* r, const char* name) {
+    for (int i = 0; i < r->nsections; i++)
+        if (strcmp(r->sec[i].name, name) == 0) return &r->sec[i];
+    return NULL;
+}
+
+// Every section known (the loop's or an owner's), every owner's present.
+static int check_names(const RunStateReader* r, const char* const* owners, int nowners, char* err,
+                       size_t errcap) {
+    char known[512];
+    snprintf(known, sizeof(known), "%s", RUN_STATE_LOOP);
+    for (int k = 0; k < nowners; k++)
+        snprintf(known + strlen(known), sizeof(known) - strlen(known), ", %s", owners[k]);
+    for (int i = 0; i < r->nsections; i++) {
+        int found = strcmp(r->sec[i].name, RUN_STATE_LOOP) == 0;
+        for (int k = 0; k < nowners && !found; k++)
+            found = strcmp(r->sec[i].name, owners[k]) == 0;
+        if (!found) {
+            snprintf(err, errcap,
+                     "%s: unknown section '%s' (this trainer reads %s; state it does not know "
+                     "cannot be resumed exactly)",
+                     r->path, r->sec[i].name, known);
+            return -1;
+        }
+    }
+    for (int k = -1; k < nowners; k++) {
+        const char* want = k < 0 ? RUN_STATE_LOOP : owners[k];
+        if (!lookup(r, want)) {
+            snprintf(err, errcap, "%s: no section '%s' (this trainer needs %s)", r->path, want,
+                     known);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int run_state_open(RunStateReader* r, const char* path, const char* const* owners, int nowners,
+                   char* err, size_t errcap) {
+    memset(r, 0, sizeof(*r));
+    util_strlcpy(r->path, path, sizeof(r->path));
+    if (util_verify_trailer(path, RUN_STATE_HEADER_BYTES, err, errcap)) return -1;
+    r->f = fopen(path, "rb");
+    struct stat st;
+    unsigned char h[RUN_STATE_HEADER_BYTES];
+    if (!r->f || fstat(fileno(r->f), &st) != 0 || fread(h, 1, sizeof(h), r->f) != sizeof(h)) {
+        snprintf(err, errcap, "%s: cannot read", path);
+        run_state_close(r);
+        return -1;
+    }
+    const uint64_t body = (uint64_t)st.st_size - 8; // verified: at least the header
+    const int32_t magic = (int32_t)get_u32(h);
+    r->version = (int32_t)get_u32(h + 4);
+    int bad;
+    if (magic != RUN_STATE_MAGIC) {
+        snprintf(err, errcap, "%s: not an attnlab run-state file (magic %d version %d)", path,
+                 magic, r->version);
+        bad = 1;
+    } else if (r->version == 1) {
+        bad = read_v1(r, body, err, errcap);
+    } else if (r->version == 2) {
+        bad = read_v2(r, body, (int32_t)get_u32(h + 8), err, errcap);
+    } else {
+        snprintf(err, errcap,
+                 "%s: run-state file version %d (this build reads versions 1 and 2: written by a "
+                 "newer trainer?)",
+                 path, r->version);
+        bad = 1;
+    }
+    bad = bad || check_names(r, owners, nowners, err, errcap);
+    uint64_t n;
+    unsigned char b[RUN_STATE_LOOP_BYTES];
+    if (!bad && !(bad = run_state_find(r, RUN_STATE_LOOP, &n, err, errcap))) {
+        if (n != RUN_STATE_LOOP_BYTES) {
+            snprintf(err, errcap, "%s: section '%s' is %llu bytes, not %d", path, RUN_STATE_LOOP,
+                     (unsigned long long)n, RUN_STATE_LOOP_BYTES);
+            bad = 1;
+        } else {
+            bad = run_state_get(r, b, sizeof(b), err, errcap);
+            if (!bad) loop_decode(&r->loop, b);
+        }
+    }
+    if (bad) {
+        run_state_close(r);
+        return -1;
+    }
+    return 0;
+}
+
+int run_state_find(RunStateReader* r, const char* name, uint64_t* size, char* err, size_t errcap) {
+    const RunStateSection* s = lookup(r, name);
+    if (!s) {
+        snprintf(err, errcap, "%s: no section '%s'", r->path, name);
+        return -1;
+    }
+    if (seek_to(r->f, s->offset)) {
+        snprintf(err, errcap, "%s: cannot seek to section '%s'", r->path, name);
+        return -1;
+    }
+    r->cur = s;
+    r->done = 0;
+    *size = s->nhead + s->size;
+    return 0;
+}
+
+int run_state_get(RunStateReader* r, void* buf, size_t n, char* err, size_t errcap) {
+    const RunStateSection* s = r->cur;
+    ASSERT(s != NULL);
+    const uint64_t total = s->nhead + s->size;
+    if (n > total - r->done) {
+        snprintf(err, errcap, "%s: section '%s' ends after %llu bytes (%zu more wanted at %llu)",
+                 r->path, s->name, (unsigned long long)total, n, (unsigned long long)r->done);
+        return -1;
+    }
+    unsigned char* out = buf;
+    if (r->done < s->nhead) {
+        size_t k = s->nhead - (size_t)r->done < n ? s->nhead - (size_t)r->done : n;
+        memcpy(out, s->head + r->done, k);
+        out += k;
+        n -= k;
+        r->done += k;
+    }
+    if (n && fread(out, 1, n, r->f) != n) {
+        snprintf(err, errcap, "%s: read error in section '%s'", r->path, s->name);
+        return -1;
+    }
+    r->done += n;
+    return 0;
+}
+
+void run_state_close(RunStateReader* r) {
+    if (r->f) fclose(r->f);
+    r->f = NULL;
+    r->cur = NULL;
 }
 
 // ---------------------------------------------------------------------------------------------

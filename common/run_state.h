@@ -1,11 +1,13 @@
-// common/run_state.h: the run-state file (state_NNNNNNNN.bin) of a checkpoint, as pieces each
-// owner serialises: the optimizer's header and state arrays (optim_state_save / optim_state_load
-// in optim/optim.h, which call run_state_begin / run_state_open), the training loader's position
-// (dataloader_state_write / dataloader_state_read in data/dataloader.h) and the loop's own state.
-// This module places the pieces in the file's layout (version 1, docs/design.md "Run state and
-// checkpoints") and closes it with the checkpoint trailer (common/util.h); it needs only common/,
-// and the trainer (train.c) composes the pieces. Also here: what a resumed run must keep for its
-// saved data position to point at the same tokens (run_state_check_resume).
+// common/run_state.h: the run-state file (state_NNNNNNNN.bin) of a checkpoint, a sectioned file
+// (version 2): a header, then named sections, each an opaque byte blob its owner serialises and
+// parses, then the checkpoint trailer (common/util.h). This module writes and reads the sections
+// and owns one of them, "loop" (the loop's own state, LoopState); the others are the
+// optimizer's "optim" (optim_state_put / optim_state_get, optim/optim.h) and the training
+// loader's "data" (dataloader_state_put / dataloader_state_get, data/dataloader.h), which the
+// trainer (train.c) composes. It needs only common/. Version-1 files (the fixed layout written
+// before) are read too, presented as the same three sections. Layout: docs/design.md "Run state
+// and checkpoints". Also here: what a resumed run must keep for its saved data position to
+// point at the same tokens (run_state_check_resume).
 #ifndef ATTNLAB_RUN_STATE_H
 #define ATTNLAB_RUN_STATE_H
 
@@ -17,14 +19,21 @@
 #include "common/rng.h"
 #include "common/util.h"
 
-#define RUN_STATE_MAGIC      20261131
-#define RUN_STATE_VERSION    1
-#define RUN_STATE_NAME_BYTES 32 // the optimizer's name, NUL-padded
-#define RUN_STATE_POS_BYTES  56 // the training loader's position (DATALOADER_STATE_BYTES)
-// header (int32[256]), optimizer name, loop record: the bytes before the optimizer's arrays
-#define RUN_STATE_FIXED_BYTES (1024 + RUN_STATE_NAME_BYTES + 8 + 32 + RUN_STATE_POS_BYTES + 4 + 4)
+#define RUN_STATE_MAGIC          20261131
+#define RUN_STATE_VERSION        2  // written; versions 1 and 2 are read
+#define RUN_STATE_HEADER_BYTES   12 // int32 magic, version, section count
+#define RUN_STATE_NAME_BYTES     16 // a section's name: 1 to 15 characters, NUL-padded
+#define RUN_STATE_SECTION_BYTES  (RUN_STATE_NAME_BYTES + 8) // name, uint64 payload length
+#define RUN_STATE_MAX_SECTIONS   16
+#define RUN_STATE_LOOP           "loop" // this module's section
+#define RUN_STATE_LOOP_BYTES     48     // int64 step, RNG (4 x uint64), float best_val, int32 skips
+#define RUN_STATE_V1_FIXED_BYTES 1160   // a version-1 file before its optimizer arrays
+// the smallest version-2 body (header and loop section), for the trailer check of a directory scan
+#define RUN_STATE_MIN_BYTES                                                                        \
+    (RUN_STATE_HEADER_BYTES + RUN_STATE_SECTION_BYTES + RUN_STATE_LOOP_BYTES)
 
-// What a checkpoint saves besides the model and the optimizer: the loop's own state.
+// What a checkpoint saves besides the model, the optimizer and the data position: the loop's own
+// state.
 typedef struct {
     long step;      // completed optimizer steps
     Rng rng;        // the sampling RNG
@@ -32,24 +41,62 @@ typedef struct {
     int skips;      // consecutive skipped (non-finite) updates
 } LoopState;
 
-// The fixed part of a run-state file, before the optimizer's state arrays.
+// ---- writing: run_state_create, then per owner section run_state_section + run_state_put of
+// exactly its length, then run_state_finish. A failed write is reported by run_state_finish
+// (nothing is left at path then); misuse (a section not filled, too many) is an assertion.
 typedef struct {
-    char opt_name[RUN_STATE_NAME_BYTES];    // the optimizer's piece (optim_state_save)
-    int64_t opt_n, opt_t;                   // parameter count, update count
-    int32_t opt_arrays;                     // state arrays of opt_n floats that follow
-    unsigned char pos[RUN_STATE_POS_BYTES]; // the loader's piece (dataloader_state_write)
-    LoopState loop;
-} RunStateHead;
+    AtomicFile af;
+    int nsections, begun; // sections the header declares (the loop's included), begun so far
+    uint64_t left;        // payload bytes the open section still needs
+    char names[RUN_STATE_MAX_SECTIONS][RUN_STATE_NAME_BYTES];
+} RunStateWriter;
 
-// Open path for an atomic write (common/util.h) and write the fixed part; the optimizer's state
-// arrays follow through atomic_write (optim_state_write), then atomic_finish appends the trailer
-// and commits. 0, or -1 with err (nothing written).
-int run_state_begin(AtomicFile* af, const char* path, const RunStateHead* h, char* err,
-                    size_t errcap);
-// Verify path's trailer and read its fixed part into *h: the stream, positioned at the
-// optimizer's state arrays (optim_state_read; the caller closes it), or NULL with err naming the
-// file.
-FILE* run_state_open(const char* path, RunStateHead* h, char* err, size_t errcap);
+// Open path for an atomic write (common/util.h) and write the header, declaring `nsections`
+// owner sections besides the loop section, and the loop section from *loop. 0, or -1 with err.
+int run_state_create(RunStateWriter* w, const char* path, int nsections, const LoopState* loop,
+                     char* err, size_t errcap);
+// Begin section `name` of `size` payload bytes (the name unique in the file).
+void run_state_section(RunStateWriter* w, const char* name, uint64_t size);
+// n payload bytes of the open section.
+void run_state_put(RunStateWriter* w, const void* data, size_t n);
+// Append the trailer and commit (every declared section written in full). 0, or -1 with err.
+int run_state_finish(RunStateWriter* w, char* err, size_t errcap);
+
+// ---- reading
+typedef struct {
+    char name[RUN_STATE_NAME_BYTES];
+    unsigned char head[64]; // bytes served before the file's (a version-1 file's translation)
+    size_t nhead;
+    uint64_t offset, size; // the payload's bytes in the file
+} RunStateSection;
+
+typedef struct {
+    FILE* f;
+    char path[1024];
+    int version, nsections;
+    RunStateSection sec[RUN_STATE_MAX_SECTIONS];
+    const RunStateSection* cur; // the section run_state_find opened
+    uint64_t done;              // bytes of it read so far
+    LoopState loop;             // the loop section, read by run_state_open
+} RunStateReader;
+
+// Verify path's trailer, read its header and section table and the loop section into r->loop.
+// The file must hold the loop section and every name in owners[0..nowners), each once, and no
+// other (an unknown section is refused: it is state this build would drop). 0, or -1 with err
+// naming the file (and the section): not a run-state file, another version, a section that runs
+// past the end of the file, a missing, duplicate or unknown section, a checksum mismatch.
+int run_state_open(RunStateReader* r, const char* path, const char* const* owners, int nowners,
+                   char* err, size_t errcap);
+// Start reading section `name`: its payload length into *size. 0, or -1 with err if missing.
+int run_state_find(RunStateReader* r, const char* name, uint64_t* size, char* err, size_t errcap);
+// The next n payload bytes of the section run_state_find opened. 0, or -1 with err naming the
+// file and the section when it ends sooner or the read fails.
+int run_state_get(RunStateReader* r, void* buf, size_t n, char* err, size_t errcap);
+void run_state_close(RunStateReader* r);
+
+// Little-endian fields of the section payloads.
+void run_state_put_u64(unsigned char* p, uint64_t v);
+uint64_t run_state_get_u64(const unsigned char* p);
 
 // What identifies the training data a saved position points into: one line
 // "# train_data file: PATH (BYTES bytes, mtime SEC.NSEC)" per file (the loader's files[nfiles]).

@@ -313,8 +313,6 @@ static uint64_t get_u64(const unsigned char* p) {
     return v;
 }
 
-_Static_assert(DATALOADER_STATE_BYTES == RUN_STATE_POS_BYTES, "the run-state file's position");
-
 void dataloader_state_write(const DataLoaderState* st, unsigned char* buf) {
     put_u64(buf, st->epoch);
     put_u64(buf + 8, st->shard_pos);
@@ -329,6 +327,28 @@ void dataloader_state_read(DataLoaderState* st, const unsigned char* buf) {
     st->window_pos = get_u64(buf + 16);
     for (int i = 0; i < 4; i++)
         st->rng.s[i] = get_u64(buf + 24 + 8 * i);
+}
+
+void dataloader_state_put(const DataLoaderState* st, RunStateWriter* w) {
+    unsigned char b[DATALOADER_STATE_BYTES];
+    dataloader_state_write(st, b);
+    run_state_section(w, DATALOADER_STATE_SECTION, sizeof(b));
+    run_state_put(w, b, sizeof(b));
+}
+
+int dataloader_state_get(DataLoaderState* st, RunStateReader* r, char* err, size_t errcap) {
+    uint64_t size;
+    unsigned char b[DATALOADER_STATE_BYTES];
+    if (run_state_find(r, DATALOADER_STATE_SECTION, &size, err, errcap)) return -1;
+    if (size != sizeof(b)) {
+        snprintf(err, errcap, "%s: section '%s' is %llu bytes, not %d (the loader's position)",
+                 r->path, DATALOADER_STATE_SECTION, (unsigned long long)size,
+                 DATALOADER_STATE_BYTES);
+        return -1;
+    }
+    if (run_state_get(r, b, sizeof(b), err, errcap)) return -1;
+    dataloader_state_read(st, b);
+    return 0;
 }
 
 int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "common/rng.h"
+#include "common/run_state.h"
 #include "data/shard.h"
 
 typedef struct {
@@ -56,12 +57,19 @@ void dataloader_get_state(const DataLoader* dl, DataLoaderState* st);
 int dataloader_set_state(DataLoader* dl, const DataLoaderState* st, char* err, size_t errcap);
 void dataloader_free(DataLoader* dl);
 
-// The position as bytes, for run-state files: DATALOADER_STATE_BYTES bytes, little-endian uint64
-// epoch, shard_pos, window_pos, then the 4 words of the RNG (the same bytes as the struct on a
-// little-endian machine, which is how version-1 run-state files hold it).
+// The position as bytes: DATALOADER_STATE_BYTES bytes, little-endian uint64 epoch, shard_pos,
+// window_pos, then the 4 words of the RNG (the same bytes as the struct on a little-endian
+// machine, which is how version-1 run-state files hold it).
 #define DATALOADER_STATE_BYTES 56
 void dataloader_state_write(const DataLoaderState* st, unsigned char* buf);
 void dataloader_state_read(DataLoaderState* st, const unsigned char* buf);
+// The training loader's section of a run-state file (common/run_state.h), named
+// DATALOADER_STATE_SECTION: the position's bytes. put writes it (a failed write is reported by
+// run_state_finish); get reads it from r (0, or -1 with err naming the file and the section when
+// it is not DATALOADER_STATE_BYTES long).
+#define DATALOADER_STATE_SECTION "data"
+void dataloader_state_put(const DataLoaderState* st, RunStateWriter* w);
+int dataloader_state_get(DataLoaderState* st, RunStateReader* r, char* err, size_t errcap);
 
 // Placement of n windows of T tokens over files holding ntok[0..nfiles) tokens: the
 // possible starts (ntok[f] - T + 1 per file that holds T tokens, in file order) are numbered

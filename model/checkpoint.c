@@ -479,7 +479,7 @@ long ckpt_find_latest(const char* dir) {
         snprintf(mp, sizeof(mp), "%s/model_%08ld.bin", dir, steps[i]);
         snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", dir, steps[i]);
         if (verify_trailer(mp, 1024, err, sizeof(err)) == 0 &&
-            verify_trailer(sp, 1024, err, sizeof(err)) == 0)
+            verify_trailer(sp, RUN_STATE_MIN_BYTES, err, sizeof(err)) == 0)
             return steps[i];
         fprintf(stderr, "attnlab: skipping damaged checkpoint at step %ld: %s\n", steps[i], err);
     }

@@ -3,9 +3,9 @@
 // attnlab model file (model_%08d.bin): int32[256] header (magic 20261130, version 1, sizes,
 // step), the attention spec, the parameter table (name + size per tensor), the resolved config
 // text, all parameters (fp32), and a trailer {crc32 of everything before it, end magic}.
-// Run state (state_%08d.bin): header, optimizer name and state, step, RNG, dataloader position,
-// same trailer; common/run_state.h writes it, train.c composes it from the pieces optim/ and
-// data/ serialise (see docs/design.md). Both are written
+// Run state (state_%08d.bin): a sectioned file (the loop's state, the loader's position, the
+// optimizer's state), same trailer; common/run_state.h writes and reads it, train.c composes it
+// from the sections optim/ and data/ serialise (see docs/design.md). Both are written
 // atomically (temp file, fsync, rename, directory fsync); resume
 // takes the newest step whose model and state both verify, so a crash at any moment leaves the
 // previous complete checkpoint usable.

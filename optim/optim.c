@@ -122,46 +122,55 @@ int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path
     return 0;
 }
 
-int optim_state_write(const Optimizer* o, AtomicFile* af) {
-    return atomic_write(af, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param);
+uint64_t optim_state_bytes(const Optimizer* o) {
+    return OPTIM_STATE_HEADER_BYTES +
+           sizeof(float) * (uint64_t)o->n * (uint64_t)o->def->state_per_param;
 }
 
-int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t errcap) {
-    size_t n = o->n * (size_t)o->def->state_per_param;
-    if (n && fread(o->state, sizeof(float), n, f) != n) {
-        snprintf(err, errcap, "%s: truncated while reading the optimizer state", path);
-        return -1;
-    }
-    return 0;
-}
-
-int optim_state_save(const Optimizer* o, const char* path, RunStateHead* h, char* err,
-                     size_t errcap) {
+void optim_state_put(const Optimizer* o, RunStateWriter* w) {
     OptimStateHeader oh;
     optim_state_header(o, &oh);
-    _Static_assert(OPTIM_NAME_BYTES == RUN_STATE_NAME_BYTES, "the run-state file's name field");
-    memcpy(h->opt_name, oh.name, sizeof(h->opt_name));
-    h->opt_n = oh.n;
-    h->opt_t = oh.t;
-    h->opt_arrays = oh.state_per_param;
-    AtomicFile af;
-    if (run_state_begin(&af, path, h, err, errcap)) return -1;
-    optim_state_write(o, &af); // a failed write is reported by atomic_finish
-    return atomic_finish(&af, err, errcap);
+    unsigned char b[OPTIM_STATE_HEADER_BYTES];
+    memcpy(b, oh.name, OPTIM_NAME_BYTES);
+    run_state_put_u64(b + OPTIM_NAME_BYTES, (uint64_t)oh.n);
+    run_state_put_u64(b + OPTIM_NAME_BYTES + 8, (uint64_t)oh.t);
+    for (int i = 0; i < 4; i++)
+        b[OPTIM_NAME_BYTES + 16 + i] = (unsigned char)((uint32_t)oh.state_per_param >> (8 * i));
+    run_state_section(w, OPTIM_STATE_SECTION, optim_state_bytes(o));
+    run_state_put(w, b, sizeof(b));
+    run_state_put(w, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param);
 }
 
-int optim_state_load(Optimizer* o, const char* path, RunStateHead* h, char* err, size_t errcap) {
-    FILE* f = run_state_open(path, h, err, errcap);
-    if (!f) return -1;
+int optim_state_get(Optimizer* o, RunStateReader* r, char* err, size_t errcap) {
+    uint64_t size;
+    unsigned char b[OPTIM_STATE_HEADER_BYTES];
+    if (run_state_find(r, OPTIM_STATE_SECTION, &size, err, errcap)) return -1;
+    if (size < sizeof(b)) {
+        snprintf(err, errcap, "%s: section '%s' is %llu bytes, shorter than its %d-byte header",
+                 r->path, OPTIM_STATE_SECTION, (unsigned long long)size, OPTIM_STATE_HEADER_BYTES);
+        return -1;
+    }
+    if (run_state_get(r, b, sizeof(b), err, errcap)) return -1;
     OptimStateHeader oh;
-    memcpy(oh.name, h->opt_name, sizeof(oh.name));
-    oh.n = h->opt_n;
-    oh.t = h->opt_t;
-    oh.state_per_param = h->opt_arrays;
-    int rc =
-        optim_state_accept(o, &oh, path, err, errcap) || optim_state_read(o, f, path, err, errcap)
-            ? -1
-            : 0;
-    fclose(f);
-    return rc;
+    memcpy(oh.name, b, OPTIM_NAME_BYTES);
+    oh.name[OPTIM_NAME_BYTES - 1] = '\0';
+    oh.n = (int64_t)run_state_get_u64(b + OPTIM_NAME_BYTES);
+    oh.t = (int64_t)run_state_get_u64(b + OPTIM_NAME_BYTES + 8);
+    uint32_t spp = 0;
+    for (int i = 0; i < 4; i++)
+        spp |= (uint32_t)b[OPTIM_NAME_BYTES + 16 + i] << (8 * i);
+    oh.state_per_param = (int32_t)spp;
+    if (optim_state_accept(o, &oh, r->path, err, errcap)) return -1;
+    const uint64_t want = optim_state_bytes(o);
+    if (size != want) {
+        snprintf(err, errcap,
+                 "%s: section '%s': %s the optimizer state (%llu bytes; %s over %zu parameters "
+                 "needs %llu)",
+                 r->path, OPTIM_STATE_SECTION,
+                 size < want ? "truncated while reading" : "extra bytes after",
+                 (unsigned long long)size, o->def->name, o->n, (unsigned long long)want);
+        return -1;
+    }
+    return run_state_get(r, o->state, sizeof(float) * o->n * (size_t)o->def->state_per_param, err,
+                         errcap);
 }

@@ -90,10 +90,14 @@ void optim_shard_bounds(size_t n, int nranks, size_t* b);
 void optim_init_shard(Optimizer* o, const OptimizerDef* def, size_t lo, size_t hi);
 void optim_free(Optimizer* o);
 
-// State serialisation, for run-state files. The optimizer's part is two pieces the caller places
-// in its file: a header (algorithm name, parameter count n, update count t, number of state
-// arrays) and the state arrays (state_per_param arrays of n floats, in memory order).
-#define OPTIM_NAME_BYTES 32
+// State serialisation: the optimizer's section of a run-state file (common/run_state.h), named
+// OPTIM_STATE_SECTION. Payload: the algorithm name (OPTIM_NAME_BYTES, NUL-padded), int64
+// parameter count n, int64 update count t, int32 number of state arrays (little-endian: the
+// OPTIM_STATE_HEADER_BYTES of the header), then the state arrays (state_per_param arrays of n
+// float32, in memory order).
+#define OPTIM_NAME_BYTES         32
+#define OPTIM_STATE_SECTION      "optim"
+#define OPTIM_STATE_HEADER_BYTES (OPTIM_NAME_BYTES + 8 + 8 + 4)
 typedef struct {
     char name[OPTIM_NAME_BYTES]; // NUL-padded
     int64_t n, t;
@@ -105,15 +109,12 @@ void optim_state_header(const Optimizer* o, OptimStateHeader* h);
 // err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
 int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
                        size_t errcap);
-// The optimizer's pieces of a run-state file (common/run_state.h): optim_state_save puts the
-// header into h (whose other pieces the caller filled) and writes path atomically with the state
-// arrays; optim_state_load reads path's fixed part into h, accepts its header (as
-// optim_state_accept) and reads the arrays into o. 0, or -1 with err naming the file.
-int optim_state_save(const Optimizer* o, const char* path, RunStateHead* h, char* err,
-                     size_t errcap);
-int optim_state_load(Optimizer* o, const char* path, RunStateHead* h, char* err, size_t errcap);
-// The state arrays: written through the crash-safe writer (common/util.h), read from f.
-int optim_state_write(const Optimizer* o, AtomicFile* af);
-int optim_state_read(Optimizer* o, FILE* f, const char* path, char* err, size_t errcap);
+// The section's payload length for o.
+uint64_t optim_state_bytes(const Optimizer* o);
+// Write o's section (a failed write is reported by run_state_finish).
+void optim_state_put(const Optimizer* o, RunStateWriter* w);
+// Read the section from r into o: its header accepted (optim_state_accept), then exactly the
+// state arrays it implies. 0, or -1 with err naming the file and the section.
+int optim_state_get(Optimizer* o, RunStateReader* r, char* err, size_t errcap);
 
 #endif

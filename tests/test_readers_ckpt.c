@@ -9,7 +9,7 @@
 //   - init_from = an attnlab file with another attention (./train): tensors matched by name, the
 //     missing ones listed, training runs.
 //   - run-state files (./train resume = 1): a foreign magic, another optimizer, a truncated
-//     optimizer state.
+//     optim section (tests/test_run_state.c checks every refusal in-process).
 //   - llm.c model files (./export, ./train init_from = llmc:): missing, truncated header, an
 //     attnlab file, version, implausible and inconsistent sizes, a size that does not match.
 //   - stale temporary files of a crashed checkpoint write are removed, live ones kept.
@@ -207,13 +207,13 @@ static void ed_none(unsigned char* b, size_t* n) {
 }
 static void ed_cut(unsigned char* b, size_t* n) {
     (void)b;
-    *n -= 64; // the trailer is rewritten over the new end: the optimizer state is short
+    *n -= 64; // the trailer is rewritten over the new end: the optim section (the last) is short
 }
 
 START_TEST(test_state_file_errors) {
     resume_case("st_magic", ed_state_magic, "", "not an attnlab run-state file (magic 777", "");
     resume_case("st_opt", ed_none, "optimizer=sgd", "optimizer state is adamw", "the run uses sgd");
-    resume_case("st_cut", ed_cut, "", "truncated while reading the optimizer state", "");
+    resume_case("st_cut", ed_cut, "", "section 'optim'", "runs past the end of the file");
 }
 END_TEST
 

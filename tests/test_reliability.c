@@ -148,25 +148,53 @@ static void tiny_model(GPT2* m, Optimizer* o) {
 
 // Read a run-state file the way its layout is documented (docs/design.md), independently of the
 // trainer's reader: the trailer verifies (ckpt_verify_file), the header says STATE_MAGIC version
-// 1 and the optimizer o's name, size and state arrays, and the step in the header equals the
-// loop record's. Returns 0 with *step, or -1 with err naming the file.
+// 2 with 3 sections that fill the file exactly: "loop" (48 bytes, the step first), "data" (56
+// bytes) and "optim" with o's name, size and state arrays and exactly that many floats. Returns 0
+// with *step, or -1 with err naming the file.
 static int read_state(const Optimizer* o, const char* path, long* step, char* err, size_t cap) {
-    if (ckpt_verify_file(path, 1024 + 32 + 104, err, cap)) return -1;
+    if (ckpt_verify_file(path, 12, err, cap)) return -1;
     size_t n;
     unsigned char* b = (unsigned char*)util_read_file(path, &n, err, cap);
     if (!b) return -1;
-    int32_t h[256];
-    int64_t hstep, rstep, pn;
+    int32_t h[3];
     memcpy(h, b, sizeof(h));
-    memcpy(&pn, b + 8, 8);
-    memcpy(&hstep, b + 32, 8);
-    memcpy(&rstep, b + 1024 + 32, 8);
-    size_t want = 1024 + 32 + 104 + sizeof(float) * o->n * (size_t)o->def->state_per_param + 8;
-    int ok = h[0] == STATE_MAGIC && h[1] == 1 && strcmp((char*)b + 1024, o->def->name) == 0 &&
-             (size_t)pn == o->n && h[6] == o->def->state_per_param && hstep == rstep && n == want;
+    int ok = h[0] == STATE_MAGIC && h[1] == 2 && h[2] == 3, seen = 0;
+    size_t pos = 12, body = n - 8;
+    int64_t lstep = -1;
+    for (int i = 0; ok && i < 3; i++) {
+        uint64_t size;
+        ok = pos + 24 <= body;
+        if (!ok) break;
+        char name[17] = {0};
+        memcpy(name, b + pos, 16);
+        memcpy(&size, b + pos + 16, 8);
+        const unsigned char* d = b + pos + 24;
+        ok = size <= body - pos - 24;
+        if (ok && strcmp(name, "loop") == 0) {
+            ok = size == 48;
+            memcpy(&lstep, d, 8);
+            seen |= 1;
+        } else if (ok && strcmp(name, "data") == 0) {
+            ok = size == 56;
+            seen |= 2;
+        } else if (ok && strcmp(name, "optim") == 0) {
+            int64_t pn;
+            int32_t arrays;
+            memcpy(&pn, d + 32, 8);
+            memcpy(&arrays, d + 48, 4);
+            ok = strcmp((const char*)d, o->def->name) == 0 && (size_t)pn == o->n &&
+                 arrays == o->def->state_per_param &&
+                 size == 52 + sizeof(float) * o->n * (size_t)arrays;
+            seen |= 4;
+        } else {
+            ok = 0;
+        }
+        pos += 24 + (ok ? size : 0);
+    }
+    ok = ok && seen == 7 && pos == body;
     free(b);
     if (!ok) snprintf(err, cap, "%s: not the documented run-state layout", path);
-    *step = (long)hstep;
+    *step = (long)lstep;
     return ok ? 0 : -1;
 }
 

@@ -1,13 +1,15 @@
-// tests/test_resume_compat.c: checkpoints written before the training loop moved into train.c
-// still resume. tests/fixtures/run_v1 holds the step-2 model and run-state files of a 4-step run
-// made by that trainer (its README gives the command). Today's ./train resumes them: with nothing
-// left to train it says the run is finished and changes nothing; today's run-state reader and
-// writer take the step-2 file back byte for byte (optimizer state included); trained on to step 4
-// it is at the step, optimizer count, RNG and data position of an uninterrupted run; and its own
-// step-2 file has the fixture's layout. The checks avoid floating-point results, which differ
-// between builds (-O3 -march=native vs the sanitizer build); with the build that made the fixture,
-// the resumed run is also bit-identical to the uninterrupted one (test_gpt2_train's
-// test_resume_exact checks that property for today's files).
+// tests/test_resume_compat.c: run directories written by earlier trainers still resume.
+// tests/fixtures/run_v1 holds the step-2 model and run-state files (run-state version 1) of a
+// 4-step run made by the trainer as it was before the training loop moved into train.c (its
+// README gives the command). Today's ./train resumes them: with nothing left to train it says the
+// run is finished and changes nothing; today's reader reads every field of the version-1 file (the
+// test-only copy of the old writer, tests/run_state_v1.c, writes those fields back byte for byte)
+// and writes them as version 2, which reads back the same; trained on to step 4 it is at the step,
+// optimizer count, RNG and data position of an uninterrupted run; and its own step-2 file holds
+// the fixture's values. The checks avoid floating-point results, which differ between builds
+// (-O3 -march=native vs the sanitizer build). A second case makes a version-1 run directory with
+// this build (a run's checkpoint rewritten by the old writer) and checks the resumed run is bit
+// for bit the uninterrupted one: every loss and the final run-state file.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #include "model/checkpoint.h"
 #include "optim/optim.h"
 #include "tests/model_util.h"
+#include "tests/run_state_v1.h"
 #include "tests/testutil.h"
 
 static char* slurp(const char* path, size_t* n) {
@@ -77,10 +80,26 @@ static int same_prefix(const char* a, const char* b, size_t n) {
     return eq;
 }
 
-// The run-state bytes that do not depend on floating-point results: the header (optimizer n, t,
-// state arrays, step), the optimizer name and the loop record up to best_val (step, sampling
-// RNG, the loader's position). docs/design.md has the table.
-#define STATE_EXACT_BYTES (1024 + 32 + 8 + 32 + 56)
+// The version-2 run-state bytes that do not depend on floating-point results: the header, the
+// loop section (step, sampling RNG, best_val -1 and skips 0: the fixture's run does not evaluate),
+// the data section and the optim section up to its arrays (name, n, t, state arrays), in the
+// trainer's section order. docs/design.md has the table.
+#define STATE_EXACT_BYTES (12 + (24 + 48) + (24 + 56) + (24 + 52))
+
+// The fields of two reads of run-state files are equal (the optimizer arrays when `arrays`).
+static void same_state(const char* what, const LoopState* la, const Optimizer* oa,
+                       const DataLoaderState* pa, const LoopState* lb, const Optimizer* ob,
+                       const DataLoaderState* pb, int arrays) {
+    ck_assert_msg(la->step == lb->step && memcmp(la->rng.s, lb->rng.s, 32) == 0, "%s: loop", what);
+    ck_assert_msg(pa->epoch == pb->epoch && pa->shard_pos == pb->shard_pos &&
+                      pa->window_pos == pb->window_pos && memcmp(pa->rng.s, pb->rng.s, 32) == 0,
+                  "%s: data position", what);
+    ck_assert_msg(oa->t == ob->t && oa->n == ob->n, "%s: optimizer header", what);
+    if (arrays)
+        ck_assert_msg(memcmp(oa->state, ob->state, sizeof(float) * 2 * oa->n) == 0 &&
+                          la->best_val == lb->best_val && la->skips == lb->skips,
+                      "%s: optimizer state", what);
+}
 
 START_TEST(test_v1_checkpoint_resumes) {
     const char* dir = test_tmpdir();
@@ -115,25 +134,30 @@ START_TEST(test_v1_checkpoint_resumes) {
     ck_assert_msg(same_bytes(p, fix), "a finished run given resume=1 changed its state file");
     snprintf(p, sizeof(p), "%s/metrics.jsonl", old.out_dir);
     ck_assert_msg(!util_file_exists(p), "a finished run given resume=1 wrote %s", p);
-    // the old run-state file reads and writes back byte for byte through the calls the trainer
-    // makes (the loader's position, the loop state, optim_state_load / optim_state_save),
-    // optimizer state included, and the old model file loads strictly
+    // the old run-state file reads through the trainer's calls (run_state_open, optim_state_get,
+    // dataloader_state_get): the old writer (tests/run_state_v1.c) makes the same bytes from what
+    // it read, optimizer state included; written as version 2, it reads back the same
     GPT2 a;
     test_build_model(&a, &old, 1, 16, 1);
-    Optimizer o;
+    Optimizer o, o2;
     optim_init(&o, optim_lookup("adamw"), a.num_params);
-    RunStateHead h;
-    ck_assert_msg(optim_state_load(&o, fix, &h, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(h.loop.step, 2);
-    DataLoaderState pos;
-    dataloader_state_read(&pos, h.pos);
-    RunStateHead w = {.loop = h.loop};
-    dataloader_state_write(&pos, w.pos);
+    optim_init(&o2, optim_lookup("adamw"), a.num_params);
+    LoopState ls, ls2;
+    DataLoaderState pos, pos2;
+    ck_assert_msg(test_run_state_read(fix, &ls, &o, &pos, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(ls.step, 2);
+    ck_assert_int_eq(o.t, 2);
     snprintf(p, sizeof(p), "%s/state_roundtrip.bin", old.out_dir);
-    ck_assert_msg(optim_state_save(&o, p, &w, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(test_run_state_v1_write(p, &ls, &o, &pos, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(same_bytes(p, fix), "the v1 run state did not round-trip byte for byte");
+    RunStateWriter w;
+    ck_assert_msg(run_state_create(&w, p, 2, &ls, err, sizeof(err)) == 0, "%s", err);
+    dataloader_state_put(&pos, &w);
+    optim_state_put(&o, &w);
+    ck_assert_msg(run_state_finish(&w, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(test_run_state_read(p, &ls2, &o2, &pos2, err, sizeof(err)) == 0, "%s", err);
+    same_state("v1 -> v2", &ls, &o, &pos, &ls2, &o2, &pos2, 1);
     unlink(p);
-    optim_free(&o);
     long sa;
     snprintf(q, sizeof(q), "%s/tests/fixtures/run_v1/model_00000002.bin", test_repo_root());
     ck_assert_msg(ckpt_load_model(&a, q, 1, &sa, NULL, 0, err, sizeof(err)) == 0, "%s", err);
@@ -150,11 +174,74 @@ START_TEST(test_v1_checkpoint_resumes) {
     snprintf(q, sizeof(q), "%s/state_00000004.bin", now.out_dir);
     ck_assert_msg(same_prefix(p, q, STATE_EXACT_BYTES),
                   "step 4 after the v1 resume is not where the uninterrupted run is");
-    // the layout did not change: today's step-2 file has the fixture's size, header, name and
-    // loop record
+    // today's step-2 file (version 2) holds the fixture's step, RNG, data position and optimizer
+    // header
     snprintf(q, sizeof(q), "%s/state_00000002.bin", now.out_dir);
-    ck_assert_msg(same_prefix(q, fix, STATE_EXACT_BYTES),
-                  "%s: today's trainer writes a different layout than %s", q, fix);
+    ck_assert_msg(test_run_state_read(q, &ls2, &o2, &pos2, err, sizeof(err)) == 0, "%s", err);
+    same_state(q, &ls, &o, &pos, &ls2, &o2, &pos2, 0);
+    optim_free(&o);
+    optim_free(&o2);
+}
+END_TEST
+
+// A run directory as the previous build leaves it: a run's step-4 checkpoint with its run-state
+// file rewritten in version 1 by the old writer, and nothing after it. Resumed, the run is the
+// uninterrupted one bit for bit: every training loss and the final run-state file.
+START_TEST(test_v1_run_dir_resumes_exactly) {
+    const char* dir = test_tmpdir();
+    test_write_shards(dir, 300, 61, 20000, 3000);
+    Config a;
+    test_run_config(&a, dir, "straight", 300);
+    a.max_steps = 8;
+    a.eval_every = 4;
+    a.log_every = 1000000;
+    a.shuffle = 1;
+    test_train_ok(&a);
+    Config b = a;
+    snprintf(b.out_dir, sizeof(b.out_dir), "%s/resumed", dir);
+    b.checkpoint_every = 4;
+    test_train_ok(&b);
+    char p[1100], q[1100], err[2048];
+    snprintf(p, sizeof(p), "%s/model_00000008.bin", b.out_dir);
+    ck_assert_int_eq(unlink(p), 0);
+    snprintf(p, sizeof(p), "%s/state_00000008.bin", b.out_dir);
+    ck_assert_int_eq(unlink(p), 0);
+    // the step-4 run state, rewritten as the previous build wrote it
+    snprintf(p, sizeof(p), "%s/state_00000004.bin", b.out_dir);
+    GPT2 m;
+    test_build_model(&m, &a, 1, 32, 1);
+    Optimizer o;
+    const size_t np = m.num_params;
+    optim_init(&o, optim_lookup("adamw"), np);
+    gpt2_free(&m);
+    LoopState ls;
+    DataLoaderState pos;
+    ck_assert_msg(test_run_state_read(p, &ls, &o, &pos, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(ls.step, 4);
+    ck_assert_msg(test_run_state_v1_write(p, &ls, &o, &pos, err, sizeof(err)) == 0, "%s", err);
+    optim_free(&o);
+    size_t n;
+    char* t = slurp(p, &n);
+    int32_t version;
+    memcpy(&version, t + 4, 4);
+    ck_assert_int_eq(version, 1);
+    ck_assert_uint_eq(n, 1160 + sizeof(float) * 2 * np + 8);
+    free(t);
+    b.resume = 1;
+    test_train_ok(&b);
+    snprintf(p, sizeof(p), "%s.stdout.txt", b.out_dir);
+    t = slurp(p, &n);
+    ck_assert_msg(strstr(t, "resuming from step 4"), "%s", t);
+    free(t);
+    double la[16], lb[16];
+    ck_assert_int_eq(test_read_losses(a.out_dir, la, 16, NULL), 8);
+    ck_assert_int_eq(test_read_losses(b.out_dir, lb, 16, NULL), 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(la[i] == lb[i], "step %d: straight %.9g vs resumed from v1 %.9g", i + 1,
+                      la[i], lb[i]);
+    snprintf(p, sizeof(p), "%s/state_00000008.bin", a.out_dir);
+    snprintf(q, sizeof(q), "%s/state_00000008.bin", b.out_dir);
+    ck_assert_msg(same_bytes(p, q), "%s differs from the uninterrupted run's %s", q, p);
 }
 END_TEST
 
@@ -163,6 +250,7 @@ static Suite* resume_compat_suite(void) {
     TCase* tc = tcase_create("v1");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_v1_checkpoint_resumes);
+    tcase_add_test(tc, test_v1_run_dir_resumes_exactly);
     suite_add_tcase(s, tc);
     return s;
 }

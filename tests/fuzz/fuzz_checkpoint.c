@@ -1,11 +1,13 @@
 // tests/fuzz/fuzz_checkpoint.c: libFuzzer harness for the checkpoint readers: attnlab model files
-// (ckpt_read_info, ckpt_load_model strict and by name), the optimizer's part of run-state files
-// (ckpt_verify_file, then optim_state_accept and optim_state_read on a header + state arrays, as
-// common/run_state.c places them) and llm.c model files (llmc_read_config, llmc_load). The first
+// (ckpt_read_info, ckpt_load_model strict and by name), run-state files (run_state_open, then the
+// owners' optim_state_get and dataloader_state_get, as train.c resumes) and llm.c model files
+// (llmc_read_config, llmc_load). The first
 // input byte picks how the rest is used: as the whole file; as a file body followed by a valid
 // crc32 trailer (so the parser past the checksum is reached); or as patches (offset, bytes)
 // applied to a valid file of a tiny model, with the trailer recomputed.
+#include "common/run_state.h"
 #include "common/util.h"
+#include "data/dataloader.h"
 #include "model/checkpoint.h"
 #include "optim/optim.h"
 #include "tests/fuzz/fuzz_model_common.h"
@@ -26,13 +28,13 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
     if (ckpt_save_model(&g_model, p, 7, "n_layer = 1\n", err, sizeof(err))) abort();
     g_model_file = fuzz_slurp(p, &g_model_n);
     snprintf(p, sizeof(p), "%s/t_state.bin", dir);
-    AtomicFile af;
-    OptimStateHeader oh;
-    optim_state_header(&g_opt, &oh);
-    if (atomic_open(&af, p)) abort();
-    atomic_write(&af, &oh, sizeof(oh));
-    optim_state_write(&g_opt, &af);
-    if (ckpt_finish_file(&af, err, sizeof(err))) abort();
+    RunStateWriter w;
+    LoopState loop = {.step = 7, .best_val = -1};
+    DataLoaderState pos = {.epoch = 1};
+    if (run_state_create(&w, p, 2, &loop, err, sizeof(err))) abort();
+    dataloader_state_put(&pos, &w);
+    optim_state_put(&g_opt, &w);
+    if (run_state_finish(&w, err, sizeof(err))) abort();
     g_state_file = fuzz_slurp(p, &g_state_n);
     snprintf(p, sizeof(p), "%s/t_llmc.bin", dir);
     if (llmc_save(&g_model, p, err, sizeof(err))) abort();
@@ -55,17 +57,13 @@ static void run_readers(const char* path) {
         free(text);
     ckpt_load_model(&g_model, path, 1, &step, note, sizeof(note), err, sizeof(err));
     ckpt_load_model(&g_model, path, 0, &step, note, sizeof(note), err, sizeof(err));
-    OptimStateHeader oh;
-    if (ckpt_verify_file(path, sizeof(oh), err, sizeof(err)) == 0) {
-        FILE* f = fopen(path, "rb");
-        if (f) {
-            if (fread(&oh, sizeof(oh), 1, f) == 1) {
-                oh.name[OPTIM_NAME_BYTES - 1] = '\0';
-                if (optim_state_accept(&g_opt, &oh, path, err, sizeof(err)) == 0)
-                    optim_state_read(&g_opt, f, path, err, sizeof(err));
-            }
-            fclose(f);
-        }
+    static const char* const SECTIONS[] = {DATALOADER_STATE_SECTION, OPTIM_STATE_SECTION};
+    RunStateReader r;
+    if (run_state_open(&r, path, SECTIONS, 2, err, sizeof(err)) == 0) {
+        DataLoaderState pos;
+        if (optim_state_get(&g_opt, &r, err, sizeof(err)) == 0)
+            dataloader_state_get(&pos, &r, err, sizeof(err));
+        run_state_close(&r);
     }
     if (llmc_read_config(path, &gc, err, sizeof(err)) == 0)
         llmc_load(&g_model, path, err, sizeof(err));
