@@ -29,7 +29,6 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "common/cpuinfo.h"
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
@@ -44,6 +43,7 @@
 #include "model/memory.h"
 #include "model/metrics.h"
 #include "model/open.h"
+#include "model/run_header.h"
 #include "model/sample.h"
 #include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
 #include "optim/data_parallel.h"
@@ -377,13 +377,11 @@ static void diagnostics_init(Trainer* t) {
 }
 
 // OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed: what the resumed run
-// writes again is dropped) and OUT/main.log, and the run's header: what precision ran and what
-// MFU is measured against (a resumed run notes the resume in main.log only, so that its
-// metrics.jsonl equals an uninterrupted run's). A file that cannot be written ends every rank
-// (exit 1), reported once.
+// writes again is dropped) and OUT/main.log, and the run's header: what precision ran, what MFU
+// is measured against and the machine (model/run_header.h). A file that cannot be written ends
+// every rank (exit 1), reported once.
 static void open_logs(Trainer* t, long start) {
     const Config* c = &t->cfg;
-    const GPT2* m = &t->model;
     char path[1100];
     snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
     const int root = dist_is_root(); // under mpirun only rank 0 writes files
@@ -396,40 +394,15 @@ static void open_logs(Trainer* t, long start) {
     dist_exit_if_failed(runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
                                     sizeof(err)) != 0,
                         1, err);
-    FILE* log = t->rl.log;
-    const char* pname = mm_precision_name(m->precision);
-    printf("attnlab | %s | %d layers, %d heads, %d wide, block %d | %.2fM parameters | "
-           "B=%d T=%d accum=%d | %d threads | %s peak %.1f GFLOP/s\n",
-           m->attention, m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.block_size,
-           (double)m->num_params / 1e6, c->batch_size, c->seq_len, c->grad_accum, t->nthreads,
-           pname, t->peak.flops / 1e9);
-    printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
-           "start-up); model FLOPs/token %.6g\n",
-           t->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
-    const char* dpl = t->dp ? strstr(t->config_text, "# data parallel:") : NULL;
-    const int dpn = dpl ? (int)strcspn(dpl, "\n") + 1 : 0; // the global batch
-    if (dpl) printf("%.*s", dpn - 2, dpl + 2);
-    fflush(stdout);
-    fprintf(log, "# precision: %s | %s peak %.1f GFLOP/s\n", t->precision_info, pname,
-            t->peak.flops / 1e9);
-    char cpu[256], isa[256]; // recorded so that a result names the machine that trained it
-    cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
-    fprintf(log, "# cpu: %s | flags: %s | %d threads\n", cpu, isa, t->nthreads);
-    if (dpl) fprintf(log, "%.*s", dpn, dpl);
-    if (t->resumed) {
-        fprintf(log, "# resumed from step %ld\n", start);
-        return;
-    }
-    char against[128];
-    snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
-    JsonBuf* j = runlog_event(&t->j, start, "run");
-    json_str(j, "precision", pname);
-    json_str(j, "precision_info", t->precision_info);
-    json_str(j, "mfu_against", against);
-    json_str(j, "cpu", cpu);
-    json_str(j, "cpu_flags", isa);
-    json_int(j, "threads", t->nthreads);
-    runlog_end(&t->rl, j);
+    const RunHeader h = {.model = &t->model,
+                         .cfg = c,
+                         .precision_info = t->precision_info,
+                         .peak_flops = t->peak.flops,
+                         .nthreads = t->nthreads,
+                         .dp_line = t->dp ? strstr(t->config_text, "# data parallel:") : NULL,
+                         .start = start,
+                         .resumed = t->resumed};
+    run_header_write(&h, &t->rl, &t->j); // model/run_header.h
 }
 
 // =============================================================================================
@@ -562,20 +535,7 @@ static int train(Trainer* t) {
         double tok_s = (double)BT * accum * N / dt;                   // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
         double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->rl.log);
-        int spike_hist = spikes.n;
-        double spike_med = spike_push(&spikes, loss);
-        if (spike_med >= 0) {
-            if (root)
-                fprintf(stderr,
-                        "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the "
-                        "last %d steps\n",
-                        step + 1, loss, SPIKE_K, spike_med, spike_hist);
-            JsonBuf* j = runlog_event(&t->j, step + 1, "loss_spike");
-            json_num(j, "train_loss", loss);
-            json_num(j, "median", spike_med);
-            json_num(j, "factor", SPIKE_K);
-            runlog_end(&t->rl, j);
-        }
+        spike_check(&spikes, loss, step + 1, root, &t->j, &t->rl); // a spike: stderr, a record
         json_begin(&t->j);
         json_int(&t->j, "step", step + 1);
         json_num(&t->j, "train_loss", loss);

@@ -1,7 +1,8 @@
-// common/config.c: the run configuration: the `key = value` file parser (with `include`, comments
-// and quoting), the command-line overrides, the attn.* keys, and the output (resolved config
-// file, config_diff, `--help`). The key table and defaults are in config_table.c, value checks,
-// config_validate and "did you mean" in config_check.c.
+// common/config.c: the run configuration: the defaults, the `key = value` file parser (with
+// `include`, comments and quoting), the command-line overrides, the attn.* keys, and the output
+// (resolved config file, config_diff, `--help`). The key table (with each key's default text) is
+// in config_table.c; setting and formatting one value, config_validate and "did you mean" are in
+// config_check.c. Calls go one way: config.c -> config_check.c -> config_table.c.
 //
 // File syntax, one setting per line:
 //   key = value            whitespace around key and value is ignored
@@ -98,6 +99,17 @@ static void unknown_key(const char* where, const char* key, char* err, size_t er
 
 // ----------------------------------------------------------------------------
 // defaults and single settings
+
+// Every field from its default text, through the same checks as a setting in a file.
+void config_defaults(Config* c) {
+    memset(c, 0, sizeof(*c));
+    char err[512];
+    for (int i = 0; i < CONFIG_NFIELDS; i++) {
+        int rc = config_field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err,
+                                  sizeof(err));
+        if (rc != 0) util_assert_fail(err, __FILE__, __LINE__);
+    }
+}
 
 static int valid_key_chars(const char* k) {
     if (!*k) return 0;
@@ -397,30 +409,6 @@ const char* config_attn_get(const Config* c, const char* name, const char** orig
 
 // ----------------------------------------------------------------------------
 // output
-
-void config_format_value(char* buf, size_t cap, const Config* c, const ConfigField* f) {
-    const void* p = config_field_cptr(c, f);
-    switch (f->type) {
-    case CF_INT:
-        snprintf(buf, cap, "%d", *(const int*)p);
-        break;
-    case CF_LONG:
-        snprintf(buf, cap, "%lld", *(const long long*)p);
-        break;
-    case CF_FLOAT: {
-        // the shortest text that reads back as the same float
-        float x = *(const float*)p;
-        for (int prec = 6; prec <= 9; prec++) {
-            snprintf(buf, cap, "%.*g", prec, (double)x);
-            if ((float)strtod(buf, NULL) == x) break;
-        }
-        break;
-    }
-    case CF_STR:
-        snprintf(buf, cap, "%.*s", (int)f->size, (const char*)p);
-        break;
-    }
-}
 
 // Write a string value so that the parser reads back exactly `v`.
 static void write_str_value(FILE* f, const char* v) {

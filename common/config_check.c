@@ -1,7 +1,8 @@
-// common/config_check.c: validation of the run configuration: the checks of one value against
-// its key's type, range and choices (used by the parser, the defaults and config_validate), the
-// cross-field checks of config_validate, and the closest-key suggestions ("did you mean") for
-// unknown keys.
+// common/config_check.c: validation of the run configuration: setting one field from text with
+// the checks of its key's type, range and choices (config_field_set: used by the parser, the
+// defaults and config_validate), a field's value as text (config_format_value, config_fmt_num),
+// the cross-field checks of config_validate, and the closest-key suggestions ("did you mean") for
+// unknown keys. It uses the key table (config_table.c) and nothing of the parser (config.c).
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -51,6 +52,31 @@ void config_fmt_num(char* buf, size_t cap, double x) {
         snprintf(buf, cap, "%.0f", x);
     else
         snprintf(buf, cap, "%g", x);
+}
+
+// The value of field f as config text (common/config.h).
+void config_format_value(char* buf, size_t cap, const Config* c, const ConfigField* f) {
+    const void* p = config_field_cptr(c, f);
+    switch (f->type) {
+    case CF_INT:
+        snprintf(buf, cap, "%d", *(const int*)p);
+        break;
+    case CF_LONG:
+        snprintf(buf, cap, "%lld", *(const long long*)p);
+        break;
+    case CF_FLOAT: {
+        // the shortest text that reads back as the same float
+        float x = *(const float*)p;
+        for (int prec = 6; prec <= 9; prec++) {
+            snprintf(buf, cap, "%.*g", prec, (double)x);
+            if ((float)strtod(buf, NULL) == x) break;
+        }
+        break;
+    }
+    case CF_STR:
+        snprintf(buf, cap, "%.*s", (int)f->size, (const char*)p);
+        break;
+    }
 }
 
 // Is `choice` one of the '|'-separated entries of `choices`?

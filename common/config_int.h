@@ -1,7 +1,8 @@
 // common/config_int.h: helpers shared by the sources of the run configuration (config.c:
-// parsing, includes, overrides and output; config_table.c: the key table and defaults;
-// config_check.c: value and cross-field validation, "did you mean" suggestions). Not part of the
-// config API (common/config.h).
+// defaults, parsing, includes, overrides and output; config_check.c: setting and formatting one
+// value, cross-field validation, "did you mean" suggestions; config_table.c: the key table, with
+// each key's default text). Calls go one way: config.c -> config_check.c -> config_table.c. Not
+// part of the config API (common/config.h).
 #ifndef ATTNLAB_CONFIG_INT_H
 #define ATTNLAB_CONFIG_INT_H
 

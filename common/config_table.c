@@ -1,13 +1,12 @@
 // common/config_table.c: the table of config keys (CONFIG_FIELDS: type, default, range or
-// choices, group and help of every key), the lookup of a key in it, and config_defaults. The
-// parser (config.c), the validation (config_check.c), --help and the resolved config written into
-// out_dir are all driven by this one table.
+// choices, group and help of every key) and the lookup of a key in it. The parser and the
+// defaults (config.c), the validation (config_check.c), --help and the resolved config written
+// into out_dir are all driven by this one table. It is the bottom of the config sources (config.c
+// -> config_check.c -> config_table.c) and calls neither of the other two.
 #include <stddef.h>
 #include <string.h>
 
 #include "common/config.h"
-#include "common/config_int.h"
-#include "common/util.h"
 
 // For CF_STR fields `min` is the minimum length: 0 lets the value be empty.
 //
@@ -156,14 +155,4 @@ const ConfigField* config_field(const char* key) {
     for (int i = 0; i < CONFIG_NFIELDS; i++)
         if (strcmp(CONFIG_FIELDS[i].key, key) == 0) return &CONFIG_FIELDS[i];
     return NULL;
-}
-
-void config_defaults(Config* c) {
-    memset(c, 0, sizeof(*c));
-    char err[512];
-    for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        int rc = config_field_set(c, &CONFIG_FIELDS[i], CONFIG_FIELDS[i].def, "default", err,
-                                  sizeof(err));
-        if (rc != 0) util_assert_fail(err, __FILE__, __LINE__);
-    }
 }

@@ -1,7 +1,8 @@
-// common/spike.c: the loss-spike detector (spike.h): a sliding window of recent losses and the
-// median test against it.
+// common/spike.c: the loss-spike detector (spike.h): a sliding window of recent losses, the
+// median test against it, and the report of a spike (stderr and metrics.jsonl).
 #include "common/spike.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,4 +24,21 @@ double spike_push(SpikeWindow* w, double loss) {
     w->pos = (w->pos + 1) % SPIKE_WINDOW;
     if (w->n < SPIKE_WINDOW) w->n++;
     return med;
+}
+
+int spike_check(SpikeWindow* w, double loss, long step, int print, JsonBuf* j, RunLog* rl) {
+    const int hist = w->n;
+    const double med = spike_push(w, loss);
+    if (med < 0) return 0;
+    if (print)
+        fprintf(stderr,
+                "attnlab: loss spike at step %ld: %.4f > %.0fx the median %.4f of the last %d "
+                "steps\n",
+                step, loss, SPIKE_K, med, hist);
+    runlog_event(j, step, "loss_spike");
+    json_num(j, "train_loss", loss);
+    json_num(j, "median", med);
+    json_num(j, "factor", SPIKE_K);
+    runlog_end(rl, j);
+    return 1;
 }

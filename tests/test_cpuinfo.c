@@ -1,12 +1,23 @@
 // tests/test_cpuinfo.c: the CPU description every run records (common/cpuinfo.c): the model name
 // and the kernel-selecting flags of the first processor block of a /proc/cpuinfo text, in
 // CPUINFO_FLAGS order, whole words only; later blocks are not read; a text without a model name
-// reads "unknown"; small buffers truncate and stay NUL-terminated; and the machine's own
-// /proc/cpuinfo gives a model name and only flags of the list.
+// reads "unknown"; small buffers truncate and stay NUL-terminated; the machine's own
+// /proc/cpuinfo gives a model name and only flags of the list; and the run header
+// (model/run_header.c) records it: main.log's precision, CPU and data-parallel lines, the run
+// event of metrics.jsonl and the console banner, and a resumed run's note instead of a second
+// run event.
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cpuinfo.h"
+#include "common/json.h"
+#include "common/runlog.h"
 #include "common/util.h"
+#include "model/run_header.h"
+#include "tests/file_util.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 static const char* TEXT = "processor\t: 0\n"
@@ -52,12 +63,107 @@ START_TEST(test_describe_this_machine) {
 }
 END_TEST
 
+// run_header_write into DIR's logs, the console captured into DIR/stdout.txt (returned, malloc'd).
+static char* header_into(const char* dir, const RunHeader* h, long resumed_at) {
+    char path[1100], err[2048];
+    snprintf(path, sizeof(path), "%s/stdout.txt", dir);
+    RunLog rl;
+    JsonBuf j;
+    json_init(&j);
+    ck_assert_msg(runlog_open(&rl, dir, resumed_at, err, sizeof(err)) == 0, "%s", err);
+    fflush(stdout);
+    const int saved = dup(1);
+    FILE* out = fopen(path, "w");
+    ck_assert(saved >= 0 && out && dup2(fileno(out), 1) == 1);
+    run_header_write(h, &rl, &j);
+    fflush(stdout);
+    ck_assert(dup2(saved, 1) == 1);
+    close(saved);
+    fclose(out);
+    ck_assert_msg(runlog_close(&rl) == 0, "%s", rl.err);
+    json_free(&j);
+    size_t n;
+    return test_read_text(path, &n);
+}
+
+START_TEST(test_run_header_records_the_machine) {
+    Config c;
+    test_tiny_config(&c, 64, 2, 2, 16, 8);
+    c.grad_accum = 3;
+    GPT2 m;
+    test_build_model(&m, &c, 2, 8, 1);
+    char dir[1024], path[1100], want[4096], cpu[256], isa[256];
+    util_strlcpy(dir, test_tmpdir(), sizeof(dir));
+    cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
+    RunHeader h = {.model = &m,
+                   .cfg = &c,
+                   .precision_info = "fp32 (test)",
+                   .peak_flops = 2.5e9,
+                   .nthreads = 3,
+                   .dp_line = "# data parallel: 2 ranks, global batch 4\n# not this line\n",
+                   .start = 0,
+                   .resumed = 0};
+    char* con = header_into(dir, &h, -1);
+    ck_assert_msg(strstr(con, "| 2 layers, 2 heads, 16 wide, block 8 |"), "%s", con);
+    ck_assert_msg(strstr(con, "| B=2 T=8 accum=3 | 3 threads | fp32 peak 2.5 GFLOP/s\nprecision: "
+                              "fp32 (test); mfu is against the fp32 matmul peak above"),
+                  "%s", con);
+    const size_t nc = strlen(con), tail = strlen("\ndata parallel: 2 ranks, global batch 4\n");
+    ck_assert_msg(nc > tail &&
+                      strcmp(con + nc - tail, "\ndata parallel: 2 ranks, global batch 4\n") == 0,
+                  "%s", con);
+    free(con);
+    snprintf(path, sizeof(path), "%s/main.log", dir);
+    size_t n;
+    char* log = test_read_text(path, &n);
+    snprintf(want, sizeof(want),
+             "# precision: fp32 (test) | fp32 peak 2.5 GFLOP/s\n# cpu: %s | flags: %s | 3 threads\n"
+             "# data parallel: 2 ranks, global batch 4\n",
+             cpu, isa);
+    ck_assert_str_eq(log, want);
+    free(log);
+    snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
+    char* rec = test_read_text(path, &n);
+    char *ecpu = json_escape(cpu, strlen(cpu)), *eisa = json_escape(isa, strlen(isa));
+    snprintf(
+        want, sizeof(want),
+        "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":\"fp32 "
+        "(test)\",\"mfu_against\":\"fp32 matmul peak, best of 8 trials at start-up\",\"cpu\":%s,"
+        "\"cpu_flags\":%s,\"threads\":3}\n",
+        ecpu, eisa);
+    ck_assert_str_eq(rec, want);
+    // resumed at step 5 in one process: the resume noted in main.log, no second run event
+    h.resumed = 1;
+    h.start = 5;
+    h.dp_line = NULL;
+    free(header_into(dir, &h, 5));
+    char* rec2 = test_read_text(path, &n);
+    ck_assert_str_eq(rec2, rec);
+    snprintf(path, sizeof(path), "%s/main.log", dir);
+    log = test_read_text(path, &n);
+    snprintf(want, sizeof(want),
+             "# data parallel: 2 ranks, global batch 4\n# precision: fp32 (test) | fp32 peak 2.5 "
+             "GFLOP/s\n# cpu: %s | flags: %s | 3 threads\n# resumed from step 5\n",
+             cpu, isa);
+    ck_assert_msg(strlen(log) >= strlen(want) &&
+                      strcmp(log + strlen(log) - strlen(want), want) == 0,
+                  "%s", log);
+    free(log);
+    free(rec);
+    free(rec2);
+    free(ecpu);
+    free(eisa);
+    gpt2_free(&m);
+}
+END_TEST
+
 static Suite* cpuinfo_suite(void) {
     Suite* s = suite_create("cpuinfo");
     TCase* tc = tcase_create("core");
     tcase_add_test(tc, test_parse_first_block_in_list_order);
     tcase_add_test(tc, test_parse_missing_and_truncated);
     tcase_add_test(tc, test_describe_this_machine);
+    tcase_add_test(tc, test_run_header_records_the_machine);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,31 @@
+// model/run_header.h: the header of a training run, written once when its logs open (train.c's
+// open_logs): on the console the banner (attention, model shape, parameters, batch, threads, the
+// matmul precision and its measured peak), what MFU is measured against and, under mpirun, the
+// global batch; in main.log the precision, the CPU with its kernel-selecting flags and the thread
+// count, so that a result names the machine that trained it; and the "run" event of
+// metrics.jsonl (precision, MFU reference, CPU). A resumed run notes the resume in main.log
+// instead of a second run event, so that its metrics.jsonl equals an uninterrupted run's.
+#ifndef ATTNLAB_RUN_HEADER_H
+#define ATTNLAB_RUN_HEADER_H
+
+#include "common/config.h"
+#include "common/json.h"
+#include "common/runlog.h"
+#include "model/gpt2.h"
+
+typedef struct {
+    const GPT2* model;
+    const Config* cfg;          // the run's config (batch_size, seq_len, grad_accum)
+    const char* precision_info; // the precision in effect, as mm_resolve_precision describes it
+    double peak_flops;          // the measured matmul peak MFU is against (MMPeak.flops)
+    int nthreads;
+    const char* dp_line; // the resolved config's "# data parallel: ..." line, or NULL
+    long start;          // the run's first step
+    int resumed;         // 1: the run continues from the checkpoint at `start`
+} RunHeader;
+
+// Print the banner (stdout, flushed), write the header lines to rl's main.log and, unless
+// resumed, the run event (built in j) to its metrics.jsonl; the RunLog checks every write.
+void run_header_write(const RunHeader* h, RunLog* rl, JsonBuf* j);
+
+#endif
