@@ -53,7 +53,8 @@ def make_plots(out, rows, groups, opt_cols, group_stats):
             outv.append(sum(fin) / len(fin) if fin else float("nan"))
         return outv
 
-    # loss curves overlaid, one line per run (colour = group, line style = seed)
+    # loss curves overlaid, one line per run (colour = group, line style = seed), labelled by
+    # the run's settings string (attention=softmax,seed=1), not its folder name
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.5))
     for r in rows:
         g = r["group"]
@@ -62,10 +63,12 @@ def make_plots(out, rows, groups, opt_cols, group_stats):
         if r["_train"]:
             st, ys = zip(*r["_train"])
             k = max(1, len(ys) // 50)
-            ax[0].plot(st, smooth(ys, k), ls, color=color[g], lw=1.2, label=r["run"])
+            ax[0].plot(st, smooth(ys, k), ls, color=color[g], lw=1.2,
+                       label=r.get("settings") or r["run"])
         if r["_val"]:
             st, ys = zip(*r["_val"])
-            ax[1].plot(st, ys, ls, color=color[g], marker="o", ms=3, lw=1.2, label=r["run"])
+            ax[1].plot(st, ys, ls, color=color[g], marker="o", ms=3, lw=1.2,
+                       label=r.get("settings") or r["run"])
     late = [v for r in rows for s_, v in r["_val"] + r["_train"] if finite(v) and s_ > 0 and
             s_ >= 0.1 * max(1, r["steps"])]
     if late:

@@ -78,7 +78,9 @@ def median(xs):
 
 
 def read_sweep(out):
-    keys, runs, settings, claims, meta = [], [], {}, [], {}
+    """ablate_sweep.tsv -> (swept keys, [(run folder, [(key, value)])], ablate.* settings,
+    claims, the other rows; a run's settings string is meta["run_settings"][folder])."""
+    keys, runs, settings, claims, meta = [], [], {}, [], {"run_settings": {}}
     with open(os.path.join(out, "ablate_sweep.tsv")) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
@@ -94,9 +96,28 @@ def read_sweep(out):
                 settings[parts[1]] = parts[2] if len(parts) > 2 else ""
             elif parts[0] == "claim":
                 claims.append(parts[1])
+            elif parts[0] == "run_settings" and len(parts) > 2:
+                meta["run_settings"][parts[1]] = parts[2]
             else:
                 meta[parts[0]] = parts[1] if len(parts) > 1 else ""
     return keys, runs, settings, claims, meta
+
+
+def run_label(out, name, labels):
+    """A run's settings string (`attention=softmax,seed=1`; docs/ablations.md, "Run names"):
+    the run_settings row of ablate_sweep.tsv, else the "settings" of its ablate_status.json or
+    provenance.json, else its folder name."""
+    if name in labels:
+        return labels[name]
+    for f in ("ablate_status.json", "provenance.json"):
+        try:
+            with open(os.path.join(out, name, f)) as fh:
+                v = json.load(fh).get("settings")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(v, str) and v:
+            return v
+    return name
 
 
 def read_config(path):
@@ -554,6 +575,7 @@ def main():
     for name, kv in runs:
         r = run_metrics(os.path.join(out, name))
         r["run"] = name
+        r["settings"] = run_label(out, name, meta["run_settings"])
         d = dict(kv)
         r["_kv"] = kv
         for k, v in kv:
@@ -583,7 +605,7 @@ def main():
                                                                     "passkey_acc", "sink_rate_gu",
                                                                     "nontrig_a0", "control_sink_gu"))},
                       key=lambda c: (c.split("_")[0], len(c), c))
-    cols = ["run"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
+    cols = ["run", "settings"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
         ["wall_s"]
 
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
@@ -606,7 +628,7 @@ def main():
     md.append("Runs: %d, total training wall time %s%s.\n" % (
         len(rows), dur(total), " (%d runs reused from other sweeps, not counted)" % nreused
         if nreused else ""))
-    short = [c for c in cols if c not in ("run",)]
+    short = [c for c in cols if c not in ("run", "settings")]  # the key columns say them
     md.append("| " + " | ".join(short) + " |")
     md.append("|" + "---|" * len(short))
     for r in rows:

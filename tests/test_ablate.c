@@ -8,7 +8,10 @@
 // estimate per part; a part trains only its seed's runs and exports each to ablate.results as
 // soon as it finishes (a runner killed during its second run leaves the first committed-ready);
 // another machine running the next part takes the committed runs instead of training them; bad
-// --part values and more parts than seed groups exit 2 with a message.
+// --part values and more parts than seed groups exit 2 with a message. Run folder names are of
+// [A-Za-z0-9._+-] only, their settings strings are kept in the metadata, and two runs with one
+// folder name exit 2.
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +27,14 @@ static void setup_paths(void) {
     if (!g_tmp[0]) util_strlcpy(g_tmp, test_tmpdir(), sizeof(g_tmp));
 }
 
-// The tiny model of every sweep here: 1 layer, 2 heads, 32 wide, on the recall probe task.
-static void write_sweep(const char* path, const char* out, const char* extra) {
+// The tiny model of every sweep here: N_LAYER layers (1 unless said), 2 heads, 32 wide, on the
+// recall probe task.
+static void write_sweep_layers(const char* path, const char* out, const char* extra, int n_layer) {
     FILE* f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
             "# a sweep of the runner's test\n"
-            "n_layer = 1\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
+            "n_layer = %d\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
             "tokenizer = byte\n"
             "train_data = %s/probes/recall_train_*.bin\nval_data = %s/probes/recall_val_*.bin\n"
             "batch_size = 4\nseq_len = 32\nmax_steps = 12\nwarmup_steps = 2\nlr = 3e-3\n"
@@ -39,8 +43,12 @@ static void write_sweep(const char* path, const char* out, const char* extra) {
             "ablate.probe = recall\nablate.probe_data = %s/probes\n"
             "ablate.probe_gen = --seq-len 32 --pairs 3 --n-train 200 --n-val 24 --seed 1\n"
             "out_dir = %s\n%s",
-            g_tmp, g_tmp, g_tmp, out, extra);
+            n_layer, g_tmp, g_tmp, g_tmp, out, extra);
     fclose(f);
+}
+
+static void write_sweep(const char* path, const char* out, const char* extra) {
+    write_sweep_layers(path, out, extra, 1);
 }
 
 // scripts/ablate SWEEP ARGS --bin BIN (BIN NULL: the build directory), output into LOG
@@ -70,7 +78,7 @@ static int count_substr(const char* s, const char* needle) {
 }
 
 // results.csv as a table of at most 16 rows x 64 columns (RFC 4180 quoting, no "" escapes:
-// run names hold commas)
+// settings strings hold commas)
 typedef struct {
     char head[64][48];
     char cell[16][64][64];
@@ -180,12 +188,12 @@ START_TEST(two_variant_sweep_table_plots_resume) {
         ck_assert(a >= 0 && a <= 1 && c->cell[i][ka][0] != '\0');
     }
     // the two seeds differ, the variants differ
-    ck_assert_str_ne(cell(c, "attention=softmax,seed=1", "val_loss"),
-                     cell(c, "attention=softmax,seed=2", "val_loss"));
-    ck_assert_str_ne(cell(c, "attention=softmax,seed=1", "val_loss"),
-                     cell(c, "attention=sigmoid,seed=1", "val_loss"));
+    ck_assert_str_ne(cell(c, "attention-softmax__seed-1", "val_loss"),
+                     cell(c, "attention-softmax__seed-2", "val_loss"));
+    ck_assert_str_ne(cell(c, "attention-softmax__seed-1", "val_loss"),
+                     cell(c, "attention-sigmoid__seed-1", "val_loss"));
     char before[64];
-    util_strlcpy(before, cell(c, "attention=sigmoid,seed=2", "val_loss"), sizeof(before));
+    util_strlcpy(before, cell(c, "attention-sigmoid__seed-2", "val_loss"), sizeof(before));
     free(c);
 
     const char* files[] = {"results.md", "claims.md", "plots/loss.png"};
@@ -208,25 +216,25 @@ START_TEST(two_variant_sweep_table_plots_resume) {
 
     // a rerun trains nothing
     ck_assert_int_eq(run_ablate(sweep, log), 0);
-    snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/train.log", out);
+    snprintf(path, sizeof(path), "%s/attention-softmax__seed-1/train.log", out);
     text = slurp(path);
     ck_assert_int_eq(count_substr(text, "===="), 1);
     free(text);
 
     // cut one run back to its step-6 checkpoint: the rerun resumes it and ends where it did
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/model_00000012.bin", out);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-2/model_00000012.bin", out);
     ck_assert_int_eq(unlink(path), 0);
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/state_00000012.bin", out);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-2/state_00000012.bin", out);
     ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(run_ablate(sweep, log), 0);
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/train.log", out);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-2/train.log", out);
     text = slurp(path);
     ck_assert_int_eq(count_substr(text, "===="), 2);
     ck_assert_ptr_nonnull(strstr(text, "resuming from step 6"));
     free(text);
     snprintf(path, sizeof(path), "%s/results.csv", out);
     c = read_csv(path);
-    ck_assert_str_eq(cell(c, "attention=sigmoid,seed=2", "val_loss"), before);
+    ck_assert_str_eq(cell(c, "attention-sigmoid__seed-2", "val_loss"), before);
     free(c);
 
     // ablate.reuse: softmax seed 1 has the same resolved config as in s1 (other comments,
@@ -244,17 +252,17 @@ START_TEST(two_variant_sweep_table_plots_resume) {
     ck_assert_msg(rc == 0, "%s", text);
     ck_assert_int_eq(count_substr(text, ": reused"), 1);
     free(text);
-    snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/reused_from", out2);
+    snprintf(path, sizeof(path), "%s/attention-softmax__seed-1/reused_from", out2);
     ck_assert(util_file_exists(path));
-    snprintf(path, sizeof(path), "%s/attention=relu,seed=1/train.log", out2);
+    snprintf(path, sizeof(path), "%s/attention-relu__seed-1/train.log", out2);
     ck_assert(util_file_exists(path));
     snprintf(path, sizeof(path), "%s/results.csv", out2);
     c = read_csv(path);
-    ck_assert_ptr_nonnull(strstr(cell(c, "attention=softmax,seed=1", "status"), "reused"));
+    ck_assert_ptr_nonnull(strstr(cell(c, "attention-softmax__seed-1", "status"), "reused"));
     snprintf(path, sizeof(path), "%s/results.csv", out);
     Csv* c1 = read_csv(path);
-    ck_assert_str_eq(cell(c, "attention=softmax,seed=1", "val_loss"),
-                     cell(c1, "attention=softmax,seed=1", "val_loss"));
+    ck_assert_str_eq(cell(c, "attention-softmax__seed-1", "val_loss"),
+                     cell(c1, "attention-softmax__seed-1", "val_loss"));
     free(c);
     free(c1);
 
@@ -266,9 +274,9 @@ START_TEST(two_variant_sweep_table_plots_resume) {
              out);
     write_sweep(sweep3, out3, extra);
     ck_assert_int_eq(run_ablate(sweep3, log), 0);
-    snprintf(path, sizeof(path), "%s/attention=softmax/reused_from", out3);
+    snprintf(path, sizeof(path), "%s/attention-softmax/reused_from", out3);
     ck_assert(!util_file_exists(path));
-    snprintf(path, sizeof(path), "%s/attention=softmax/train.log", out3);
+    snprintf(path, sizeof(path), "%s/attention-softmax/train.log", out3);
     ck_assert(util_file_exists(path));
 }
 END_TEST
@@ -324,13 +332,13 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 2/3", NULL, log), 0);
     char* text = slurp(log);
     ck_assert_ptr_nonnull(
-        strstr(line_with(text, "attention=softmax,seed=2 ", ln, sizeof(ln)), "part 2/3"));
+        strstr(line_with(text, "attention-softmax__seed-2 ", ln, sizeof(ln)), "part 2/3"));
     ck_assert_ptr_nonnull(
-        strstr(line_with(text, "attention=sigmoid,seed=2 ", ln, sizeof(ln)), "part 2/3"));
+        strstr(line_with(text, "attention-sigmoid__seed-2 ", ln, sizeof(ln)), "part 2/3"));
     ck_assert_ptr_nonnull(
-        strstr(line_with(text, "attention=sigmoid,seed=1 ", ln, sizeof(ln)), "part 1/3"));
+        strstr(line_with(text, "attention-sigmoid__seed-1 ", ln, sizeof(ln)), "part 1/3"));
     ck_assert_ptr_nonnull(
-        strstr(line_with(text, "attention=softmax,seed=3 ", ln, sizeof(ln)), "part 3/3"));
+        strstr(line_with(text, "attention-softmax__seed-3 ", ln, sizeof(ln)), "part 3/3"));
     // 2 runs of 12 steps at 500 ms/step: 12 s per part
     line_with(text, "part 2/3 (seed 2): 2 runs, 2 to train, estimated 12s", ln, sizeof(ln));
     ck_assert_msg(ln[0], "no estimate for part 2/3:\n%s", text);
@@ -340,7 +348,7 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     ck_assert_ptr_nonnull(strstr(text, "part 1/2 (seed 1): 2 runs"));
     ck_assert_ptr_nonnull(strstr(text, "part 2/2 (seed 2,3): 4 runs"));
     ck_assert_ptr_nonnull(
-        strstr(line_with(text, "attention=sigmoid,seed=3 ", ln, sizeof(ln)), "part 2/2"));
+        strstr(line_with(text, "attention-sigmoid__seed-3 ", ln, sizeof(ln)), "part 2/2"));
     free(text);
 
     // bad values: exit 2 with a message naming --part
@@ -363,7 +371,7 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     FILE* f = fopen(script, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
-            "#!/bin/sh\ncase \"$*\" in *attention=sigmoid,seed=1/run.conf*resume=1*)\n"
+            "#!/bin/sh\ncase \"$*\" in *attention-sigmoid__seed-1/run.conf*resume=1*)\n"
             "    kill -KILL $PPID; exit 137 ;;\nesac\nexec %s/train \"$@\"\n",
             test_build_dir());
     fclose(f);
@@ -379,14 +387,14 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     ck_assert_msg(rc != 0, "the runner was not killed");
     const char* kept[] = {"provenance.json", "config.conf", "metrics.jsonl.gz", "heads.csv"};
     for (int i = 0; i < 4; i++) {
-        snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/%s", res, kept[i]);
+        snprintf(path, sizeof(path), "%s/attention-softmax__seed-1/%s", res, kept[i]);
         ck_assert_msg(util_file_exists(path), "%s missing after the kill", path);
     }
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=1", res);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-1", res);
     ck_assert(!util_file_exists(path));
-    const char* others[] = {"softmax,seed=2", "softmax,seed=3", "sigmoid,seed=2"};
+    const char* others[] = {"softmax__seed-2", "softmax__seed-3", "sigmoid__seed-2"};
     for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof(path), "%s/attention=%s/train.log", out, others[i]);
+        snprintf(path, sizeof(path), "%s/attention-%s/train.log", out, others[i]);
         ck_assert_msg(!util_file_exists(path), "%s: trained outside its part", path);
     }
 
@@ -395,11 +403,11 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     text = slurp(log);
     ck_assert_msg(strstr(text, "2/2 done"), "%s", text);
     free(text);
-    snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/train.log", out);
+    snprintf(path, sizeof(path), "%s/attention-softmax__seed-1/train.log", out);
     text = slurp(path);
     ck_assert_int_eq(count_substr(text, "===="), 1);
     free(text);
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=1/provenance.json", res);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-1/provenance.json", res);
     ck_assert(util_file_exists(path));
 
     // another machine (a fresh sweep directory) runs part 2: seed 1 comes from the committed
@@ -410,14 +418,14 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     snprintf(path, sizeof(path), "%s/p2/results.csv", g_tmp);
     Csv* c = read_csv(path);
     ck_assert_int_eq(c->nrow, 6);
-    ck_assert_str_eq(cell(c, "attention=softmax,seed=1", "status"), "ok");
-    ck_assert_str_eq(cell(c, "attention=sigmoid,seed=1", "status"), "ok");
-    ck_assert_str_eq(cell(c, "attention=softmax,seed=2", "status"), "ok");
-    ck_assert_str_eq(cell(c, "attention=sigmoid,seed=3", "status"), "not run");
+    ck_assert_str_eq(cell(c, "attention-softmax__seed-1", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention-sigmoid__seed-1", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention-softmax__seed-2", "status"), "ok");
+    ck_assert_str_eq(cell(c, "attention-sigmoid__seed-3", "status"), "not run");
     free(c);
-    snprintf(path, sizeof(path), "%s/p2/attention=softmax,seed=1/train.log", g_tmp);
+    snprintf(path, sizeof(path), "%s/p2/attention-softmax__seed-1/train.log", g_tmp);
     ck_assert(!util_file_exists(path)); // not trained there
-    snprintf(path, sizeof(path), "%s/attention=sigmoid,seed=2/provenance.json", res);
+    snprintf(path, sizeof(path), "%s/attention-sigmoid__seed-2/provenance.json", res);
     ck_assert(util_file_exists(path));
 
     // part 1 on a third machine: both runs come from the committed results, and the progress
@@ -489,15 +497,112 @@ START_TEST(sinks_columns_trajectory_and_control_gate) {
         ck_assert_str_eq(c->cell[r][kc], "0");
     free(c);
     // the trajectory of every kept checkpoint (steps 2 and 4), exported with the run
-    snprintf(path, sizeof(path), "%s/attention=softmax,seed=1/sinks.csv", res);
+    snprintf(path, sizeof(path), "%s/attention-softmax__seed-1/sinks.csv", res);
     text = slurp(path);
     ck_assert_msg(text && strstr(text, "\n2,") && strstr(text, "\n4,"), "%s", text ? text : path);
     free(text);
-    snprintf(path, sizeof(path), "%s/attention=relu,seed=2/sinks.json", res);
+    snprintf(path, sizeof(path), "%s/attention-relu__seed-2/sinks.json", res);
     ck_assert_msg(util_file_exists(path), "%s missing", path);
     snprintf(path, sizeof(path), "%s/claims.md", out);
     text = slurp(path);
     ck_assert_msg(strstr(text, "untestable here") && strstr(text, "control_sink_gu"), "%s", text);
+    free(text);
+}
+END_TEST
+
+// every directory in DIR but plots/ (a run folder) has a name of [A-Za-z0-9._+-] only; returns
+// how many there are
+static int check_run_dir_names(const char* dir) {
+    DIR* d = opendir(dir);
+    ck_assert_msg(d != NULL, "%s: cannot open", dir);
+    int n = 0;
+    char path[2048];
+    for (struct dirent* e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "plots")) continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        const char* ok = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-";
+        ck_assert_msg(strspn(e->d_name, ok) == strlen(e->d_name),
+                      "run folder '%s' has a character outside [A-Za-z0-9._+-]", e->d_name);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+// Run names (docs/ablations.md): per-layer specs with ',' and ':' in a ';'-separated line, a
+// value with spaces and ' + ' extras all give folders of [A-Za-z0-9._+-] only (KEY-VALUE joined
+// by '__'); the key=value settings string is kept in ablate_sweep.tsv, ablate_status.json,
+// provenance.json and results.csv; two runs that map to one folder name exit 2 naming both.
+START_TEST(run_names_shell_safe_settings_in_metadata) {
+    setup_paths();
+    char sweep[1200], out[1200], res[1200], log[1200], path[1600], extra[1400];
+    snprintf(sweep, sizeof(sweep), "%s/n.conf", g_tmp);
+    snprintf(out, sizeof(out), "%s/n", g_tmp);
+    snprintf(res, sizeof(res), "%s/n_results", g_tmp);
+    snprintf(log, sizeof(log), "%s/n.log", g_tmp);
+    // the names, without training: the dry run writes every run's folder and ablate_sweep.tsv
+    write_sweep_layers(sweep, out,
+                       "sweep.attention = 0:softmax,1:relu; 0:relu, 1:softmax; "
+                       "sigmoid + attn.bias_mode=none\nsweep.seed = 1\n",
+                       2);
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run", NULL, log), 0);
+    ck_assert_int_eq(check_run_dir_names(out), 3);
+    const char* names[] = {"attention-0_softmax_1_relu__seed-1",
+                           "attention-0_relu__1_softmax__seed-1",
+                           "attention-sigmoid+attn.bias_mode-none__seed-1"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s/run.conf", out, names[i]);
+        ck_assert_msg(util_file_exists(path), "%s missing", path);
+    }
+    snprintf(path, sizeof(path), "%s/ablate_sweep.tsv", out);
+    char* text = slurp(path);
+    ck_assert_msg(strstr(text, "run_settings\tattention-0_relu__1_softmax__seed-1\t"
+                               "attention=0:relu, 1:softmax,seed=1\n") &&
+                      strstr(text, "run_settings\tattention-sigmoid+attn.bias_mode-none__seed-1\t"
+                                   "attention=sigmoid+attn.bias_mode=none,seed=1\n"),
+                  "%s", text);
+    free(text);
+
+    // a trained run keeps its settings in ablate_status.json, provenance.json and results.csv
+    snprintf(extra, sizeof(extra),
+             "sweep.attention = 0:softmax,1:relu; softmax\nsweep.seed = 1\nablate.results = %s\n",
+             res);
+    write_sweep_layers(sweep, out, extra, 2);
+    int rc = run_ablate(sweep, log);
+    text = slurp(log);
+    ck_assert_msg(rc == 0, "scripts/ablate exit %d:\n%s", rc, text ? text : "");
+    free(text);
+    ck_assert_int_eq(check_run_dir_names(res), 2);
+    const char* want = "\"settings\": \"attention=0:softmax,1:relu,seed=1\"";
+    snprintf(path, sizeof(path), "%s/attention-0_softmax_1_relu__seed-1/ablate_status.json", out);
+    text = slurp(path);
+    ck_assert_msg(text && strstr(text, want), "%s: %s", path, text ? text : "missing");
+    free(text);
+    snprintf(path, sizeof(path), "%s/attention-0_softmax_1_relu__seed-1/provenance.json", res);
+    text = slurp(path);
+    ck_assert_msg(text && strstr(text, want) &&
+                      strstr(text, "\"run\": \"attention-0_softmax_1_relu__seed-1\"") &&
+                      strstr(text, "/attention-0_softmax_1_relu__seed-1/config.conf"),
+                  "%s: %s", path, text ? text : "missing");
+    free(text);
+    snprintf(path, sizeof(path), "%s/results.csv", res);
+    Csv* c = read_csv(path);
+    ck_assert_str_eq(cell(c, "attention-0_softmax_1_relu__seed-1", "settings"),
+                     "attention=0:softmax,1:relu,seed=1");
+    ck_assert_str_eq(cell(c, "attention-softmax__seed-1", "settings"), "attention=softmax,seed=1");
+    free(c);
+
+    // two runs with one folder name: exit 2 at parse time, naming both runs' settings
+    write_sweep_layers(sweep, out,
+                       "sweep.attention = 0:softmax,1:relu; 0:softmax 1:relu\nsweep.seed = 1\n", 2);
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run", NULL, log), 2);
+    text = slurp(log);
+    ck_assert_msg(strstr(text, "n.conf") && strstr(text, "'attention=0:softmax,1:relu,seed=1'") &&
+                      strstr(text, "'attention=0:softmax 1:relu,seed=1'") &&
+                      strstr(text, "'attention-0_softmax_1_relu__seed-1'"),
+                  "%s", text);
     free(text);
 }
 END_TEST
@@ -510,6 +615,7 @@ static Suite* ablate_suite(void) {
     tcase_add_test(tc, bad_sweep_file_exits_2_naming_it);
     tcase_add_test(tc, part_runs_seed_groups_and_exports_each_run);
     tcase_add_test(tc, sinks_columns_trajectory_and_control_gate);
+    tcase_add_test(tc, run_names_shell_safe_settings_in_metadata);
     suite_add_tcase(s, tc);
     return s;
 }

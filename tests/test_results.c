@@ -26,12 +26,13 @@
 static const double MR_SM1[3] = {50, 60, 70}, MR_SM[3] = {150, 200, 160};
 static const double KM_SM1[3] = {30, 20, 31}, KM_SM[3] = {25, 25, 30};
 
-// The directory of a committed run DIR/attention=ATT,seed=SEED with its config.conf and a
+// The directory of a committed run DIR/attention-ATT__seed-SEED (docs/ablations.md, "Run
+// names") with its config.conf and a
 // provenance.json holding PROV (printf'd); its path goes to d.
 static void write_run_dir(char* d, size_t cap, const char* dir, const char* att, int seed,
                           const char* prov) {
     char p[1400];
-    snprintf(d, cap, "%s/attention=%s,seed=%d", dir, att, seed);
+    snprintf(d, cap, "%s/attention-%s__seed-%d", dir, att, seed);
     ck_assert_int_eq(mkdir(d, 0755), 0);
     snprintf(p, sizeof(p), "%s/config.conf", d);
     FILE* f = fopen(p, "w");
@@ -47,10 +48,13 @@ static void write_run_dir(char* d, size_t cap, const char* dir, const char* att,
 
 static void write_run(const char* dir, const char* att, int seed, double mr, double km,
                       double sink_l1) {
-    char d[1200], p[1400], prov[256];
+    char d[1200], p[1400], prov[256], st[96] = "";
+    // softmax1 seed 1 carries its settings string in provenance.json only (the tsv has none)
+    if (!strcmp(att, "softmax1") && seed == 1)
+        snprintf(st, sizeof(st), "\"settings\": \"attention=%s,seed=%d\", ", att, seed);
     snprintf(prov, sizeof(prov),
-             "{\"final_step\": 10, \"run\": \"attention=%s,seed=%d\", \"command\": \"x\"}", att,
-             seed);
+             "{\"final_step\": 10, %s\"run\": \"attention-%s__seed-%d\", \"command\": \"x\"}", st,
+             att, seed);
     write_run_dir(d, sizeof(d), dir, att, seed, prov);
     snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
     gzFile g = gzopen(p, "wb");
@@ -103,9 +107,12 @@ START_TEST(test_committed_sweep_paired_verdicts) {
     fprintf(f, "claim\tkurtosis_max: softmax1 < softmax | lower kurtosis\n");
     fprintf(f, "claim\tsink_rate_raw: softmax1 < softmax | fewer sinks\n");
     for (int s = 1; s <= 3; s++)
-        fprintf(f, "run\tattention=softmax,seed=%d\tattention=softmax\tseed=%d\n", s, s);
+        fprintf(f,
+                "run\tattention-softmax__seed-%d\tattention=softmax\tseed=%d\n"
+                "run_settings\tattention-softmax__seed-%d\tattention=softmax,seed=%d\n",
+                s, s, s, s);
     for (int s = 1; s <= 3; s++)
-        fprintf(f, "run\tattention=softmax1,seed=%d\tattention=softmax1\tseed=%d\n", s, s);
+        fprintf(f, "run\tattention-softmax1__seed-%d\tattention=softmax1\tseed=%d\n", s, s);
     fclose(f);
     for (int s = 0; s < 3; s++) {
         // the baseline's seed 3 sinks in only 0.2 of the sequences: the control fails there
@@ -151,6 +158,12 @@ START_TEST(test_committed_sweep_paired_verdicts) {
     ck_assert_ptr_nonnull(strstr(csv, "control_sink"));
     ck_assert_ptr_nonnull(strstr(csv, "control_outlier"));
     ck_assert_ptr_null(strstr(csv, "not run"));
+    // the settings column: the run_settings row of ablate_sweep.tsv (softmax), else the
+    // provenance.json "settings" (softmax1 seed 1), else the folder name (softmax1 seeds 2-3)
+    ck_assert_ptr_nonnull(strstr(csv, "\nattention-softmax__seed-2,\"attention=softmax,seed=2\","));
+    ck_assert_ptr_nonnull(
+        strstr(csv, "\nattention-softmax1__seed-1,\"attention=softmax1,seed=1\","));
+    ck_assert_ptr_nonnull(strstr(csv, "\nattention-softmax1__seed-3,attention-softmax1__seed-3,"));
     free(csv);
 }
 END_TEST
@@ -190,9 +203,9 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
                "nats/token\n");
     fprintf(f, "claim\tval_loss_beyond_4x: quantized < softmax | extrapolates\n");
     for (int s = 1; s <= 3; s++)
-        fprintf(f, "run\tattention=softmax,seed=%d\tattention=softmax\tseed=%d\n", s, s);
+        fprintf(f, "run\tattention-softmax__seed-%d\tattention=softmax\tseed=%d\n", s, s);
     for (int s = 1; s <= 3; s++)
-        fprintf(f, "run\tattention=quantized,seed=%d\tattention=quantized\tseed=%d\n", s, s);
+        fprintf(f, "run\tattention-quantized__seed-%d\tattention=quantized\tseed=%d\n", s, s);
     fclose(f);
     // per seed: quantized is 0.002, 0.003, 0.004 nats above softmax; beyond 4x it is 0.2 lower
     const double vl[3] = {1.60, 1.62, 1.58}, dq[3] = {0.002, 0.003, 0.004};
@@ -273,7 +286,7 @@ START_TEST(test_claim_size_settings_and_tolerance) {
     const char* att[4] = {"softmax", "twicing", "gated", "ssmax"};
     for (int a = 0; a < 4; a++)
         for (int s = 1; s <= 3; s++)
-            fprintf(f, "run\tattention=%s,seed=%d\tattention=%s\tseed=%d\n", att[a], s, att[a], s);
+            fprintf(f, "run\tattention-%s__seed-%d\tattention=%s\tseed=%d\n", att[a], s, att[a], s);
     fclose(f);
     for (int s = 0; s < 3; s++) {
         write_loss_run(dir, "softmax", s + 1, SM_VL[s], SM_BY[s]);
@@ -331,7 +344,8 @@ START_TEST(test_provenance_relabel) {
     fprintf(f, "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\ttrigger\n"
                "setting\tprobe_data\tdata_cache/probes/t64\nsetting\tprobe_gen\t--seq-len 64\n"
                "setting\tlong_context\t1,2\nsetting\teval_batches\t5\n"
-               "run\tattention=softmax,seed=1\tattention=softmax\tseed=1\n");
+               "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n"
+               "run_settings\tattention-softmax__seed-1\tattention=softmax,seed=1\n");
     fclose(f);
     write_run_dir(d, sizeof(d), dir, "softmax", 1, "{\"final_step\": 10, \"commit\": \"abc\"}");
     snprintf(p, sizeof(p), "%s/config.conf", d);
@@ -360,13 +374,15 @@ START_TEST(test_provenance_relabel) {
     ck_assert_ptr_nonnull(strstr(js, "\"threads\": 2"));
     ck_assert_ptr_nonnull(strstr(js, "\"cpu\": \"not recorded")); // the second start
     ck_assert_ptr_nonnull(strstr(js, "\"threads\": 1"));          // from config.conf
+    // the settings string from the sweep's run_settings row (docs/ablations.md, "Run names")
+    ck_assert_ptr_nonnull(strstr(js, "\"settings\": \"attention=softmax,seed=1\""));
     const char* want[] = {
         "\"make\"", "\"./probe gen trigger --out data_cache/probes/t64 --seq-len 64\"",
-        "\"./train include=results/r_x/attention=softmax,seed=1/config.conf precision=bf16 "
-        "out_dir=runs/rerun/r_x/attention=softmax,seed=1\"",
-        "\"./probe eval trigger --checkpoint runs/rerun/r_x/attention=softmax,seed=1/"
+        "\"./train include=results/r_x/attention-softmax__seed-1/config.conf precision=bf16 "
+        "out_dir=runs/rerun/r_x/attention-softmax__seed-1\"",
+        "\"./probe eval trigger --checkpoint runs/rerun/r_x/attention-softmax__seed-1/"
         "model_00000010.bin --data data_cache/probes/t64\"",
-        "\"./evaluate --checkpoint runs/rerun/r_x/attention=softmax,seed=1/model_00000010.bin "
+        "\"./evaluate --checkpoint runs/rerun/r_x/attention-softmax__seed-1/model_00000010.bin "
         "--data 'v_*.bin' --lengths 1,2 --batches 5\""};
     const char* at = js;
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) { // in this order
