@@ -333,6 +333,27 @@ void attn_rope(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims
 // scale with R^T).
 void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                AttnWorkspace* ws, int is_key, int inverse, int accumulate);
+//
+// attn_rope_table: the rotation table of a head of `width` channels (width even, pairs
+// i < width/2) at positions t < T of a call of length T, row-major (T, width/2):
+//   cs[t][i] = (real)(z cos a),  sn[t][i] = (real)(z sin a),  a = t 10000^(-2i/width),
+// every factor in double and rounded once. z = 1 for xsign = 0: the RoPE table attn_rope reads
+// (built by this function at width hs); xsign = +1 / -1: z = zeta_i^(+-p/512), the xPos query /
+// key factor at p = t - ceil(T/2) (zeta_i of width `width`, as attn_xpos_scale), multiplied
+// into cos and sin before rounding. Used with attn_rotate by variants that rotate a head of a
+// width other than hs (diff: each half of a head, width hs/2). Writes 2 T width/2 reals.
+void attn_rope_table(real* cs, real* sn, int T, int width, int xsign);
+// attn_rotate: out (row stride ldo) = R x (inverse: R^T x; accumulate = 1 adds into out) for
+// the view `in` (row stride ldi) of d->B * d->T rows of d->NH heads of d->hs channels, pair i
+// of every head at row t turned by the table of attn_rope_table(cs, sn, d->T, d->hs, xsign):
+//   y0 = x0 c - x1 s,  y1 = x0 s + x1 c,  c = cs[t][i],  s = sn[t][i] (-sn[t][i] for R^T)
+// on nthreads threads (each row by one thread: identical for any count). The backward of
+// y = R x is dx = R^T dy, the transpose (under xPos R is z times a rotation, and its transpose,
+// not its inverse, is the VJP). Not attn_rope's loop: with the width-hs table both compute the
+// same formula, but the compiler fuses multiply-adds in this loop and not in attn_rope's, so the
+// two can differ in the last bit (attention.c).
+void attn_rotate(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                 const real* cs, const real* sn, int nthreads, int inverse, int accumulate);
 
 // The core of the default pipeline for a layer, before position encoding: q, k, v views of
 // L->qkv, scale 1/sqrt(hs), the row map with its params, step, seed, layer; out into L->out,
@@ -368,6 +389,8 @@ void attn_score_bias_grad(const AttnCore* c, int b, int h, const real* dS, int T
 //   dk = beta dk + alpha dS^T q    (T,n), rows ldd_k apart
 // q, k (T,n) rows ldq, ldk apart. Backward of S_tj = alpha sum_c q_tc k_jc: dq_tc = alpha
 // sum_j dS_tj k_jc, dk_jc = alpha sum_t dS_tj q_tc. beta = 1 accumulates, 0 overwrites.
+// n may be narrower than a head (a slice of its channels: diff passes each half, n = hs/2, with
+// q, k, dq, dk pointing at the half inside rows of the full stride).
 void attn_score_grad(const real* dS, int T, int n, real alpha, const real* q, int ldq,
                      const real* k, int ldk, real beta, real* dq, int ldd_q, real* dk, int ldd_k);
 

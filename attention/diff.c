@@ -9,7 +9,10 @@
 // p = t - ceil(T/2) the centred position as attn_xpos),
 // as the authors' code views q, k as 2 NH heads of d channels and rotates those (not the hs-wide
 // rotation of the other variants, whose frequencies would differ between the two halves). This
-// needs d even (hs a multiple of 4). ALiBi and FIRE add the same bias to both maps.
+// needs d even (hs a multiple of 4). The rotation is the driver's (attn_rotate on the view of
+// 2 NH heads of d channels) with the driver's table of width d (attn_rope_table; under xPos the
+// table carries z cos, z sin rounded once, the query's and the key's). ALiBi and FIRE add the
+// same bias to both maps.
 //   D  = A1 - lambda A2,   U = D v
 //   lambda = exp(lq1 . lk1) - exp(lq2 . lk2) + lambda_init
 //   o_t = (1 - lambda_init) * w (.) U_t / sqrt(mean_i U_ti^2 + eps)     (RMSNorm per head, eps
@@ -35,14 +38,18 @@
 //   dD = dU v^T ;  dv += D^T dU
 //   dA1 = dD ;  dA2 = -lambda dD ;  dlambda += -<dD, A2>  (causal entries)
 //   dS1 = VJP_rowmap(dA1), dS2 = VJP_rowmap(dA2) row by row (O(n) each)
-//   dq1 += dS1 k1 / sqrt(d) ;  dk1 += dS1^T q1 / sqrt(d)   (same for q2, k2)
+//   dq1 += dS1 k1 / sqrt(d) ;  dk1 += dS1^T q1 / sqrt(d)   (same for q2, k2: the driver's
+//   attn_score_grad on each half, n = d channels at offsets 0 and d of rows of the full stride)
+//   under rope/xpos: dq0 += R^T dq, dk0 += R^T dk (R the rotation by halves, rotated space in the
+//   driver's buffer)
 //   dlq1 += dlambda e1 lk1 ;  dlk1 += dlambda e1 lq1 ;  dlq2 -= dlambda e2 lk2 ;  dlk2 -= ...
 // with e1 = exp(lq1 . lk1), e2 = exp(lq2 . lk2). S1, S2 are recomputed in backward.
 // Threading: parallel over (b, h); each pair writes its own slices of dq, dk, dv and its own slot
 // for dw, dlambda and the row parameters, reduced over (b, h) in index order: results are
 // identical for any thread count.
-// Cache: A1, A2 (B,NH,T,T), U (B,T,C), 1/r (B,T,NH), slots. Inner maps that need key norms are
-// refused at setup.
+// Cache: A1, A2 (B,NH,T,T), U (B,T,C), 1/r (B,T,NH), the rotation tables of width d (query cos,
+// sin, key cos, sin: 4 (T, d/2), written under rope/xpos in forward and again in backward),
+// slots. Inner maps that need key norms are refused at setup.
 //
 // Reference: microsoft/unilm:Diff-Transformer/multihead_diffattn.py
 // Deviations from it: none.
@@ -108,11 +115,11 @@ static size_t diff_cache_floats(const AttnDims* d, const AttnHParams* hp) {
     const int P = hp->inner ? hp->inner->params_per_head : 0;
     const size_t BNH = (size_t)d->B * d->NH;
     return 2 * BNH * d->T * d->T + (size_t)d->B * d->T * d->C + (size_t)d->B * d->T * d->NH +
-           BNH * diff_slot(d, P);
+           (size_t)d->T * d->hs + BNH * diff_slot(d, P);
 }
 
 typedef struct {
-    real *A1, *A2, *U, *rinv, *slots;
+    real *A1, *A2, *U, *rinv, *rot, *slots; // rot: 4 tables (T, hs/4)
 } DiffCache;
 
 static DiffCache diff_cache(const AttnLayer* L) {
@@ -122,7 +129,8 @@ static DiffCache diff_cache(const AttnLayer* L) {
     k.A2 = k.A1 + BNH * TT;
     k.U = k.A2 + BNH * TT;
     k.rinv = k.U + (size_t)L->d.B * L->d.T * L->d.C;
-    k.slots = k.rinv + (size_t)L->d.B * L->d.T * L->d.NH;
+    k.rot = k.rinv + (size_t)L->d.B * L->d.T * L->d.NH;
+    k.slots = k.rot + (size_t)L->d.T * L->d.hs;
     return k;
 }
 
@@ -157,59 +165,48 @@ static void diff_scores(real* S1, real* S2, const AttnCore* c, const AttnLayer* 
     attn_score_bias_add(S2, c, h, T);
 }
 
+// The rotation by halves of this call: the driver's tables of width d = hs/2 (query, key)
+typedef struct {
+    const real *qc, *qs, *kc, *ks;
+} DiffRot;
+
 // q or k of every head rotated by halves (see above) from `in` (row stride ldi) into `out` (row
-// stride ldo): out = R x, or R^T x with inverse (then accumulated into out when accumulate);
-// xsign 0 is RoPE, +1 the xPos query scale zeta^(p/512), -1 the key scale zeta^(-p/512), at the
-// centred position p = t - ceil(T/2) (as attn_xpos, attention.h).
+// stride ldo): out = R x, or R^T x with inverse (then accumulated into out when accumulate),
+// with the table cs, sn: the driver's rotation of the view of 2 NH heads of d channels.
 static void diff_rotate(real* out, size_t ldo, const real* in, size_t ldi, const AttnLayer* L,
-                        int inverse, int accumulate, int xsign) {
-    const int B = L->d.B, T = L->d.T, NG = 2 * L->d.NH, d = L->d.hs / 2, half = d / 2;
-    const double sgn = inverse ? -1.0 : 1.0;
-#pragma omp parallel for schedule(static) num_threads(attn_workspace_threads(L->ws))
-    for (int bt = 0; bt < B * T; bt++) {
-        const int t = bt % T;
-        const real* x = in + (size_t)bt * ldi;
-        real* y = out + (size_t)bt * ldo;
-        for (int i = 0; i < half; i++) {
-            const double a = (double)t * pow(10000.0, -2.0 * (double)i / (double)d);
-            const double z = xsign == 0 ? 1.0
-                                        : exp((double)xsign * log((2.0 * i / d + 0.4) / 1.4) *
-                                              (double)(t - (T + 1) / 2) / ATTN_XPOS_SCALE_BASE);
-            const real c = (real)(z * cos(a)), sn = (real)(sgn * z * sin(a));
-            for (int g = 0; g < NG; g++) {
-                const size_t o = (size_t)g * d + 2 * (size_t)i;
-                const real x0 = x[o], x1 = x[o + 1];
-                const real y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
-                if (accumulate) {
-                    y[o] += y0;
-                    y[o + 1] += y1;
-                } else {
-                    y[o] = y0;
-                    y[o + 1] = y1;
-                }
-            }
-        }
-    }
+                        const real* cs, const real* sn, int inverse, int accumulate) {
+    AttnDims halves = L->d;
+    halves.NH = 2 * L->d.NH;
+    halves.hs = L->d.hs / 2;
+    attn_rotate(out, ldo, in, ldi, &halves, cs, sn, attn_workspace_threads(L->ws), inverse,
+                accumulate);
 }
 
 // After attn_pos_forward or attn_pos_backward_begin (ALiBi slopes, FIRE bias and, under
 // rope/xpos, an hs-wide rotation into L->qk_pos): under rope/xpos that rotation is replaced by
-// the rotation by halves of the unrotated q0, k0.
-static void diff_pos_halves(AttnCore* c, const AttnLayer* L, const real* q0, size_t ldq0,
-                            const real* k0, size_t ldk0) {
-    if (!attn_pos_rotates(L->pos_encoding)) return;
+// the rotation by halves of the unrotated q0, k0, its tables built into the cache (xPos: the
+// query's zeta^(p/512), the key's zeta^(-p/512); RoPE: one table for both).
+static DiffRot diff_pos_halves(AttnCore* c, const AttnLayer* L, const DiffCache* k, const real* q0,
+                               size_t ldq0, const real* k0, size_t ldk0) {
+    DiffRot r = {0};
+    if (!attn_pos_rotates(L->pos_encoding)) return r;
     if ((L->d.hs / 2) % 2 != 0)
         die(EXIT_USAGE,
             "attention 'diff' under rope/xpos rotates each half of a head as a head of its own: "
             "head size %d is not a multiple of 4",
             L->d.hs);
-    const size_t C = (size_t)L->d.C;
-    const int xs = L->pos_encoding == ATTN_POS_XPOS;
-    diff_rotate(L->qk_pos, 2 * C, q0, ldq0, L, 0, 0, xs ? 1 : 0);
-    diff_rotate(L->qk_pos + C, 2 * C, k0, ldk0, L, 0, 0, xs ? -1 : 0);
+    const int T = L->d.T, d = L->d.hs / 2, xs = L->pos_encoding == ATTN_POS_XPOS;
+    const size_t C = (size_t)L->d.C, n = (size_t)T * (size_t)(d / 2);
+    real *qc = k->rot, *qs = qc + n, *kc = qs + n, *ks = kc + n;
+    attn_rope_table(qc, qs, T, d, xs ? 1 : 0);
+    if (xs) attn_rope_table(kc, ks, T, d, -1);
+    r = (DiffRot){qc, qs, xs ? kc : qc, xs ? ks : qs};
+    diff_rotate(L->qk_pos, 2 * C, q0, ldq0, L, r.qc, r.qs, 0, 0);
+    diff_rotate(L->qk_pos + C, 2 * C, k0, ldk0, L, r.kc, r.ks, 0, 0);
     c->q = L->qk_pos;
     c->k = L->qk_pos + C;
     c->ldq = c->ldk = 2 * C;
+    return r;
 }
 
 static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
@@ -232,7 +229,7 @@ static void diff_forward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     const AttnCore c0 = c;
     attn_pos_forward(&c, L, L->qk_pos);
-    diff_pos_halves(&c, L, c0.q, c0.ldq, c0.k, c0.ldk);
+    diff_pos_halves(&c, L, &k, c0.q, c0.ldq, c0.k, c0.ldk);
     diff_reserve(L, &c);
     real e1, e2;
     const real lambda = diff_lambda(L, &e1, &e2), cnorm = 1.0f - diff_lambda_init(L);
@@ -279,7 +276,7 @@ static void diff_backward(AttnLayer* L) {
     const AttnCore c0 = c;
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos); // under rope/xpos dq, dk go to its buffer
-    diff_pos_halves(&c, L, c0.q, c0.ldq, c0.k, c0.ldk);
+    const DiffRot rot = diff_pos_halves(&c, L, &k, c0.q, c0.ldq, c0.k, c0.ldk);
     diff_reserve(L, &c);
     const int P = c.row->params_per_head, stride = c.rowp_stride > 0 ? c.rowp_stride : P;
     const size_t slot = diff_slot(&L->d, P);
@@ -344,16 +341,15 @@ static void diff_backward(AttnLayer* L) {
             real* dk = c.dk + (size_t)b * T * c.ldk + (size_t)h * hs;
             attn_score_bias_grad(&c, b, h, dS, T); // FIRE: dS1 + dS2
             attn_score_bias_grad(&c, b, h, S1, T);
-            real_gemm(0, 0, T, dh, T, sc, dS, T, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq);
-            real_gemm(1, 0, T, dh, T, sc, dS, T, q, (int)c.ldq, 1.0f, dk, (int)c.ldk);
-            real_gemm(0, 0, T, dh, T, sc, S1, T, kk + dh, (int)c.ldk, 1.0f, dq + dh, (int)c.ldq);
-            real_gemm(1, 0, T, dh, T, sc, S1, T, q + dh, (int)c.ldq, 1.0f, dk + dh, (int)c.ldk);
+            attn_score_grad(dS, T, dh, sc, q, (int)c.ldq, kk, (int)c.ldk, 1.0f, dq, (int)c.ldq, dk,
+                            (int)c.ldk); // first half: dS1
+            attn_score_grad(S1, T, dh, sc, q + dh, (int)c.ldq, kk + dh, (int)c.ldk, 1.0f, dq + dh,
+                            (int)c.ldq, dk + dh, (int)c.ldk); // second half: dS2
         }
     }
     if (save.active) { // R^T by halves of the rotated-space gradients into the layer's dq, dk
-        const int xs = L->pos_encoding == ATTN_POS_XPOS;
-        if (save.dq) diff_rotate(save.dq, save.ldq, c.dq, c.ldq, L, 1, 1, xs ? 1 : 0);
-        if (save.dk) diff_rotate(save.dk, save.ldk, c.dk, c.ldk, L, 1, 1, xs ? -1 : 0);
+        if (save.dq) diff_rotate(save.dq, save.ldq, c.dq, c.ldq, L, rot.qc, rot.qs, 1, 1);
+        if (save.dk) diff_rotate(save.dk, save.ldk, c.dk, c.ldk, L, rot.kc, rot.ks, 1, 1);
     } else {
         attn_pos_backward_end(&c, &save, L); // FIRE's backward (no rotation is active)
     }
