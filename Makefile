@@ -3,6 +3,8 @@
 #
 # Build modes (each into its own directory, so they never mix objects):
 #   make            -O3 -march=native, into build/, tools copied to the repo root
+#   make portable   -O3 -march=x86-64-v3 with the kernels pinned (common/portable.c), into
+#                   build-portable/: the same numbers on every AVX2 machine, for reruns
 #   make debug      -O0 -g3, into build-debug/
 #   make asan       address + undefined-behaviour sanitizers, runs the whole suite, build-asan/
 #   BUILD=dir make  any other directory (parallel work trees share one checkout this way)
@@ -53,7 +55,7 @@ ATTN64_OBJS := $(patsubst %.c,$(BUILD)/attn64/%.o,$(wildcard attention/*.c) test
 ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
-.PHONY: all tools deps setup test test-only demo bench debug asan format format-check clean \
+.PHONY: all tools bins portable deps setup test test-only demo bench debug asan format format-check clean \
         check-long fuzz check-includes check-docs docs coverage mutate test-browser test-slurm
 all: tools
 ifeq ($(BUILD),build)
@@ -135,6 +137,12 @@ docs: all
 test-only:
 	@bash scripts/run_tests $(BUILD)
 
+# the portable build: the tools only (its tests are the default build's), into build-portable/
+portable:
+	@$(MAKE) --no-print-directory BUILD=build-portable OPT="-O3 -march=x86-64-v3" \
+	    EXTRA_CFLAGS=-DATTNLAB_PORTABLE -j2 bins
+bins: $(TOOL_BINS)
+
 debug:
 	@$(MAKE) --no-print-directory BUILD=build-debug OPT="-O0 -g3" tools
 
@@ -192,7 +200,7 @@ format-check: deps
 	clang-format --dry-run --Werror $(FMT_SRCS)
 
 clean:
-	rm -rf build build-debug build-asan $(TOOLS)
+	rm -rf build build-debug build-asan build-portable $(TOOLS)
 
 .SECONDARY:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/dnnl_mm.h"
+#include "common/portable.h"
 #include "common/util.h"
 
 static MMPrecision g_prec = MM_FP32;
@@ -219,8 +220,8 @@ static void add_code_path(char* info, size_t infocap) {
     size_t n = strlen(info);
     const char* core = openblas_get_corename();
     if (n < infocap)
-        snprintf(info + n, infocap - n, "; OpenBLAS core %s; compiled %s (-march = %s)",
-                 core && *core ? core : "unknown", ATTNLAB_OPT, ATTNLAB_MARCH);
+        snprintf(info + n, infocap - n, "; OpenBLAS core %s; compiled %s (-march = %s)%s",
+                 core && *core ? core : "unknown", ATTNLAB_OPT, ATTNLAB_MARCH, portable_note());
 }
 
 static int resolve_precision(const char* want, MMPrecision* out, char* info, size_t infocap,
