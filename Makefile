@@ -56,7 +56,8 @@ ATTN64_TEST_SRCS := $(sort $(wildcard tests/test_attn64_*.c))
 ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools bins portable deps setup test test-only demo bench debug asan format format-check clean \
-        check-long fuzz check-includes check-docs docs coverage mutate test-browser test-slurm
+        check-long fuzz check-includes check-docs docs coverage mutate test-browser test-slurm \
+        test-portable test-portable-emulated
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -169,6 +170,15 @@ test-slurm:
 	@if [ "$$(id -u)" = 0 ]; then bash scripts/deps slurm; fi
 	@$(MAKE) --no-print-directory -j2 all
 	@bash tests/slurm/test_slurm
+
+# The portable build reproduces its committed runs here (tests/portable/test_portable: the
+# kernel pin, and scripts/rerun_check of two r_sinks_bb runs). test-portable-emulated adds the
+# same tiny run under qemu-x86_64 as a Haswell and an AMD EPYC-Rome (about 10 minutes).
+test-portable: portable
+	@bash tests/portable/test_portable
+test-portable-emulated: portable
+	@if [ "$$(id -u)" = 0 ]; then bash scripts/deps emulate; fi
+	@ATTNLAB_EMULATE=1 bash tests/portable/test_portable
 
 # ---- demo and benchmark --------------------------------------------------------------------
 demo: deps

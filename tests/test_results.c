@@ -394,6 +394,69 @@ START_TEST(test_provenance_relabel) {
 }
 END_TEST
 
+// A run of the portable build (its precision text says "portable build", common/portable.c)
+// reruns with the portable build: `make portable` and build-portable/ tools; a run resumed once
+// on the default build reruns with the default one.
+START_TEST(test_provenance_relabel_portable) {
+    const char* infos[2][2] = {
+        {"fp32 (OpenBLAS sgemm); OpenBLAS core Haswell; compiled -O3 -march=x86-64-v3 (-march = "
+         "x86-64-v3); portable build (OpenBLAS core pinned to Haswell)",
+         NULL},
+        {"fp32 (OpenBLAS sgemm); OpenBLAS core Haswell; portable build (x)",
+         "fp32 (OpenBLAS sgemm); OpenBLAS core SkylakeX; compiled -O3 -march=native"}};
+    for (int k = 0; k < 2; k++) {
+        char dir[1024], d[1200], p[1400], cmd[3000];
+        snprintf(dir, sizeof(dir), "%s/results/r_p%d", test_tmpdir(), k);
+        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+        FILE* f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\tbb\n"
+                   "setting\tprobe_data\tdata_cache/probes/b\nsetting\tprobe_gen\t--seq-len 64\n"
+                   "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n");
+        fclose(f);
+        write_run_dir(d, sizeof(d), dir, "softmax", 1, "{\"final_step\": 10, \"commit\": \"abc\"}");
+        snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
+        gzFile g = gzopen(p, "wb");
+        ck_assert_ptr_nonnull(g);
+        for (int e = 0; e < 2 && infos[k][e]; e++)
+            gzprintf(g,
+                     "{\"step\":%d,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":"
+                     "\"%s\",\"cpu\":\"Test CPU\",\"cpu_flags\":\"avx2 fma\",\"threads\":1}\n",
+                     5 * e, infos[k][e]);
+        gzclose(g);
+        snprintf(cmd, sizeof(cmd), PY " %s/scripts/results_export --relabel '%s' >/dev/null",
+                 test_repo_root(), dir);
+        ck_assert_int_eq(system(cmd), 0);
+        snprintf(p, sizeof(p), "%s/provenance.json", d);
+        size_t n;
+        char* js = util_read_file(p, &n, NULL, 0);
+        ck_assert_ptr_nonnull(js);
+        const char* bin = k == 0 ? "build-portable/" : "./";
+        char want[4][600];
+        snprintf(want[0], sizeof(want[0]), "\"%s\"", k == 0 ? "make portable" : "make");
+        snprintf(want[1], sizeof(want[1]), "\"%sprobe gen bb --out data_cache/probes/b", bin);
+        snprintf(want[2], sizeof(want[2]),
+                 "\"%strain include=results/r_p%d/attention-softmax__seed-1/config.conf "
+                 "precision=fp32 out_dir=",
+                 bin, k);
+        snprintf(want[3], sizeof(want[3]), "\"%sprobe eval bb --checkpoint ", bin);
+        const char* at = js;
+        for (int i = 0; i < 4; i++) { // in this order
+            const char* w = strstr(at, want[i]);
+            ck_assert_msg(w != NULL, "run %d: rerun step %d missing or out of order: %s\n%s", k, i,
+                          want[i], js);
+            at = w;
+        }
+        char command[700];
+        snprintf(command, sizeof(command), "\"command\": %s", want[2]);
+        ck_assert_msg(strstr(js, command) != NULL, "run %d: %s", k, js);
+        free(js);
+    }
+}
+END_TEST
+
 // The lines of a results page that depend on the day and place it was built: the "Generated
 // by ... on DATE (CPU)" line and the image links (plots are drawn afresh into another folder).
 static int volatile_line(const char* line) {
@@ -471,6 +534,7 @@ static Suite* results_suite(void) {
     tcase_add_test(tc, test_claimed_effect_units_and_beyond_column);
     tcase_add_test(tc, test_claim_size_settings_and_tolerance);
     tcase_add_test(tc, test_provenance_relabel);
+    tcase_add_test(tc, test_provenance_relabel_portable);
     suite_add_tcase(s, tc);
     // rebuilding the page runs the sweep reports and draws the plots: about 30 s on a free core
     TCase* page = tcase_create("page");
