@@ -65,5 +65,7 @@ const char* portable_note(void) {
            ", oneDNN ISA capped at avx512_core_bf16)";
 }
 #else
-const char* portable_note(void) { return ""; }
+const char* portable_note(void) {
+    return "";
+}
 #endif
