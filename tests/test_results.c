@@ -331,36 +331,32 @@ START_TEST(test_claim_size_settings_and_tolerance) {
 }
 END_TEST
 
-// scripts/results_export --relabel: the machine and the whole rerun come from the committed
-// files (the run event of metrics.jsonl.gz, config.conf, the sweep's settings).
-START_TEST(test_provenance_relabel) {
+// A committed sweep dir results/NAME under the test's temp dir, holding one run (softmax, seed 1,
+// final step 10) with the sweep table `tsv`, `conf_extra` appended to its config.conf and
+// `metrics` as its metrics.jsonl.gz; scripts/results_export --relabel is run on it and the run's
+// provenance.json text returned (the caller frees it).
+static char* relabel_one(const char* name, const char* tsv, const char* conf_extra,
+                         const char* metrics) {
     char dir[1024], d[1200], p[1400], cmd[3000];
-    snprintf(dir, sizeof(dir), "%s/results/r_x", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s/results/%s", test_tmpdir(), name);
     snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
     snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
     FILE* f = fopen(p, "w");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\ttrigger\n"
-               "setting\tprobe_data\tdata_cache/probes/t64\nsetting\tprobe_gen\t--seq-len 64\n"
-               "setting\tlong_context\t1,2\nsetting\teval_batches\t5\n"
-               "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n"
-               "run_settings\tattention-softmax__seed-1\tattention=softmax,seed=1\n");
-    fclose(f);
+    ck_assert_int_ge(fputs(tsv, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
     write_run_dir(d, sizeof(d), dir, "softmax", 1, "{\"final_step\": 10, \"commit\": \"abc\"}");
     snprintf(p, sizeof(p), "%s/config.conf", d);
     f = fopen(p, "a");
     ck_assert_ptr_nonnull(f);
-    fprintf(f, "threads = 1\nval_data = v_*.bin\n");
-    fclose(f);
+    ck_assert_int_ge(fputs(conf_extra, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
     snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
     gzFile g = gzopen(p, "wb");
     ck_assert_ptr_nonnull(g);
-    gzprintf(g, "{\"step\":0,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
-                "(isa x)\",\"cpu\":\"Test CPU\",\"cpu_flags\":\"avx2 amx_bf16\",\"threads\":2}\n");
-    gzprintf(g, "{\"step\":5,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
-                "(isa x)\"}\n"); // a resume on a machine that did not record its CPU
-    gzclose(g);
+    ck_assert_int_gt(gzputs(g, metrics), 0);
+    ck_assert_int_eq(gzclose(g), Z_OK);
     snprintf(cmd, sizeof(cmd), PY " %s/scripts/results_export --relabel '%s' >/dev/null",
              test_repo_root(), dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -368,6 +364,35 @@ START_TEST(test_provenance_relabel) {
     size_t n;
     char* js = util_read_file(p, &n, NULL, 0);
     ck_assert_ptr_nonnull(js);
+    return js;
+}
+
+// every string of want[0..n) in js, in this order
+static void assert_in_order(const char* js, const char* const* want, size_t n) {
+    const char* at = js;
+    for (size_t i = 0; i < n; i++) {
+        const char* w = strstr(at, want[i]);
+        ck_assert_msg(w != NULL, "rerun step %zu missing or out of order: %s\n%s", i, want[i], js);
+        at = w;
+    }
+}
+
+// scripts/results_export --relabel: the machine and the whole rerun come from the committed
+// files (the run event of metrics.jsonl.gz, config.conf, the sweep's settings).
+START_TEST(test_provenance_relabel) {
+    char* js = relabel_one(
+        "r_x",
+        "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\ttrigger\n"
+        "setting\tprobe_data\tdata_cache/probes/t64\nsetting\tprobe_gen\t--seq-len 64\n"
+        "setting\tlong_context\t1,2\nsetting\teval_batches\t5\n"
+        "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n"
+        "run_settings\tattention-softmax__seed-1\tattention=softmax,seed=1\n",
+        "threads = 1\nval_data = v_*.bin\n",
+        "{\"step\":0,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
+        "(isa x)\",\"cpu\":\"Test CPU\",\"cpu_flags\":\"avx2 amx_bf16\",\"threads\":2}\n"
+        // a resume on a machine that did not record its CPU
+        "{\"step\":5,\"event\":\"run\",\"precision\":\"bf16\",\"precision_info\":\"bf16 "
+        "(isa x)\"}\n");
     ck_assert_ptr_nonnull(strstr(js, "\"commit\": \"abc\"")); // kept
     ck_assert_ptr_nonnull(strstr(js, "\"cpu\": \"Test CPU\""));
     ck_assert_ptr_nonnull(strstr(js, "\"cpu_flags\": \"avx2 amx_bf16\""));
@@ -384,12 +409,7 @@ START_TEST(test_provenance_relabel) {
         "model_00000010.bin --data data_cache/probes/t64\"",
         "\"./evaluate --checkpoint runs/rerun/r_x/attention-softmax__seed-1/model_00000010.bin "
         "--data 'v_*.bin' --lengths 1,2 --batches 5\""};
-    const char* at = js;
-    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) { // in this order
-        const char* w = strstr(at, want[i]);
-        ck_assert_msg(w != NULL, "rerun step %zu missing or out of order: %s\n%s", i, want[i], js);
-        at = w;
-    }
+    assert_in_order(js, want, sizeof(want) / sizeof(want[0]));
     free(js);
 }
 END_TEST
@@ -398,41 +418,23 @@ END_TEST
 // reruns with the portable build: `make portable` and build-portable/ tools; a run resumed once
 // on the default build reruns with the default one.
 START_TEST(test_provenance_relabel_portable) {
-    const char* infos[2][2] = {
-        {"fp32 (OpenBLAS sgemm); OpenBLAS core Haswell; compiled -O3 -march=x86-64-v3 (-march = "
-         "x86-64-v3); portable build (OpenBLAS core pinned to Haswell)",
-         NULL},
-        {"fp32 (OpenBLAS sgemm); OpenBLAS core Haswell; portable build (x)",
-         "fp32 (OpenBLAS sgemm); OpenBLAS core SkylakeX; compiled -O3 -march=native"}};
+    const char* metrics[2] = {
+        "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":\"fp32 (OpenBLAS "
+        "sgemm); OpenBLAS core Haswell; compiled -O3 -march=x86-64-v3 (-march = x86-64-v3); "
+        "portable build (OpenBLAS core pinned to Haswell)\",\"threads\":1}\n",
+        "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":\"fp32 (OpenBLAS "
+        "sgemm); OpenBLAS core Haswell; portable build (x)\",\"threads\":1}\n"
+        "{\"step\":5,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":\"fp32 (OpenBLAS "
+        "sgemm); OpenBLAS core SkylakeX; compiled -O3 -march=native\",\"threads\":1}\n"};
     for (int k = 0; k < 2; k++) {
-        char dir[1024], d[1200], p[1400], cmd[3000];
-        snprintf(dir, sizeof(dir), "%s/results/r_p%d", test_tmpdir(), k);
-        snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", dir);
-        ck_assert_int_eq(system(cmd), 0);
-        snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
-        FILE* f = fopen(p, "w");
-        ck_assert_ptr_nonnull(f);
-        fprintf(f, "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\tbb\n"
-                   "setting\tprobe_data\tdata_cache/probes/b\nsetting\tprobe_gen\t--seq-len 64\n"
-                   "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n");
-        fclose(f);
-        write_run_dir(d, sizeof(d), dir, "softmax", 1, "{\"final_step\": 10, \"commit\": \"abc\"}");
-        snprintf(p, sizeof(p), "%s/metrics.jsonl.gz", d);
-        gzFile g = gzopen(p, "wb");
-        ck_assert_ptr_nonnull(g);
-        for (int e = 0; e < 2 && infos[k][e]; e++)
-            gzprintf(g,
-                     "{\"step\":%d,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":"
-                     "\"%s\",\"cpu\":\"Test CPU\",\"cpu_flags\":\"avx2 fma\",\"threads\":1}\n",
-                     5 * e, infos[k][e]);
-        gzclose(g);
-        snprintf(cmd, sizeof(cmd), PY " %s/scripts/results_export --relabel '%s' >/dev/null",
-                 test_repo_root(), dir);
-        ck_assert_int_eq(system(cmd), 0);
-        snprintf(p, sizeof(p), "%s/provenance.json", d);
-        size_t n;
-        char* js = util_read_file(p, &n, NULL, 0);
-        ck_assert_ptr_nonnull(js);
+        char name[16];
+        snprintf(name, sizeof(name), "r_p%d", k);
+        char* js = relabel_one(name,
+                               "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\tbb\n"
+                               "setting\tprobe_data\tdata_cache/probes/b\n"
+                               "setting\tprobe_gen\t--seq-len 64\n"
+                               "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n",
+                               "", metrics[k]);
         const char* bin = k == 0 ? "build-portable/" : "./";
         char want[4][600];
         snprintf(want[0], sizeof(want[0]), "\"%s\"", k == 0 ? "make portable" : "make");
@@ -442,13 +444,8 @@ START_TEST(test_provenance_relabel_portable) {
                  "precision=fp32 out_dir=",
                  bin, k);
         snprintf(want[3], sizeof(want[3]), "\"%sprobe eval bb --checkpoint ", bin);
-        const char* at = js;
-        for (int i = 0; i < 4; i++) { // in this order
-            const char* w = strstr(at, want[i]);
-            ck_assert_msg(w != NULL, "run %d: rerun step %d missing or out of order: %s\n%s", k, i,
-                          want[i], js);
-            at = w;
-        }
+        const char* const wp[4] = {want[0], want[1], want[2], want[3]};
+        assert_in_order(js, wp, 4);
         char command[700];
         snprintf(command, sizeof(command), "\"command\": %s", want[2]);
         ck_assert_msg(strstr(js, command) != NULL, "run %d: %s", k, js);
