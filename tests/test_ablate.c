@@ -342,9 +342,16 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     // 2 runs of 12 steps at 500 ms/step: 12 s per part
     line_with(text, "part 2/3 (seed 2): 2 runs, 2 to train, estimated 12s", ln, sizeof(ln));
     ck_assert_msg(ln[0], "no estimate for part 2/3:\n%s", text);
+    // the command it prints for a part repeats --bin, so the part runs with the same tools
+    char want[1400];
+    snprintf(want, sizeof(want), "--part 2/3 --bin %s, then commit", test_build_dir());
+    ck_assert_msg(strstr(text, want), "no '%s' in:\n%s", want, text);
     free(text);
-    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2", NULL, log), 0);
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2 --jobs 2", NULL, log), 0);
     text = slurp(log);
+    // ... and --jobs
+    ck_assert_msg(strstr(line_with(text, "run it: scripts/ablate", ln, sizeof(ln)), " --jobs 2, "),
+                  "no --jobs 2 in: %s", ln);
     ck_assert_ptr_nonnull(strstr(text, "part 1/2 (seed 1): 2 runs"));
     ck_assert_ptr_nonnull(strstr(text, "part 2/2 (seed 2,3): 4 runs"));
     ck_assert_ptr_nonnull(
