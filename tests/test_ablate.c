@@ -618,11 +618,12 @@ END_TEST
 // as the rerun steps of scripts/results_export say), other ./NAME and scripts/ as written.
 START_TEST(setup_runs_the_tools_of_bin) {
     setup_paths();
-    char sweep[1200], fake[1200], mark[1200], log[1200], p[2600];
-    snprintf(sweep, sizeof(sweep), "%s/s.conf", g_tmp);
-    snprintf(fake, sizeof(fake), "%s/setupbin", g_tmp);
-    snprintf(mark, sizeof(mark), "%s/setup.mark", g_tmp);
-    snprintf(log, sizeof(log), "%s/s.log", g_tmp);
+    // the sweep file, the fake --bin directory, the file its prepare writes, the runner's log
+    char names[4][1200], p[2600];
+    const char* leaf[4] = {"s.conf", "setupbin", "setup.mark", "s.log"};
+    for (int i = 0; i < 4; i++)
+        snprintf(names[i], sizeof(names[i]), "%s/%s", g_tmp, leaf[i]);
+    const char *sweep = names[0], *fake = names[1], *mark = names[2], *log = names[3];
     ck_assert_int_eq(mkdir(fake, 0755), 0);
     const char* tools[] = {"train", "prepare"};
     for (int i = 0; i < 2; i++) { // both record who ran them, then fail the setup
