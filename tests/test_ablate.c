@@ -342,9 +342,16 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
     // 2 runs of 12 steps at 500 ms/step: 12 s per part
     line_with(text, "part 2/3 (seed 2): 2 runs, 2 to train, estimated 12s", ln, sizeof(ln));
     ck_assert_msg(ln[0], "no estimate for part 2/3:\n%s", text);
+    // the command it prints for a part repeats --bin, so the part runs with the same tools
+    char want[1400];
+    snprintf(want, sizeof(want), "--part 2/3 --bin %s, then commit", test_build_dir());
+    ck_assert_msg(strstr(text, want), "no '%s' in:\n%s", want, text);
     free(text);
-    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2", NULL, log), 0);
+    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run --part 1/2 --jobs 2", NULL, log), 0);
     text = slurp(log);
+    // ... and --jobs
+    ck_assert_msg(strstr(line_with(text, "run it: scripts/ablate", ln, sizeof(ln)), " --jobs 2, "),
+                  "no --jobs 2 in: %s", ln);
     ck_assert_ptr_nonnull(strstr(text, "part 1/2 (seed 1): 2 runs"));
     ck_assert_ptr_nonnull(strstr(text, "part 2/2 (seed 2,3): 4 runs"));
     ck_assert_ptr_nonnull(
@@ -607,6 +614,52 @@ START_TEST(run_names_shell_safe_settings_in_metadata) {
 }
 END_TEST
 
+// ablate.setup under --bin DIR runs the project's own tools from DIR (./prepare -> DIR/prepare,
+// as the rerun steps of scripts/results_export say), other ./NAME and scripts/ as written.
+START_TEST(setup_runs_the_tools_of_bin) {
+    setup_paths();
+    char sweep[1200], fake[1200], mark[1200], log[1200], p[2600];
+    snprintf(sweep, sizeof(sweep), "%s/s.conf", g_tmp);
+    snprintf(fake, sizeof(fake), "%s/setupbin", g_tmp);
+    snprintf(mark, sizeof(mark), "%s/setup.mark", g_tmp);
+    snprintf(log, sizeof(log), "%s/s.log", g_tmp);
+    ck_assert_int_eq(mkdir(fake, 0755), 0);
+    const char* tools[] = {"train", "prepare"};
+    for (int i = 0; i < 2; i++) { // both record who ran them, then fail the setup
+        snprintf(p, sizeof(p), "%s/%s", fake, tools[i]);
+        FILE* f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        if (i == 0)
+            fprintf(f, "#!/bin/sh\nexec %s/train \"$@\"\n", test_build_dir());
+        else
+            fprintf(f, "#!/bin/sh\necho \"$0 $*\" >>%s\nexit 3\n", mark);
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_int_eq(chmod(p, 0755), 0);
+    }
+    FILE* f = fopen(sweep, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "n_layer = 1\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
+            "tokenizer = byte\ntrain_data = %s/nodata/x_train_*.bin\n"
+            "val_data = %s/nodata/x_val_*.bin\nbatch_size = 4\nseq_len = 32\nmax_steps = 4\n"
+            "warmup_steps = 1\nthreads = 1\nsweep.seed = 1\n"
+            "ablate.setup = test -d ./prepare2 || ./prepare --out %s/nodata/x\n"
+            "out_dir = %s/s\n",
+            g_tmp, g_tmp, g_tmp, g_tmp);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_ne(run_ablate_args(sweep, "", fake, log), 0); // the fake prepare fails
+    char* text = slurp(log);
+    snprintf(p, sizeof(p), "%s/prepare --out %s/nodata/x", fake, g_tmp);
+    ck_assert_msg(text && strstr(text, "ablate.setup failed: test -d ./prepare2 || ") &&
+                      strstr(text, p),
+                  "%s", text ? text : "no log");
+    free(text);
+    text = slurp(mark);
+    ck_assert_msg(text && strstr(text, p), "--bin's prepare did not run: %s", text ? text : "");
+    free(text);
+}
+END_TEST
+
 static Suite* ablate_suite(void) {
     Suite* s = suite_create("ablate");
     TCase* tc = tcase_create("runner");
@@ -616,6 +669,7 @@ static Suite* ablate_suite(void) {
     tcase_add_test(tc, part_runs_seed_groups_and_exports_each_run);
     tcase_add_test(tc, sinks_columns_trajectory_and_control_gate);
     tcase_add_test(tc, run_names_shell_safe_settings_in_metadata);
+    tcase_add_test(tc, setup_runs_the_tools_of_bin);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -450,6 +450,20 @@ START_TEST(test_provenance_relabel_portable) {
         snprintf(command, sizeof(command), "\"command\": %s", want[2]);
         ck_assert_msg(strstr(js, command) != NULL, "run %d: %s", k, js);
         free(js);
+        // a sweep whose data step is its ablate.setup: the project's ./prepare comes from the
+        // same build, other commands stay as written
+        snprintf(name, sizeof(name), "r_s%d", k);
+        js = relabel_one(name,
+                         "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tsetup\t[ -f m.txt ] "
+                         "|| bash scripts/setup corpus m; ./prepare --out d/x m.txt\n"
+                         "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n",
+                         "", metrics[k]);
+        snprintf(want[1], sizeof(want[1]),
+                 "\"[ -f m.txt ] || bash scripts/setup corpus m; %sprepare --out d/x m.txt\"", bin);
+        snprintf(want[2], sizeof(want[2]), "\"%strain include=results/r_s%d/", bin, k);
+        const char* const ws[3] = {want[0], want[1], want[2]};
+        assert_in_order(js, ws, 3);
+        free(js);
     }
 }
 END_TEST
