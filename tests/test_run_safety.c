@@ -87,6 +87,11 @@ static pid_t spawn(const char* name, const char* args, const char* log) {
         dup2(fo, 1);
         dup2(fe, 2);
         setenv("OMP_NUM_THREADS", "1", 1);
+        // the stop signals at their defaults, whatever this test inherited (under nohup SIGHUP
+        // is ignored, and the trainer keeps an ignored SIGHUP ignored, as nohup means)
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         execv(bin, argv);
         _exit(127);
     }
