@@ -78,14 +78,18 @@ typedef struct {
 
 // SIGINT, SIGTERM, SIGHUP: checkpoint after this step and stop (exit EXIT_STOPPED). SIGUSR1:
 // checkpoint after this step and go on (Slurm's --signal=USR1@SECONDS before a time limit).
-static volatile sig_atomic_t g_stop = 0, g_ckpt = 0;
+// g_usr1 counts this rank's SIGUSR1s (only the handler writes it; SIGUSR1 is blocked while it
+// runs). The n-th SIGUSR1 of every rank is one request: mpirun and scancel deliver each signal
+// to every rank, which can see it at different step boundaries, and the job checkpoints once,
+// when the largest count over the ranks passes the number of SIGUSR1 checkpoints made.
+static volatile sig_atomic_t g_stop = 0, g_usr1 = 0;
 static void on_signal(int sig) {
     if (sig == SIGUSR1)
-        g_ckpt = 1;
+        g_usr1 = g_usr1 + 1;
     else
         g_stop = 1;
 }
-// Requests agreed on by every rank at each step boundary (dist_agree: the highest wins).
+// Requests agreed on by every rank at each step boundary (dist_agree_v: the highest wins).
 enum { REQ_NONE, REQ_CKPT, REQ_STOP, REQ_IO };
 
 // =============================================================================================
@@ -422,7 +426,7 @@ static int train(Trainer* t) {
     const int B = c->batch_size, T = c->seq_len, accum = c->grad_accum;
     const size_t BT = (size_t)B * T;
     double t_sum = 0;
-    int t_n = 0, rc = 0, req = REQ_NONE;
+    int t_n = 0, rc = 0, req = REQ_NONE, usr1_done = 0; // SIGUSR1 checkpoints made
     long step = start;
     SpikeWindow spikes = {.n = 0};
     const int root = dist_is_root(), N = dp_size(t->dp);
@@ -461,12 +465,16 @@ static int train(Trainer* t) {
                   tokens_check_range(in, BT, t->cfg.vocab_size, "train_data", err, sizeof(err)) ||
                   tokens_check_range(tg, BT, t->cfg.vocab_size, "train_data", err, sizeof(err));
         }
-        req = root && runlog_check(&t->rl) ? REQ_IO
-              : g_stop                     ? REQ_STOP
-              : g_ckpt                     ? REQ_CKPT
-                                           : REQ_NONE;
-        g_ckpt = 0;
-        req = dist_agree(bad, EXIT_USAGE, err, req, "stop agreement");
+        int agree[2] = {root && runlog_check(&t->rl) ? REQ_IO
+                        : g_stop                     ? REQ_STOP
+                                                     : REQ_NONE,
+                        (int)g_usr1};
+        dist_agree_v(bad, EXIT_USAGE, err, agree, 2, "stop agreement");
+        req = agree[0];
+        if (agree[1] > usr1_done) { // a SIGUSR1 no checkpoint has answered yet, on some rank
+            usr1_done = agree[1];
+            if (req == REQ_NONE) req = REQ_CKPT;
+        }
         if (req >= REQ_STOP) {
             ASSERT(dataloader_set_state(&t->train, &at_step, err, sizeof(err)) == 0);
             break;

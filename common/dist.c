@@ -144,15 +144,24 @@ void dist_bcast(void* buf, size_t bytes, int root, const char* what) {
     }
 }
 
-int dist_agree(int failed, int code, const char* err, int flag, const char* what) {
+void dist_agree_v(int failed, int code, const char* err, int* flags, int n_flags,
+                  const char* what) {
+    enum { MAXF = 4 };
     const int n = g_size, me = g_rank;
-    int mine[2] = {failed ? n - me : 0, flag}, v[2] = {mine[0], mine[1]};
+    if (n_flags < 0 || n_flags > MAXF)
+        dist_abort(EXIT_FAILURE, "%s: %d flags (at most %d)", what, n_flags, MAXF);
+    int mine[1 + MAXF] = {failed ? n - me : 0}, v[1 + MAXF];
+    for (int i = 0; i < n_flags; i++) mine[1 + i] = flags[i];
+    memcpy(v, mine, sizeof(int) * (size_t)(1 + n_flags));
     if (n > 1) {
         MPI_Request q;
-        check(MPI_Iallreduce(mine, v, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q), what);
+        check(MPI_Iallreduce(mine, v, 1 + n_flags, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &q), what);
         watch(&q, what, -1);
     }
-    if (!v[0]) return v[1];
+    if (!v[0]) {
+        for (int i = 0; i < n_flags; i++) flags[i] = v[1 + i];
+        return;
+    }
     if (me == n - v[0]) {
         if (n > 1 && me > 0)
             fprintf(stderr, "attnlab: rank %d of %d: %s\n", me, n, err);
@@ -162,6 +171,11 @@ int dist_agree(int failed, int code, const char* err, int flag, const char* what
     fflush(NULL);
     dist_finalize();
     util_exit(code); // as die(): no atexit handlers for a run that ends on an error
+}
+
+int dist_agree(int failed, int code, const char* err, int flag, const char* what) {
+    dist_agree_v(failed, code, err, &flag, 1, what);
+    return flag;
 }
 
 void dist_exit_if_failed(int failed, int code, const char* err) {
