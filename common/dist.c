@@ -151,7 +151,8 @@ void dist_agree_v(int failed, int code, const char* err, int* flags, int n_flags
     if (n_flags < 0 || n_flags > MAXF)
         dist_abort(EXIT_FAILURE, "%s: %d flags (at most %d)", what, n_flags, MAXF);
     int mine[1 + MAXF] = {failed ? n - me : 0}, v[1 + MAXF];
-    for (int i = 0; i < n_flags; i++) mine[1 + i] = flags[i];
+    for (int i = 0; i < n_flags; i++)
+        mine[1 + i] = flags[i];
     memcpy(v, mine, sizeof(int) * (size_t)(1 + n_flags));
     if (n > 1) {
         MPI_Request q;
@@ -159,7 +160,8 @@ void dist_agree_v(int failed, int code, const char* err, int* flags, int n_flags
         watch(&q, what, -1);
     }
     if (!v[0]) {
-        for (int i = 0; i < n_flags; i++) flags[i] = v[1 + i];
+        for (int i = 0; i < n_flags; i++)
+            flags[i] = v[1 + i];
         return;
     }
     if (me == n - v[0]) {

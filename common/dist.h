@@ -42,8 +42,7 @@ void dist_exit_if_failed(int failed, int code, const char* err);
 int dist_agree(int failed, int code, const char* err, int flag, const char* what);
 // The same for flags[0..n_flags) (n_flags <= 4), each replaced in place by its largest value
 // over the ranks.
-void dist_agree_v(int failed, int code, const char* err, int* flags, int n_flags,
-                  const char* what);
+void dist_agree_v(int failed, int code, const char* err, int* flags, int n_flags, const char* what);
 
 // Collectives (every rank calls them in the same order). `what` names the operation in
 // watchdog and error messages.
