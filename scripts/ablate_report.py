@@ -2,6 +2,7 @@
 """scripts/ablate_report.py: results table, claims and plots of a sweep run by scripts/ablate.
 
     /usr/bin/python3 scripts/ablate_report.py OUT_DIR
+    /usr/bin/python3 scripts/ablate_report.py --check-claim 'CLAIM LINE'   (exit 1: why not)
 
 Reads OUT_DIR/ablate_sweep.tsv (written by scripts/ablate) and each run's metrics.jsonl (or
 the metrics.jsonl.gz and provenance.json of a committed result, scripts/results_export),
@@ -11,8 +12,9 @@ and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
 
 Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text | claimed: EFFECT | size: NUMBER |
 settings: SETTINGS` (also `>`, and `~ TOL` for parity within TOL). The fields after the text are
-optional and may come in any order: `claimed:` is the paper's claimed effect in words, printed
-beside the measured effect A - B; `size:` is that effect as a number, in the unit the measured
+optional and may come in any order, each after a ' | ' (a '|' with white space on both sides;
+a '|' touching a word, as in 'max |activation|', is text): `claimed:` is the paper's claimed
+effect in words, printed beside the measured effect A - B; `size:` is that effect as a number, in the unit the measured
 effect is printed in (for a loss with `ablate.loss_unit`, that unit), or as `N%` of group B's
 mean, and the report prints measured/claimed beside it; `settings:` is `paper` when the sweep
 runs the paper's own settings and metric, or `adapted: WHAT DIFFERS`. `ablate.loss_unit =
@@ -366,22 +368,17 @@ def evaluate_claim(text, groups, unit=None):
     """'METRIC: A < B | description | claimed: EFFECT' -> dict with the numbers and the verdict.
     The optional `| claimed: ...` part is the paper's claimed effect, printed next to the
     measured one; with `unit` (ablate.loss_unit) a loss difference is also given in that unit."""
-    text, desc, fields = split_claim(text)
-    m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", text)
-    res = {"claim": text.strip(), "text": desc, "claimed": fields.get("claimed", ""),
+    err, parsed = claim_syntax(text)
+    if err:
+        print("ablate_report: claim '%s': %s" % (text.strip(), err), file=sys.stderr)
+        test, _, rest = text.partition(" | ")
+        return {"claim": test.strip(), "text": rest.strip(), "claimed": "", "settings": "",
+                "verdict": "invalid claim line", "sentence": err}
+    test, desc, fields, m, size = parsed
+    res = {"claim": test.strip(), "text": desc, "claimed": fields.get("claimed", ""),
            "settings": fields.get("settings", "")}
-    if not m:
-        res.update(verdict="invalid claim line", sentence="could not parse the claim line")
-        return res
-    size = fields.get("size", "")
-    if size:
-        ms = re.match(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(%?)$", size.replace("\u2212", "-"))
-        if not ms or fnum(ms.group(1)) is None or fnum(ms.group(1)) == 0:
-            res.update(verdict="invalid claim line",
-                       sentence="size: '%s' is not a non-zero number or N%%" % size)
-            return res
-        res["size"] = fnum(ms.group(1))
-        res["size_relative"] = ms.group(2) == "%"
+    if size is not None:
+        res["size"], res["size_relative"] = size
     metric, a, op, b, tol = m.groups()
     a, b = resolve_group(a, groups), resolve_group(b, groups)
     sa = group_stats(groups.get(a, []), metric)
@@ -432,14 +429,44 @@ def evaluate_claim(text, groups, unit=None):
     return res
 
 
+def claim_syntax(line):
+    """(error, None) for a claim line that cannot be read, else (None, (TEST, text, fields,
+    match of TEST, (size, relative) or None)). scripts/ablate calls this through --check-claim
+    when it reads the sweep file, so a bad line stops the sweep before any training."""
+    sp = split_claim(line)
+    if sp is None:
+        return "a field (claimed:, size: or settings:) is given twice", None
+    test, desc, fields = sp
+    m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", test)
+    if not m:
+        return ("'%s' is not 'METRIC: A < B', 'METRIC: A > B' or 'METRIC: A ~ B TOL'"
+                % test.strip()), None
+    if m.group(3) == "~" and (m.group(5) is None or fnum(m.group(5)) is None
+                              or fnum(m.group(5)) <= 0):
+        return "a parity claim needs a positive tolerance: 'METRIC: A ~ B TOL'", None
+    if m.group(3) != "~" and m.group(5) is not None:
+        return "'%s': a tolerance goes with '~' only" % test.strip(), None
+    size = fields.get("size", "")
+    if size:
+        ms = re.match(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(%?)$", size.replace("\u2212", "-"))
+        if not ms or fnum(ms.group(1)) is None or fnum(ms.group(1)) == 0:
+            return "size: '%s' is not a non-zero number or N%%" % size, None
+        size = (fnum(ms.group(1)), ms.group(2) == "%")
+    return None, (test, desc, fields, m, size or None)
+
+
 def split_claim(line):
     """'TEST | text | claimed: .. | size: .. | settings: ..' -> (TEST, text, {field: value}).
-    The fields are recognised by their name; any other part belongs to the text."""
-    parts = line.split("|")
+    A separator is a '|' with white space on both sides, so a '|' that touches a word, as in
+    'max |activation|', stays inside its part. The fields are recognised by their name; any
+    other part belongs to the text. A field given twice is an error (None), not a silent pick."""
+    parts = re.split(r"\s\|\s", line)
     text, fields, desc = parts[0], {}, []
     for part in parts[1:]:
         mf = re.match(r"^\s*(claimed|size|settings)\s*:\s*(.*?)\s*$", part)
-        if mf and mf.group(1) not in fields:
+        if mf and mf.group(1) in fields:
+            return None
+        if mf:
             fields[mf.group(1)] = mf.group(2)
         else:
             desc.append(part.strip())
@@ -564,6 +591,12 @@ def paired_verdict(res, metric, op, tol, rows_a, rows_b):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--check-claim":
+        err, _ = claim_syntax(sys.argv[2])
+        if err:
+            print(err)
+            sys.exit(1)
+        sys.exit(0)
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if len(sys.argv) == 2 else 2)

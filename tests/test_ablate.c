@@ -297,6 +297,30 @@ START_TEST(bad_sweep_file_exits_2_naming_it) {
     text = slurp(log);
     ck_assert_msg(strstr(text, "bad.conf") && strstr(text, "no sweep."), "%s", text);
     free(text);
+    // a claim that cannot be judged (parity without its tolerance, a field given twice) stops
+    // the sweep while the file is read, naming its line, before anything is trained
+    const char* bad_claims[2][2] = {
+        {"ablate.claim = val_loss: softmax1 ~ softmax | equal loss\n", "positive tolerance"},
+        {"ablate.claim = val_loss: softmax1 < softmax | lower | size: -1 | size: -2\n",
+         "given twice"}};
+    for (int i = 0; i < 2; i++) {
+        char extra[400];
+        snprintf(extra, sizeof(extra), "sweep.seed = 1, 2\n%s", bad_claims[i][0]);
+        write_sweep(sweep, out, extra);
+        char* conf = slurp(sweep);
+        int line = 1;
+        for (const char* c = conf; c < strstr(conf, "ablate.claim"); c++)
+            line += *c == '\n';
+        free(conf);
+        char want[64];
+        snprintf(want, sizeof(want), "bad.conf:%d: ablate.claim: ", line);
+        ck_assert_int_eq(run_ablate(sweep, log), 2);
+        text = slurp(log);
+        ck_assert_msg(strstr(text, want) && strstr(text, bad_claims[i][1]), "want '%s': %s", want,
+                      text);
+        free(text);
+        ck_assert_msg(access(out, F_OK) != 0, "%s was made for a refused sweep", out);
+    }
 }
 END_TEST
 

@@ -283,6 +283,9 @@ START_TEST(test_claim_size_settings_and_tolerance) {
     fprintf(f,
             "claim\tval_loss_beyond_4x: twicing < softmax | twicing extrapolates | size: -10%%\n");
     fprintf(f, "claim\tval_loss: ssmax < softmax | size: 0 | a zero size is refused\n");
+    // a '|' that touches a word is text, not a separator, in the text and in a field alike
+    fprintf(f, "claim\tbest_val_loss: gated < softmax | gated lowers max |x| (paper) | settings: "
+               "adapted: top |x| over the median | claimed: lower |x|\n");
     const char* att[4] = {"softmax", "twicing", "gated", "ssmax"};
     for (int a = 0; a < 4; a++)
         for (int s = 1; s <= 3; s++)
@@ -327,6 +330,9 @@ START_TEST(test_claim_size_settings_and_tolerance) {
     ck_assert_str_eq(v, "reproduced: sign and size");
     claim_verdict(json, "val_loss: ssmax", v, sizeof(v));
     ck_assert_str_eq(v, "invalid claim line");
+    ck_assert_ptr_nonnull(strstr(json, "\"text\": \"gated lowers max |x| (paper)\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"settings\": \"adapted: top |x| over the median\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"claimed\": \"lower |x|\""));
     free(json);
 }
 END_TEST
