@@ -5,6 +5,7 @@
 //     0) for every step, and with --steps 4 compares steps 1-4 only (stopping the trainer there
 //     when it is still running: this run is too short to see that);
 //   - one train loss of the committed copy changed in its last digit: exit 1, naming that step;
+//   - --full runs the whole rerun list and compares every committed output (test_rerun_full);
 //   - --compare of two metrics files; bad input (a missing provenance.json, a malformed metrics
 //     line, a bad --steps) is exit 2 with the file or option named.
 #include <stdio.h>
@@ -134,11 +135,144 @@ START_TEST(test_rerun_reproduces_and_detects) {
 }
 END_TEST
 
+// a file's whole text into buf (the test's own small files)
+static void slurp(const char* path, char* buf, size_t cap) {
+    FILE* f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s", path);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void spit(const char* path, const char* text) {
+    FILE* f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s", path);
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+// text with its first `from` replaced by `to` (a change the check must find)
+static void edit_file(const char* path, const char* from, const char* to) {
+    static char buf[1 << 20], out[1 << 20];
+    slurp(path, buf, sizeof(buf));
+    char* at = strstr(buf, from);
+    ck_assert_msg(at != NULL, "%s: no '%s'", path, from);
+    snprintf(out, sizeof(out), "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+    spit(path, out);
+}
+
+// --full: the whole rerun list of a committed run (its data step, the training, its probe
+// evaluation), each output compared with the committed copy; a change to the committed data
+// hash, final metrics or probe result is found and named (exit 1), the finished rerun being
+// compared again without training.
+START_TEST(test_rerun_full) {
+    snprintf(g_dir, sizeof(g_dir), "%s", test_tmpdir());
+    const char* bin = test_build_dir();
+    char cmd[16384], out[16384], p[1400], p2[1400];
+    const char* gen = "probe gen recall --out %s/data --seq-len 32 --pairs 3 --n-train 200 "
+                      "--n-val 24 --seed 1";
+    char genc[1400];
+    snprintf(genc, sizeof(genc), gen, g_dir);
+    snprintf(cmd, sizeof(cmd), "%s/%s", bin, genc);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    snprintf(p, sizeof(p), "%s/tiny.conf", g_dir);
+    snprintf(cmd, sizeof(cmd),
+             "n_layer = 1\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
+             "tokenizer = byte\ntrain_data = %s/data/recall_train_*.bin\n"
+             "val_data = %s/data/recall_val_*.bin\nbatch_size = 4\nseq_len = 32\nmax_steps = 8\n"
+             "warmup_steps = 2\nlr = 3e-3\neval_every = 4\neval_steps = 2\nmetrics_every = 4\n"
+             "checkpoint_every = 4\nlog_every = 1\nthreads = 1\nprecision = fp32\n",
+             g_dir, g_dir);
+    spit(p, cmd);
+    snprintf(cmd, sizeof(cmd), "%s/train %s/tiny.conf out_dir=%s/run", bin, g_dir, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    // the committed layout: config.conf, metrics.jsonl.gz, final.jsonl (the model, head and act
+    // records of step 8, the last metrics step), probe.json, provenance.json with the rerun list
+    snprintf(cmd, sizeof(cmd),
+             "(mkdir -p %s/res/rf && cp %s/run/config.conf %s/res/rf/ && "
+             "grep -E '^\\{\"step\":8,\"kind\":\"(model|head|act)\"' %s/run/metrics.jsonl "
+             ">%s/res/rf/final.jsonl && %s/probe eval recall --checkpoint "
+             "%s/run/model_00000008.bin --data %s/data | grep '^{\"probe\"' >%s/res/rf/probe.json)",
+             g_dir, g_dir, g_dir, g_dir, g_dir, bin, g_dir, g_dir, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    snprintf(p, sizeof(p), "%s/res/rf/final.jsonl", g_dir);
+    slurp(p, out, sizeof(out));
+    ck_assert_msg(strstr(out, "\"kind\":\"model\"") && strstr(out, "\"kind\":\"head\""), "%s", out);
+    char src[1200], dst[1200];
+    snprintf(src, sizeof(src), "%s/run/metrics.jsonl", g_dir);
+    snprintf(dst, sizeof(dst), "%s/res/rf/metrics.jsonl.gz", g_dir);
+    gzip_metrics(src, dst, 0);
+    char sha[2][80];
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof(cmd), "sha256sum %s/data/recall_%s_000000.bin | cut -c1-64", g_dir,
+                 k ? "val" : "train");
+        ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+        snprintf(sha[k], sizeof(sha[k]), "%.64s", out);
+    }
+    snprintf(p, sizeof(p), "%s/res/rf/provenance.json", g_dir);
+    snprintf(cmd, sizeof(cmd),
+             "{\"command\": \"./train include=%s/res/rf/config.conf out_dir=runs/rerun/t/rf\", "
+             "\"sweep\": \"t\", \"run\": \"rf\", \"final_step\": 8, \"data_sha256\": "
+             "{\"%s/data/recall_train_000000.bin\": \"%s\", \"%s/data/recall_val_000000.bin\": "
+             "\"%s\"}, \"trained_on\": [{\"cpu\": \"Test CPU\"}], \"rerun\": [\"make\", \"./%s\", "
+             "\"./train include=%s/res/rf/config.conf out_dir=runs/rerun/t/rf\", \"./probe eval "
+             "recall --checkpoint runs/rerun/t/rf/model_00000008.bin --data %s/data\"]}\n",
+             g_dir, g_dir, sha[0], g_dir, sha[1], genc, g_dir, g_dir);
+    spit(p, cmd);
+
+    snprintf(cmd, sizeof(cmd),
+             "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf "
+             "--record %s/rec.csv",
+             g_dir, bin, g_dir, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "build: skipped") && strstr(out, "data: 2 files, sha256 compared") &&
+                      strstr(out, "identical for steps 1-8") &&
+                      strstr(out, "probe.json: identical") &&
+                      strstr(out, "reproduced: data (2 files), every train and eval loss, final "
+                                  "metrics (") &&
+                      strstr(out, "probe.json identical"),
+                  "%s", out);
+    // the probe step read the rerun's own checkpoint
+    ck_assert_msg(strstr(out, "--checkpoint ") && strstr(out, "/rf/model_00000008.bin"), "%s", out);
+    snprintf(p2, sizeof(p2), "%s/rec.csv", g_dir);
+    slurp(p2, out, sizeof(out));
+    ck_assert_msg(strncmp(out, "sweep,run,trained_cpu,", 22) == 0 &&
+                      strstr(out, "\nt,rf,Test CPU,") && strstr(out, "reproduced: data"),
+                  "%s", out);
+
+    // each committed output changed: found and named, the finished rerun compared again
+    struct {
+        const char *file, *from, *to, *want;
+    } cases[] = {
+        {"probe.json", "\"accuracy\": ", "\"accuracy\": 1", "probe.json: accuracy"},
+        {"final.jsonl", "\"kind\":\"model\",", "\"kind\":\"model\",\"x\":1,",
+         "final.jsonl: the last"},
+        {"provenance.json", sha[1], "00", "recall_val_000000.bin has sha256"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        snprintf(p, sizeof(p), "%s/res/rf/%s", g_dir, cases[k].file);
+        char keep[1 << 14];
+        slurp(p, keep, sizeof(keep));
+        edit_file(p, cases[k].from, cases[k].to);
+        snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf",
+                 g_dir, bin, g_dir);
+        ck_assert_msg(sh(cmd, out, sizeof(out)) == 1, "%s: %s", cases[k].file, out);
+        ck_assert_msg(strstr(out, "compared again, not retrained") &&
+                          strstr(out, "not reproduced: ") && strstr(out, cases[k].want),
+                      "%s: %s", cases[k].file, out);
+        spit(p, keep);
+    }
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --steps 3", g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "--steps"), "%s", out);
+}
+END_TEST
+
 static Suite* rerun_suite(void) {
     Suite* s = suite_create("rerun");
     TCase* tc = tcase_create("rerun_check");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rerun_reproduces_and_detects);
+    tcase_add_test(tc, test_rerun_full);
     suite_add_tcase(s, tc);
     return s;
 }

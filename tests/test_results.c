@@ -390,7 +390,7 @@ START_TEST(test_provenance_relabel) {
         "r_x",
         "sweep\tx.conf\nkey\tattention\nkey\tseed\nsetting\tprobe\ttrigger\n"
         "setting\tprobe_data\tdata_cache/probes/t64\nsetting\tprobe_gen\t--seq-len 64\n"
-        "setting\tlong_context\t1,2\nsetting\teval_batches\t5\n"
+        "setting\tlong_context\t1,2\nsetting\teval_batches\t5\nsetting\tsinks\tbb\n"
         "run\tattention-softmax__seed-1\tattention=softmax\tseed=1\n"
         "run_settings\tattention-softmax__seed-1\tattention=softmax,seed=1\n",
         "threads = 1\nval_data = v_*.bin\n",
@@ -413,6 +413,11 @@ START_TEST(test_provenance_relabel) {
         "out_dir=runs/rerun/r_x/attention-softmax__seed-1\"",
         "\"./probe eval trigger --checkpoint runs/rerun/r_x/attention-softmax__seed-1/"
         "model_00000010.bin --data data_cache/probes/t64\"",
+        // the sink measures (sinks.json, sinks.csv), read from the probe data as ablate does
+        "\"./probe sinks bb --checkpoint runs/rerun/r_x/attention-softmax__seed-1/"
+        "model_00000010.bin --data data_cache/probes/t64 --threads 1\"",
+        "\"/usr/bin/python3 scripts/score_sinks --task bb --data data_cache/probes/t64 --probe "
+        "./probe runs/rerun/r_x/attention-softmax__seed-1\"",
         "\"./evaluate --checkpoint runs/rerun/r_x/attention-softmax__seed-1/model_00000010.bin "
         "--data 'v_*.bin' --lengths 1,2 --batches 5\""};
     assert_in_order(js, want, sizeof(want) / sizeof(want[0]));
