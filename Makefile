@@ -172,8 +172,8 @@ test-slurm:
 	@bash tests/slurm/test_slurm
 
 # The portable build reproduces its committed runs here (tests/portable/test_portable: the
-# kernel pin, and scripts/rerun_check of two fp32 r_sinks_bb runs and, on a CPU with AVX512-BF16,
-# a bf16 r_quantized run; about 3 minutes). test-portable-emulated adds the
+# kernel pin, scripts/rerun_check --full of an fp32 r_sinks_bb run and, on a CPU with
+# AVX512-BF16, 100 steps of a bf16 r_quantized run; about 3 minutes). test-portable-emulated adds the
 # same tiny run under qemu-x86_64 as a Haswell and an AMD EPYC-Rome (about 10 minutes).
 test-portable: portable
 	@bash tests/portable/test_portable
