@@ -58,14 +58,15 @@ static void gzip_metrics(const char* src, const char* dst, int bump) {
     ck_assert_int_eq(bumped, !!bump);
 }
 
-START_TEST(test_rerun_reproduces_and_detects) {
-    snprintf(g_dir, sizeof(g_dir), "%s", test_tmpdir());
-    const char* bin = test_build_dir();
+// The data-generation command (without the tool's directory) of the tiny run below
+#define TINY_GEN                                                                                   \
+    "probe gen recall --out %s/data --seq-len 32 --pairs 3 --n-train 200 --n-val 24 --seed 1"
+
+// A tiny run trained here into g_dir/run (8 steps, checkpoints at 4 and 8) on recall data it
+// generates into g_dir/data
+static void train_tiny(const char* bin) {
     char cmd[4096], out[16384], p[1400];
-    snprintf(cmd, sizeof(cmd),
-             "%s/probe gen recall --out %s/data --seq-len 32 --pairs 3 --n-train 200 --n-val 24 "
-             "--seed 1",
-             bin, g_dir);
+    snprintf(cmd, sizeof(cmd), "%s/" TINY_GEN, bin, g_dir);
     ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
     snprintf(p, sizeof(p), "%s/tiny.conf", g_dir);
     FILE* f = fopen(p, "w");
@@ -77,9 +78,17 @@ START_TEST(test_rerun_reproduces_and_detects) {
             "warmup_steps = 2\nlr = 3e-3\neval_every = 4\neval_steps = 2\nmetrics_every = 4\n"
             "checkpoint_every = 4\nlog_every = 1\nthreads = 1\nprecision = fp32\n",
             g_dir, g_dir);
-    fclose(f);
+    ck_assert_int_eq(fclose(f), 0);
     snprintf(cmd, sizeof(cmd), "%s/train %s/tiny.conf out_dir=%s/run", bin, g_dir, g_dir);
     ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+}
+
+START_TEST(test_rerun_reproduces_and_detects) {
+    snprintf(g_dir, sizeof(g_dir), "%s", test_tmpdir());
+    const char* bin = test_build_dir();
+    char cmd[4096], out[16384], p[1400];
+    FILE* f;
+    train_tiny(bin);
 
     // the committed layout: config.conf, metrics.jsonl.gz, provenance.json
     snprintf(cmd, sizeof(cmd), "mkdir -p %s/res/r1 && cp %s/run/config.conf %s/res/r1/", g_dir,
@@ -169,23 +178,9 @@ START_TEST(test_rerun_full) {
     snprintf(g_dir, sizeof(g_dir), "%s", test_tmpdir());
     const char* bin = test_build_dir();
     char cmd[16384], out[16384], p[1400], p2[1400];
-    const char* gen = "probe gen recall --out %s/data --seq-len 32 --pairs 3 --n-train 200 "
-                      "--n-val 24 --seed 1";
     char genc[1400];
-    snprintf(genc, sizeof(genc), gen, g_dir);
-    snprintf(cmd, sizeof(cmd), "%s/%s", bin, genc);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
-    snprintf(p, sizeof(p), "%s/tiny.conf", g_dir);
-    snprintf(cmd, sizeof(cmd),
-             "n_layer = 1\nn_head = 2\nn_embd = 32\nblock_size = 32\nvocab_size = 257\n"
-             "tokenizer = byte\ntrain_data = %s/data/recall_train_*.bin\n"
-             "val_data = %s/data/recall_val_*.bin\nbatch_size = 4\nseq_len = 32\nmax_steps = 8\n"
-             "warmup_steps = 2\nlr = 3e-3\neval_every = 4\neval_steps = 2\nmetrics_every = 4\n"
-             "checkpoint_every = 4\nlog_every = 1\nthreads = 1\nprecision = fp32\n",
-             g_dir, g_dir);
-    spit(p, cmd);
-    snprintf(cmd, sizeof(cmd), "%s/train %s/tiny.conf out_dir=%s/run", bin, g_dir, g_dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    snprintf(genc, sizeof(genc), TINY_GEN, g_dir);
+    train_tiny(bin);
     // the committed layout: config.conf, metrics.jsonl.gz, final.jsonl (the model, head and act
     // records of step 8, the last metrics step), probe.json, provenance.json with the rerun list
     snprintf(cmd, sizeof(cmd),
