@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/cpuinfo.h"
 #include "common/dist.h"
 #include "common/json.h"
 #include "common/matmul.h"
@@ -153,6 +154,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
                              errcap))
         return -1;
+    if (dist_is_root()) cpuinfo_blas_core_warn(stderr, "attnlab"); // a forced, slower sgemm core
     MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
     if (memory_estimate_config(&me, c, &gc, B, Tmax, od->state_per_param, prec, nthreads, err,
                                errcap) ||

@@ -84,3 +84,66 @@ void cpuinfo_describe(char* model, size_t model_cap, char* flags, size_t flags_c
     cpuinfo_parse(text, model, model_cap, flags, flags_cap);
     free(text);
 }
+
+// OpenBLAS's x86-64 core names (its DYNAMIC_ARCH list) by the widest vector instruction set their
+// sgemm kernels use: 1 SSE, 2 AVX, 3 AVX2 with FMA, 4 AVX-512. Cooperlake and SapphireRapids add
+// bf16 kernels of OpenBLAS's own, which attnlab does not call (its bf16 goes through oneDNN), so
+// for fp32 they are AVX-512 cores like SkylakeX.
+static const struct {
+    const char* name;
+    int level;
+} BLAS_CORES[] = {
+    {"Katmai", 1},     {"Coppermine", 1},     {"Northwood", 1},  {"Prescott", 1},
+    {"Banias", 1},     {"Core2", 1},          {"Penryn", 1},     {"Dunnington", 1},
+    {"Nehalem", 1},    {"Atom", 1},           {"Athlon", 1},     {"Opteron", 1},
+    {"Opteron_SSE3", 1}, {"Barcelona", 1},    {"Nano", 1},       {"Sandybridge", 2},
+    {"Bulldozer", 2},  {"Piledriver", 2},     {"Steamroller", 2}, {"Excavator", 2},
+    {"Haswell", 3},    {"Zen", 3},            {"SkylakeX", 4},   {"Cooperlake", 4},
+    {"SapphireRapids", 4},
+};
+
+static const char* const LEVEL_NAMES[] = {"", "SSE", "AVX", "AVX2", "AVX-512"};
+
+static int flags_have(const char* flags, const char* w) {
+    return flags && has_word(flags, flags + strlen(flags), w);
+}
+
+int cpuinfo_blas_core_note(const char* forced_core, const char* cpu_flags, int portable, char* out,
+                           size_t cap) {
+    if (cap) out[0] = '\0';
+    if (!forced_core || !*forced_core) return 0;
+    if (portable) {
+        snprintf(out, cap,
+                 "OPENBLAS_CORETYPE=%s: the portable build pins OpenBLAS's core on purpose, so "
+                 "that reruns give the same numbers on every AVX2 CPU (make portable, "
+                 "docs/ablations.md)",
+                 forced_core);
+        return 1;
+    }
+    int forced = 0;
+    for (size_t i = 0; i < sizeof(BLAS_CORES) / sizeof(BLAS_CORES[0]); i++)
+        if (strcasecmp(forced_core, BLAS_CORES[i].name) == 0) forced = BLAS_CORES[i].level;
+    if (!forced) return 0;
+    int cpu = flags_have(cpu_flags, "avx512f")                                    ? 4
+              : flags_have(cpu_flags, "avx2") && flags_have(cpu_flags, "fma") ? 3
+                                                                                  : 0;
+    if (cpu <= forced) return 0;
+    snprintf(out, cap,
+             "OPENBLAS_CORETYPE=%s forces OpenBLAS's %s kernels on a CPU with %s: fp32 matmuls "
+             "run slower than this CPU allows (unset OPENBLAS_CORETYPE for this command to let "
+             "OpenBLAS choose; docs/performance.md)",
+             forced_core, LEVEL_NAMES[forced], LEVEL_NAMES[cpu]);
+    return 1;
+}
+
+void cpuinfo_blas_core_warn(FILE* f, const char* prog) {
+    char model[256], flags[256], note[512];
+    cpuinfo_describe(model, sizeof(model), flags, sizeof(flags));
+#ifdef ATTNLAB_PORTABLE
+    const int portable = 1;
+#else
+    const int portable = 0;
+#endif
+    if (cpuinfo_blas_core_note(getenv("OPENBLAS_CORETYPE"), flags, portable, note, sizeof(note)))
+        fprintf(f, "%s: %s\n", prog, note);
+}

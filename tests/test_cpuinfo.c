@@ -157,6 +157,63 @@ START_TEST(test_run_header_records_the_machine) {
 }
 END_TEST
 
+// A forced OpenBLAS core below the CPU's instruction set is named, with the variable; an equal or
+// higher one, an unknown name, an unset variable say nothing; the portable build says it pins.
+START_TEST(test_blas_core_note) {
+    char note[512];
+    const char* avx512 = "avx2 fma avx512f avx512_bf16";
+    ck_assert_int_eq(cpuinfo_blas_core_note("Haswell", avx512, 0, note, sizeof(note)), 1);
+    ck_assert_msg(strstr(note, "OPENBLAS_CORETYPE=Haswell") && strstr(note, "AVX2 kernels") &&
+                      strstr(note, "CPU with AVX-512"),
+                  "%s", note);
+    ck_assert_int_eq(cpuinfo_blas_core_note("prescott", "avx2 fma", 0, note, sizeof(note)), 1);
+    ck_assert_msg(strstr(note, "SSE kernels on a CPU with AVX2"), "%s", note);
+    ck_assert_int_eq(cpuinfo_blas_core_note("Sandybridge", avx512, 0, note, sizeof(note)), 1);
+    // not below: the same level, a higher core, no AVX2 on the CPU, unknown names, unset
+    const char* quiet[][2] = {{"SkylakeX", avx512}, {"Cooperlake", avx512}, {"Haswell", "avx2 fma"},
+                              {"Zen", "avx2 fma"},  {"SkylakeX", "avx2 fma"}, {"Haswell", ""},
+                              {"NoSuchCore", avx512}, {"", avx512}};
+    for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+        ck_assert_msg(cpuinfo_blas_core_note(quiet[i][0], quiet[i][1], 0, note, sizeof(note)) == 0,
+                      "%s on '%s' noted: %s", quiet[i][0], quiet[i][1], note);
+        ck_assert_str_eq(note, "");
+    }
+    ck_assert_int_eq(cpuinfo_blas_core_note(NULL, avx512, 0, note, sizeof(note)), 0);
+    ck_assert_int_eq(cpuinfo_blas_core_note("Haswell", avx512, 1, note, sizeof(note)), 1);
+    ck_assert_msg(strstr(note, "portable build pins") && !strstr(note, "slower"), "%s", note);
+}
+END_TEST
+
+// The trainer says so at start-up, naming the variable: Prescott (SSE) is below every CPU the
+// default build runs on (it needs AVX2).
+START_TEST(test_trainer_names_a_forced_core) {
+    char dir[1024];
+    util_strlcpy(dir, test_tmpdir(), sizeof(dir));
+    test_write_shards(dir, 257, 7, 4096, 1024);
+    Config c;
+    test_run_config(&c, dir, "forced", 257);
+    c.max_steps = 1;
+    c.warmup_steps = 1;
+    c.eval_every = 0;
+    c.checkpoint_every = 0;
+    char* old = getenv("OPENBLAS_CORETYPE") ? strdup(getenv("OPENBLAS_CORETYPE")) : NULL;
+    ck_assert_int_eq(setenv("OPENBLAS_CORETYPE", "Prescott", 1), 0);
+    char* se = NULL;
+    int rc = test_train(&c, &se);
+    if (old) {
+        setenv("OPENBLAS_CORETYPE", old, 1);
+        free(old);
+    } else {
+        unsetenv("OPENBLAS_CORETYPE");
+    }
+    ck_assert_msg(rc == 0, "%s", se ? se : "");
+    ck_assert_msg(se && strstr(se, "attnlab: OPENBLAS_CORETYPE=Prescott forces OpenBLAS's SSE "
+                                   "kernels"),
+                  "%s", se ? se : "");
+    free(se);
+}
+END_TEST
+
 static Suite* cpuinfo_suite(void) {
     Suite* s = suite_create("cpuinfo");
     TCase* tc = tcase_create("core");
@@ -164,6 +221,8 @@ static Suite* cpuinfo_suite(void) {
     tcase_add_test(tc, test_parse_missing_and_truncated);
     tcase_add_test(tc, test_describe_this_machine);
     tcase_add_test(tc, test_run_header_records_the_machine);
+    tcase_add_test(tc, test_blas_core_note);
+    tcase_add_test(tc, test_trainer_names_a_forced_core);
     suite_add_tcase(s, tc);
     return s;
 }

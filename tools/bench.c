@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cpuinfo.h"
 #include "common/matmul.h"
 
 static void usage(FILE* f) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
         usage(stderr);
         return 2;
     }
+    cpuinfo_blas_core_warn(stderr, "bench"); // a forced core explains a low sgemm peak
     if (!strcmp(argv[1], "sgemm-peak")) return mm_print_peak(NULL);
     if (!strcmp(argv[1], "bf16-peak")) return mm_print_peak("bf16");
     fprintf(stderr, "bench: unknown measurement '%s'\n", argv[1]);
