@@ -93,12 +93,12 @@ static const struct {
     const char* name;
     int level;
 } BLAS_CORES[] = {
-    {"Katmai", 1},     {"Coppermine", 1},     {"Northwood", 1},  {"Prescott", 1},
-    {"Banias", 1},     {"Core2", 1},          {"Penryn", 1},     {"Dunnington", 1},
-    {"Nehalem", 1},    {"Atom", 1},           {"Athlon", 1},     {"Opteron", 1},
-    {"Opteron_SSE3", 1}, {"Barcelona", 1},    {"Nano", 1},       {"Sandybridge", 2},
-    {"Bulldozer", 2},  {"Piledriver", 2},     {"Steamroller", 2}, {"Excavator", 2},
-    {"Haswell", 3},    {"Zen", 3},            {"SkylakeX", 4},   {"Cooperlake", 4},
+    {"Katmai", 1},         {"Coppermine", 1}, {"Northwood", 1},   {"Prescott", 1},
+    {"Banias", 1},         {"Core2", 1},      {"Penryn", 1},      {"Dunnington", 1},
+    {"Nehalem", 1},        {"Atom", 1},       {"Athlon", 1},      {"Opteron", 1},
+    {"Opteron_SSE3", 1},   {"Barcelona", 1},  {"Nano", 1},        {"Sandybridge", 2},
+    {"Bulldozer", 2},      {"Piledriver", 2}, {"Steamroller", 2}, {"Excavator", 2},
+    {"Haswell", 3},        {"Zen", 3},        {"SkylakeX", 4},    {"Cooperlake", 4},
     {"SapphireRapids", 4},
 };
 
@@ -124,9 +124,9 @@ int cpuinfo_blas_core_note(const char* forced_core, const char* cpu_flags, int p
     for (size_t i = 0; i < sizeof(BLAS_CORES) / sizeof(BLAS_CORES[0]); i++)
         if (strcasecmp(forced_core, BLAS_CORES[i].name) == 0) forced = BLAS_CORES[i].level;
     if (!forced) return 0;
-    int cpu = flags_have(cpu_flags, "avx512f")                                    ? 4
+    int cpu = flags_have(cpu_flags, "avx512f")                                ? 4
               : flags_have(cpu_flags, "avx2") && flags_have(cpu_flags, "fma") ? 3
-                                                                                  : 0;
+                                                                              : 0;
     if (cpu <= forced) return 0;
     snprintf(out, cap,
              "OPENBLAS_CORETYPE=%s forces OpenBLAS's %s kernels on a CPU with %s: fp32 matmuls "

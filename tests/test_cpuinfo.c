@@ -170,9 +170,10 @@ START_TEST(test_blas_core_note) {
     ck_assert_msg(strstr(note, "SSE kernels on a CPU with AVX2"), "%s", note);
     ck_assert_int_eq(cpuinfo_blas_core_note("Sandybridge", avx512, 0, note, sizeof(note)), 1);
     // not below: the same level, a higher core, no AVX2 on the CPU, unknown names, unset
-    const char* quiet[][2] = {{"SkylakeX", avx512}, {"Cooperlake", avx512}, {"Haswell", "avx2 fma"},
-                              {"Zen", "avx2 fma"},  {"SkylakeX", "avx2 fma"}, {"Haswell", ""},
-                              {"NoSuchCore", avx512}, {"", avx512}};
+    const char* quiet[][2] = {{"SkylakeX", avx512},     {"Cooperlake", avx512},
+                              {"Haswell", "avx2 fma"},  {"Zen", "avx2 fma"},
+                              {"SkylakeX", "avx2 fma"}, {"Haswell", ""},
+                              {"NoSuchCore", avx512},   {"", avx512}};
     for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
         ck_assert_msg(cpuinfo_blas_core_note(quiet[i][0], quiet[i][1], 0, note, sizeof(note)) == 0,
                       "%s on '%s' noted: %s", quiet[i][0], quiet[i][1], note);
