@@ -51,11 +51,12 @@ static void write_sweep(const char* path, const char* out, const char* extra) {
     write_sweep_layers(path, out, extra, 1);
 }
 
-// scripts/ablate SWEEP ARGS --bin BIN (BIN NULL: the build directory), output into LOG
+// scripts/ablate SWEEP ARGS --bin BIN (BIN NULL: the build directory), output into LOG; the
+// sweep files here are outside the repository, so not committed: --allow-dirty
 static int run_ablate_args(const char* sweep, const char* args, const char* bin, const char* log) {
     char cmd[8192];
-    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s %s --bin %s >%s 2>&1", test_repo_root(),
-             sweep, args, bin ? bin : test_build_dir(), log);
+    snprintf(cmd, sizeof(cmd), "cd %s && scripts/ablate %s %s --allow-dirty --bin %s >%s 2>&1",
+             test_repo_root(), sweep, args, bin ? bin : test_build_dir(), log);
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -573,12 +574,12 @@ START_TEST(run_names_shell_safe_settings_in_metadata) {
     snprintf(out, sizeof(out), "%s/n", g_tmp);
     snprintf(res, sizeof(res), "%s/n_results", g_tmp);
     snprintf(log, sizeof(log), "%s/n.log", g_tmp);
-    // the names, without training: the dry run writes every run's folder and ablate_sweep.tsv
+    // the names, without training: --report-only writes every run's folder and ablate_sweep.tsv
     write_sweep_layers(sweep, out,
                        "sweep.attention = 0:softmax,1:relu; 0:relu, 1:softmax; "
                        "sigmoid + attn.bias_mode=none\nsweep.seed = 1\n",
                        2);
-    ck_assert_int_eq(run_ablate_args(sweep, "--dry-run", NULL, log), 0);
+    ck_assert_int_eq(run_ablate_args(sweep, "--report-only", NULL, log), 0);
     ck_assert_int_eq(check_run_dir_names(out), 3);
     const char* names[] = {"attention-0_softmax_1_relu__seed-1",
                            "attention-0_relu__1_softmax__seed-1",
