@@ -9,8 +9,8 @@
 //   teardown  the final checkpoint (also after SIGINT/SIGTERM/SIGHUP), free.
 // Nothing is lost silently: every record and log line is checked; a failed write stops the run
 // (exit 1) before any newer checkpoint, so resume = 1 redoes the steps whose records were lost.
-// Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention;
-// ./train CONFIG [overrides] --print-config.
+// Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention
+// [NAME]; ./train CONFIG [overrides] --print-config.
 // Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, optim/data_parallel.h):
 // only rank 0 writes the console and files; an error every rank can meet at the same point is
 // agreed on with dist_exit_if_failed and reported once (common/dist.h).
@@ -108,14 +108,7 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
     dist_set_timeout(c->dist_timeout);
-    if (dist_size() < 2) return 0;
-    if (m->cfg.residual != GPT2_RESID_STANDARD || m->cfg.value_residual) {
-        snprintf(err, errcap,
-                 "data parallel training (mpirun) supports residual = standard and "
-                 "value_residual = 0 only: their gradients accumulate across the segments the "
-                 "ranks pass on");
-        return -1;
-    }
+    if (dist_size() < 2) return 0; // (preflight refused the settings it cannot train)
     const int nseg = gpt2_grad_segments(m);
     if (dp_new(&t->dp, c->grad_accum, c->zero, strcmp(c->dp_reduce, "allreduce") == 0,
                m->num_params, nseg, &t->opt, err, errcap))
@@ -134,15 +127,15 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
     return 0;
 }
 
-// Everything that can fail on bad input: returns -1 with err (main exits 2).
-static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
-    memset(t, 0, sizeof(*t));
-    t->cfg = *cfg;
-    t->nthreads = nthreads;
-    const Config* c = &t->cfg;
+// Every check of the config and its data that training makes before step 1, with nothing of the
+// model allocated: sizes and settings, optimizer, precision, the memory estimate against the
+// memory available, schedule, the attention spec and attn.* keys (set up on a model shell: no
+// tensors), data parallelism's limits, and the shard globs (opened and their headers probed).
+// --print-config runs it alone (t NULL); setup() keeps the schedule and the loaders in t. 0, or
+// -1 with err (main exits 2).
+static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_t errcap) {
     const int B = c->batch_size, T = c->seq_len;
-    t->eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
-    const int Tmax = T > t->eval_T ? T : t->eval_T;
+    const int eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
     GPT2Config gc;
     if (gpt2_config_from(&gc, c, err, errcap)) return -1;
     const OptimizerDef* od = optim_lookup(c->optimizer);
@@ -151,20 +144,75 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
         return -1;
     }
     MMPrecision prec;
-    if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
-                             errcap))
-        return -1;
+    char info[256];
+    if (mm_resolve_precision(c->precision, &prec, info, sizeof(info), err, errcap)) return -1;
     if (dist_is_root()) cpuinfo_blas_core_warn(stderr, "attnlab"); // a forced, slower sgemm core
     MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
-    if (memory_estimate_config(&me, c, &gc, B, Tmax, od->state_per_param, prec, nthreads, err,
-                               errcap) ||
+    if (memory_estimate_config(&me, c, &gc, B, T > eval_T ? T : eval_T, od->state_per_param, prec,
+                               nthreads, err, errcap) ||
         memory_check(&me, memory_available(), err, errcap))
         return -1;
-    if (lr_schedule_init(&t->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
-                         c->max_steps)) {
+    LrSchedule sched;
+    if (lr_schedule_init(&sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps, c->max_steps)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
         return -1;
     }
+    GPT2* shell = callocCheck(1, sizeof(GPT2)); // the attention only: no tensor is allocated
+    const int bad_attention = gpt2_setup_attention(shell, c, err, errcap) != 0;
+    free(shell);
+    if (bad_attention) return -1;
+    if (dist_size() >= 2 && (gc.residual != GPT2_RESID_STANDARD || gc.value_residual)) {
+        snprintf(err, errcap,
+                 "data parallel training (mpirun) supports residual = standard and "
+                 "value_residual = 0 only: their gradients accumulate across the segments the "
+                 "ranks pass on");
+        return -1;
+    }
+    if (c->max_steps > 0 && !c->train_data[0]) {
+        snprintf(err, errcap,
+                 "key 'train_data' is empty: give a glob of llm.c shards "
+                 "(scripts/setup corpus mobydick makes some)");
+        return -1;
+    }
+    if (c->max_steps == 0 && !c->val_data[0]) {
+        snprintf(err, errcap, "max_steps = 0 evaluates only, but 'val_data' is empty");
+        return -1;
+    }
+    DataLoader tr, va;
+    if (c->max_steps > 0 &&
+        dataloader_init(&tr, c->train_data, B, T, c->shuffle, (uint64_t)c->seed, err, errcap))
+        return -1;
+    if (c->val_data[0] && dataloader_init(&va, c->val_data, B, eval_T, 0, 0, err, errcap)) {
+        if (c->max_steps > 0) dataloader_free(&tr);
+        return -1;
+    }
+    if (t) { // the run keeps them
+        t->sched = sched;
+        if ((t->have_train = c->max_steps > 0)) t->train = tr;
+        if ((t->have_val = c->val_data[0] != '\0')) t->val = va;
+    } else {
+        if (c->max_steps > 0) dataloader_free(&tr);
+        if (c->val_data[0]) dataloader_free(&va);
+    }
+    return 0;
+}
+
+// Everything that can fail on bad input (preflight, then the model file of init_from): returns
+// -1 with err (main exits 2).
+static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
+    memset(t, 0, sizeof(*t));
+    t->cfg = *cfg;
+    t->nthreads = nthreads;
+    const Config* c = &t->cfg;
+    const int B = c->batch_size, T = c->seq_len;
+    t->eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
+    const int Tmax = T > t->eval_T ? T : t->eval_T;
+    if (preflight(c, nthreads, t, err, errcap)) return -1;
+    const OptimizerDef* od = optim_lookup(c->optimizer); // (preflight checked both)
+    MMPrecision prec;
+    if (mm_resolve_precision(c->precision, &prec, t->precision_info, sizeof(t->precision_info), err,
+                             errcap))
+        return -1;
     // the model: built from the config, initialised from the seed, init_from's weights loaded
     ModelOpen mo = {.run = c};
     if (model_open(&t->model, c->init_from, &mo, err, errcap)) return -1;
@@ -173,26 +221,6 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
                 "attnlab: init_from %s: tensors not in the file keep their initial "
                 "values: %s\n",
                 c->init_from, mo.note);
-    // the data
-    if (c->max_steps > 0) {
-        if (!c->train_data[0]) {
-            snprintf(err, errcap,
-                     "key 'train_data' is empty: give a glob of llm.c shards "
-                     "(scripts/setup corpus mobydick makes some)");
-            return -1;
-        }
-        if (dataloader_init(&t->train, c->train_data, B, T, c->shuffle, (uint64_t)c->seed, err,
-                            errcap))
-            return -1;
-        t->have_train = 1;
-    }
-    if (c->val_data[0]) {
-        if (dataloader_init(&t->val, c->val_data, B, t->eval_T, 0, 0, err, errcap)) return -1;
-        t->have_val = 1;
-    } else if (c->max_steps == 0) {
-        snprintf(err, errcap, "max_steps = 0 evaluates only, but 'val_data' is empty");
-        return -1;
-    }
     GPT2* m = &t->model;
     gpt2_alloc_acts(m, B, Tmax, nthreads);
     const size_t nbuf = (size_t)B * (Tmax > T * c->grad_accum ? Tmax : T * c->grad_accum);
@@ -333,29 +361,21 @@ static float evaluate(Trainer* t) {
     return (float)(sum / t->cfg.eval_steps);
 }
 
+static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
+    return tok ? tokenizer_token_bytes(tok, id, len) : NULL;
+}
+
 static void write_sample(Trainer* t, long step) {
     const int n = t->cfg.sample_tokens, V = t->cfg.vocab_size;
     int* ids = mallocCheck(sizeof(int) * (size_t)(n + 1));
     int eot = t->tok ? tokenizer_eot(t->tok) : (V == 257 ? 256 : 50256);
     ids[0] = eot < V ? eot : 0;
     int len = gpt2_generate(&t->model, ids, 1, n, 1.0f, 40, -1, &t->ls.rng);
-    printf("---- sample at step %ld ----\n", step);
-    if (t->tok) {
-        size_t bl;
-        char* text = tokenizer_decode(t->tok, ids + 1, (size_t)(len - 1), &bl);
-        fwrite(text, 1, bl, stdout);
-        free(text);
-    } else {
-        for (int i = 1; i < len; i++)
-            printf("%d ", ids[i]);
-    }
+    printf("---- sample at step %ld ----\n", step); // a document's end shows as a break line
+    sample_write(stdout, ids + 1, len - 1, eot, t->tok ? token_bytes : NULL, t->tok, 0);
     printf("\n--------------------------------\n");
     fflush(stdout);
     free(ids);
-}
-
-static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
-    return tok ? tokenizer_token_bytes(tok, id, len) : NULL;
 }
 
 // The diagnostics (model/metrics.h) on probe_sequences windows of the validation split (the
@@ -442,7 +462,7 @@ static int train(Trainer* t) {
             json_int(&t->j, "step", step);
             json_num(&t->j, "val_loss", vl);
             runlog_end(&t->rl, &t->j);
-            fprintf(t->rl.log, "s:%ld tel:%f\n", step, (double)vl);
+            fprintf(t->rl.log, "step %ld val_loss %f\n", step, (double)vl);
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
         }
@@ -556,7 +576,7 @@ static int train(Trainer* t) {
         json_num(&t->j, "mfu", mfu);
         dp_record(t->dp, &t->j); // N ranks: ranks, comm_ms, comm_mb
         runlog_end(&t->rl, &t->j);
-        fprintf(t->rl.log, "s:%ld trl:%f\n", step + 1, loss);
+        fprintf(t->rl.log, "step %ld train_loss %f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
         const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
@@ -623,7 +643,9 @@ static int train(Trainer* t) {
 static void usage(FILE* f) {
     fprintf(f, "usage: ./train CONFIG [key=value | --key=value ...]\n"
                "       ./train --help             every config key with type, default, meaning\n"
-               "       ./train --list-attention   every attention variant and its keys\n"
+               "       ./train --list-attention [NAME]\n"
+               "                                  every attention variant and its keys (NAME:\n"
+               "                                  that variant's entry only)\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
@@ -642,6 +664,7 @@ int main(int argc, char** argv) {
         usage(stderr);
         return EXIT_USAGE;
     }
+    char err[2048] = "";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -649,8 +672,11 @@ int main(int argc, char** argv) {
             config_print_help(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--list-attention")) {
-            attn_print_list(stdout);
+        if (!strcmp(argv[i], "--list-attention")) { // all variants, or NAME's entry alone
+            const char* name = i + 1 < argc && argv[i + 1][0] != '-' ? argv[i + 1] : NULL;
+            if (name && attn_print_named(stdout, name, err, sizeof(err)))
+                die(EXIT_USAGE, "%s", err);
+            if (!name) attn_print_list(stdout);
             return 0;
         }
         if (!strcmp(argv[i], "--list-attention-names")) {
@@ -661,7 +687,6 @@ int main(int argc, char** argv) {
     }
     Config cfg;
     config_defaults(&cfg);
-    char err[2048] = "";
     int first = 1, print_only = 0, bad = 0;
     if (!strchr(argv[1], '=') && strncmp(argv[1], "--", 2) != 0) {
         bad = config_load(&cfg, argv[1], err, sizeof(err)) != 0;
@@ -676,17 +701,19 @@ int main(int argc, char** argv) {
     }
     if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
     dist_exit_if_failed(bad, EXIT_USAGE, err); // reported once, by rank 0
-    if (print_only) { // scripts/ablate compares runs by their resolved keys
-        printf("# attnlab resolved config (./train --print-config)\n");
-        int prc = config_write(&cfg, stdout) ? 1 : 0;
-        dist_finalize();
-        return prc;
-    }
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded
     mm_init_threads();
     int nthreads = cfg.threads > 0 ? cfg.threads : omp_get_num_procs();
     omp_set_num_threads(nthreads);
+    if (print_only) { // every check training makes before step 1; scripts/ablate compares runs
+        dist_exit_if_failed(preflight(&cfg, nthreads, NULL, err, sizeof(err)) != 0, EXIT_USAGE,
+                            err);
+        printf("# attnlab resolved config (./train --print-config)\n");
+        int prc = config_write(&cfg, stdout) ? 1 : 0;
+        dist_finalize();
+        return prc;
+    }
 
     static Trainer t; // large (the config and the parameter table): not on the stack
     dist_exit_if_failed(setup(&t, &cfg, nthreads, err, sizeof(err)) != 0, EXIT_USAGE, err);

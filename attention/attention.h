@@ -215,10 +215,16 @@ struct AttnVariant {
 int attn_count(void);
 const AttnVariant* attn_get(int i);
 const AttnVariant* attn_lookup(const char* name); // NULL if unknown
-// Closest registered name for "did you mean" messages (NULL if nothing is close).
+// Closest registered name for "did you mean" messages (NULL if nothing is close; the distance
+// and the limit are common/suggest.h's, as for config keys and attn.* keys).
 const char* attn_closest(const char* name);
 // Print every variant: name, formula, source, parameters, hyperparameters with defaults.
 void attn_print_list(void* file /* FILE* */);
+// Print one variant's entry of that list (the same lines, without the list's header).
+void attn_print_variant(void* file /* FILE* */, const AttnVariant* v);
+// The entry of the variant called `name`; an unknown name: -1 with err, which names it and the
+// closest variant (attn_closest).
+int attn_print_named(void* file /* FILE* */, const char* name, char* err, size_t errcap);
 
 // ---------------------------------------------------------------------------------------------
 // Hyperparameters

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attention/attention.h"
+#include "common/suggest.h"
 #include "common/util.h"
 
 void attn_hparams_default(AttnHParams* hp, const AttnVariant* v, int T_train, int n_head,
@@ -121,37 +122,59 @@ void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file)
     }
 }
 
-static int levenshtein(const char* a, const char* b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 99;
-    int prev[64], cur[64];
-    for (int j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (int i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (int j = 1; j <= lb; j++) {
-            int c = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            if (prev[j] + 1 < c) c = prev[j] + 1;
-            if (cur[j - 1] + 1 < c) c = cur[j - 1] + 1;
-            cur[j] = c;
-        }
-        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
-    }
-    return prev[lb];
+const char* attn_closest(const char* name) {
+    Suggest s; // common/suggest.h, the one "did you mean"
+    suggest_init(&s, name);
+    for (int i = 0; i < attn_count(); i++)
+        suggest_offer(&s, attn_get(i)->name);
+    return suggest_result(&s);
 }
 
-const char* attn_closest(const char* name) {
-    const char* best = NULL;
-    int bd = 1 << 30;
-    for (int i = 0; i < attn_count(); i++) {
-        int dd = levenshtein(name, attn_get(i)->name);
-        if (dd < bd) {
-            bd = dd;
-            best = attn_get(i)->name;
+void attn_print_variant(void* file, const AttnVariant* v) {
+    FILE* f = file;
+    fprintf(f, "%-12s %s\n", v->name, v->formula);
+    fprintf(f, "%-12s rows sum to 1: %s; shift-invariant: %s%s\n", "",
+            v->rows_sum_to_one ? "yes" : "no", v->shift_invariant ? "yes" : "no",
+            v->layer_forward
+                ? (v->ignores_inner ? "; layer-level" : "; layer-level (wraps attn.inner)")
+                : "");
+    if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
+    if (v->reference) fprintf(f, "%-12s reference: %s\n", "", v->reference);
+    if (v->deviations) fprintf(f, "%-12s deviations: %s\n", "", v->deviations);
+    if (v->layer_tensors) { // shapes shown for GPT-2 small's sizes
+        AttnDims d = {.B = 1, .T = 1024, .C = 768, .NH = 12, .hs = 64};
+        AttnHParams hp;
+        attn_hparams_default(&hp, v, 1024, 12, 64, 768, 12);
+        AttnTensorSpec ts[ATTN_MAX_TENSORS];
+        int nt = v->layer_tensors(ts, &d, &hp);
+        if (nt > 0) {
+            fprintf(f, "%-12s learnable per layer (n_embd 768, n_head 12):", "");
+            for (int k = 0; k < nt; k++) {
+                fprintf(f, " %s(", ts[k].name);
+                for (int q = 0; q < ts[k].ndim; q++)
+                    fprintf(f, "%s%d", q ? "," : "", ts[k].shape[q]);
+                fputc(')', f);
+            }
+            fputc('\n', f);
         }
     }
-    int lim = (int)strlen(name) / 3 + 1;
-    return bd <= lim ? best : NULL;
+    if (v->params_per_head > 0) {
+        fprintf(f, "%-12s learnable per head:", "");
+        for (int k = 0; k < v->params_per_head; k++)
+            fprintf(f, " %s", v->param_names[k]);
+        fputc('\n', f);
+    }
+    for (int k = 0; k < v->n_hparams; k++) {
+        const AttnHParamSpec* s = &v->hparams[k];
+        if (s->choices) {
+            char w[64];
+            choice_word(w, sizeof(w), s->choices, (int)s->def);
+            fprintf(f, "%-12s attn.%-14s = %-8s (%s) %s\n", "", s->name, w, s->choices, s->help);
+        } else {
+            fprintf(f, "%-12s attn.%-14s = %-8g [%g, %g] %s\n", "", s->name, (double)s->def,
+                    (double)s->min, (double)s->max, s->help);
+        }
+    }
 }
 
 void attn_print_list(void* file) {
@@ -160,51 +183,21 @@ void attn_print_list(void* file) {
             "attention variants (%d); choose with `attention = NAME`, set `attn.<key> = value`\n\n",
             attn_count());
     for (int i = 0; i < attn_count(); i++) {
-        const AttnVariant* v = attn_get(i);
-        fprintf(f, "%-12s %s\n", v->name, v->formula);
-        fprintf(f, "%-12s rows sum to 1: %s; shift-invariant: %s%s\n", "",
-                v->rows_sum_to_one ? "yes" : "no", v->shift_invariant ? "yes" : "no",
-                v->layer_forward
-                    ? (v->ignores_inner ? "; layer-level" : "; layer-level (wraps attn.inner)")
-                    : "");
-        if (v->source) fprintf(f, "%-12s source: %s\n", "", v->source);
-        if (v->reference) fprintf(f, "%-12s reference: %s\n", "", v->reference);
-        if (v->deviations) fprintf(f, "%-12s deviations: %s\n", "", v->deviations);
-        if (v->layer_tensors) { // shapes shown for GPT-2 small's sizes
-            AttnDims d = {.B = 1, .T = 1024, .C = 768, .NH = 12, .hs = 64};
-            AttnHParams hp;
-            attn_hparams_default(&hp, v, 1024, 12, 64, 768, 12);
-            AttnTensorSpec ts[ATTN_MAX_TENSORS];
-            int nt = v->layer_tensors(ts, &d, &hp);
-            if (nt > 0) {
-                fprintf(f, "%-12s learnable per layer (n_embd 768, n_head 12):", "");
-                for (int k = 0; k < nt; k++) {
-                    fprintf(f, " %s(", ts[k].name);
-                    for (int q = 0; q < ts[k].ndim; q++)
-                        fprintf(f, "%s%d", q ? "," : "", ts[k].shape[q]);
-                    fputc(')', f);
-                }
-                fputc('\n', f);
-            }
-        }
-        if (v->params_per_head > 0) {
-            fprintf(f, "%-12s learnable per head:", "");
-            for (int k = 0; k < v->params_per_head; k++)
-                fprintf(f, " %s", v->param_names[k]);
-            fputc('\n', f);
-        }
-        for (int k = 0; k < v->n_hparams; k++) {
-            const AttnHParamSpec* s = &v->hparams[k];
-            if (s->choices) {
-                char w[64];
-                choice_word(w, sizeof(w), s->choices, (int)s->def);
-                fprintf(f, "%-12s attn.%-14s = %-8s (%s) %s\n", "", s->name, w, s->choices,
-                        s->help);
-            } else {
-                fprintf(f, "%-12s attn.%-14s = %-8g [%g, %g] %s\n", "", s->name, (double)s->def,
-                        (double)s->min, (double)s->max, s->help);
-            }
-        }
+        attn_print_variant(f, attn_get(i));
         fputc('\n', f);
     }
+}
+
+int attn_print_named(void* file, const char* name, char* err, size_t errcap) {
+    const AttnVariant* v = attn_lookup(name);
+    if (v) {
+        attn_print_variant(file, v);
+        return 0;
+    }
+    const char* near = attn_closest(name);
+    snprintf(
+        err, errcap,
+        "--list-attention: unknown variant '%s'%s%s%s; `./train --list-attention` lists all %d",
+        name, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", attn_count());
+    return -1;
 }

@@ -13,6 +13,7 @@
 
 #include "common/config.h"
 #include "common/config_int.h"
+#include "common/suggest.h"
 #include "common/util.h" // util_parse_double: no NaN, inf or hex
 
 // Names researchers bring from nanoGPT / Hugging Face, for "did you mean" hints.
@@ -187,41 +188,15 @@ int config_field_set(Config* c, const ConfigField* f, const char* v, const char*
 // ----------------------------------------------------------------------------
 // "did you mean"
 
-static int levenshtein(const char* a, const char* b) {
-    enum { MAXN = 96 };
-    size_t na = strlen(a), nb = strlen(b);
-    if (na >= MAXN || nb >= MAXN) return INT_MAX;
-    int prev[MAXN + 1], cur[MAXN + 1];
-    for (size_t j = 0; j <= nb; j++)
-        prev[j] = (int)j;
-    for (size_t i = 1; i <= na; i++) {
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= nb; j++) {
-            int sub = prev[j - 1] +
-                      (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            int del = prev[j] + 1, ins = cur[j - 1] + 1;
-            int m = sub < del ? sub : del;
-            cur[j] = m < ins ? m : ins;
-        }
-        memcpy(prev, cur, (nb + 1) * sizeof(int));
-    }
-    return prev[nb];
-}
-
 const char* config_closest_key(const char* key) {
     for (size_t i = 0; i < sizeof(KEY_ALIASES) / sizeof(KEY_ALIASES[0]); i++)
         if (strcasecmp(key, KEY_ALIASES[i][0]) == 0) return KEY_ALIASES[i][1];
-    size_t n = strlen(key);
-    int limit = n <= 3 ? 1 : (n <= 6 ? 2 : 3);
-    const char* best = NULL;
-    int bestd = INT_MAX;
-    for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        int d = levenshtein(key, CONFIG_FIELDS[i].key);
-        if (d < bestd) bestd = d, best = CONFIG_FIELDS[i].key;
-    }
-    int d = levenshtein(key, "include");
-    if (d < bestd) bestd = d, best = "include";
-    return bestd <= limit ? best : NULL;
+    Suggest s; // common/suggest.h, the one "did you mean"
+    suggest_init(&s, key);
+    for (int i = 0; i < CONFIG_NFIELDS; i++)
+        suggest_offer(&s, CONFIG_FIELDS[i].key);
+    suggest_offer(&s, "include");
+    return suggest_result(&s);
 }
 
 // ----------------------------------------------------------------------------

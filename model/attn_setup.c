@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/suggest.h"
 #include "common/util.h"
 #include "model/gpt2.h"
 #include "model/residual.h"
@@ -214,27 +215,15 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
         }
         if (!used) {
             // suggest the closest hyperparameter among the variants in use
-            const char* best = NULL;
-            size_t bestd = (size_t)-1;
+            Suggest sg; // common/suggest.h, the one "did you mean"
+            suggest_init(&sg, name);
             for (int l = 0; l < L; l++) {
                 const AttnVariant* cand[2] = {m->la[l].v, m->la[l].row};
-                for (int q = 0; q < 2; q++) {
-                    for (int i = 0; i < cand[q]->n_hparams; i++) {
-                        const char* hn = cand[q]->hparams[i].name;
-                        // cheap closeness: shared prefix length and length difference
-                        size_t pre = 0;
-                        while (hn[pre] && name[pre] && hn[pre] == name[pre])
-                            pre++;
-                        size_t dl = strlen(hn) > strlen(name) ? strlen(hn) - strlen(name)
-                                                              : strlen(name) - strlen(hn);
-                        size_t dist = strlen(hn) - pre + dl;
-                        if (pre > 0 && dist < bestd) {
-                            bestd = dist;
-                            best = hn;
-                        }
-                    }
-                }
+                for (int q = 0; q < 2; q++)
+                    for (int i = 0; i < cand[q]->n_hparams; i++)
+                        suggest_offer(&sg, cand[q]->hparams[i].name);
             }
+            const char* best = suggest_result(&sg);
             if (best)
                 snprintf(err, errcap,
                          "%s: unknown key 'attn.%s' for attention '%s' (did you mean "

@@ -336,7 +336,7 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
         snprintf(err, errcap,
                  "%s: an llm.c model file holds GPT-2 with pos_encoding = %s, residual = %s and "
                  "value_residual = 0 only (this model has pos_encoding = %s, residual = %s, "
-                 "value_residual = %d); export it with --format hf",
+                 "value_residual = %d); export it with --format hf --allow-nonstandard",
                  path, attn_pos_name(ATTN_POS_LEARNED), resid_name(GPT2_RESID_STANDARD),
                  attn_pos_name(c->pos_encoding), resid_name(c->residual), c->value_residual);
         return -1;

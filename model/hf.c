@@ -20,15 +20,40 @@
 // vocab_size real rows when vocab_rows; a row without one (an attention variant's tensor) is
 // "attnlab.<name>", whole.
 
+int hf_nonstandard(const GPT2* m, char* why, size_t cap) {
+    const GPT2Config* c = &m->cfg;
+    char buf[512] = "";
+    size_t n = 0;
+#define WHY(...)                                                                                   \
+    do {                                                                                           \
+        if (n < sizeof(buf)) n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s", n ? ", " : ""); \
+        if (n < sizeof(buf)) n += (size_t)snprintf(buf + n, sizeof(buf) - n, __VA_ARGS__);         \
+    } while (0)
+    int softmax = 1;
+    for (int l = 0; l < c->n_layer; l++)
+        softmax &=
+            strcmp(m->la[l].v->name, "softmax") == 0 && strcmp(m->la[l].row->name, "softmax") == 0;
+    if (!softmax) WHY("attention '%s' (GPT-2: softmax)", m->attention);
+    if (c->pos_encoding != ATTN_POS_LEARNED)
+        WHY("pos_encoding = %s (GPT-2: %s)", attn_pos_name(c->pos_encoding),
+            attn_pos_name(ATTN_POS_LEARNED));
+    if (c->qk_norm) WHY("qk_norm = 1");
+    if (c->residual != GPT2_RESID_STANDARD)
+        WHY("residual = %s (GPT-2: %s)", resid_name(c->residual), resid_name(GPT2_RESID_STANDARD));
+    if (c->value_residual) WHY("value_residual = 1");
+    if (!n)
+        for (int s = 0; s < m->nspecs; s++)
+            if (!m->specs[s].hf) {
+                WHY("tensor '%s', which GPT-2 has not", m->specs[s].name);
+                break;
+            }
+#undef WHY
+    if (why && cap) util_strlcpy(why, buf, cap);
+    return n > 0;
+}
+
 int hf_is_plain_gpt2(const GPT2* m) {
-    if (m->cfg.pos_encoding != ATTN_POS_LEARNED || m->cfg.qk_norm) return 0;
-    if (m->cfg.residual != GPT2_RESID_STANDARD || m->cfg.value_residual) return 0;
-    for (int l = 0; l < m->cfg.n_layer; l++)
-        if (strcmp(m->la[l].v->name, "softmax") != 0 || strcmp(m->la[l].row->name, "softmax") != 0)
-            return 0;
-    for (int s = 0; s < m->nspecs; s++)
-        if (!m->specs[s].hf) return 0;
-    return 1;
+    return !hf_nonstandard(m, NULL, 0);
 }
 
 // Number of HF tensors of spec s: one per layer for a stacked GPT-2 tensor, else one.
@@ -288,9 +313,11 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
         snprintf(err, errcap, "%s: not a JSON object", path);
         goto done;
     }
-    const Jv* mt = jv_get(&root, "model_type");
-    if (mt && (mt->t != JV_STR || strcmp(mt->s, "gpt2") != 0)) {
-        snprintf(err, errcap, "%s: model_type is not \"gpt2\"", path);
+    const Jv* mt = jv_get(&root, "model_type"); // gpt2, or an attnlab variant of GPT-2
+    if (mt && (mt->t != JV_STR ||
+               (strcmp(mt->s, "gpt2") != 0 && strcmp(mt->s, HF_MODEL_TYPE_ATTNLAB) != 0))) {
+        snprintf(err, errcap, "%s: model_type is not \"gpt2\" or \"%s\"", path,
+                 HF_MODEL_TYPE_ATTNLAB);
         goto done;
     }
     const Jv* af = jv_get(&root, "activation_function");
@@ -410,12 +437,13 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     if (!plain)
         fprintf(stderr,
                 "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d, "
-                "residual %s, value_residual %d) is not Hugging Face GPT-2: transformers will "
-                "load the weights but compute softmax attention with learned positions and the "
-                "standard residual. The settings are recorded as attnlab_* keys in config.json "
-                "and the safetensors metadata; the model's own tensors are saved as attnlab.*\n",
+                "residual %s, value_residual %d) is not Hugging Face GPT-2: config.json gets "
+                "model_type \"%s\" (architectures %s), which transformers does not take for "
+                "GPT-2; the settings are recorded as attnlab_* keys in config.json and the "
+                "safetensors metadata, the model's own tensors as attnlab.*; attnlab reads it "
+                "back as hf:DIR\n",
                 m->attention, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
-                c->value_residual);
+                c->value_residual, HF_MODEL_TYPE_ATTNLAB, HF_ARCH_ATTNLAB);
     // tensor list: the table's rows in order, except that the stacked GPT-2 rows are written
     // layer by layer (HF's h.<layer>.* blocks) where the first of them stands
     int cap = 0;
@@ -492,7 +520,7 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         if (!f) die(1, "cannot allocate config.json");
         fprintf(
             f,
-            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
             "  \"activation_function\": \"gelu_new\",\n  \"attn_pdrop\": 0.0,\n"
             "  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n  \"summary_first_dropout\": 0.0,\n"
             "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
@@ -501,6 +529,7 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
             "  \"n_layer\": %d,\n  \"n_positions\": %d,\n  \"vocab_size\": %d,\n"
             "  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n"
             "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true",
+            plain ? "GPT2LMHeadModel" : HF_ARCH_ATTNLAB, plain ? "gpt2" : HF_MODEL_TYPE_ATTNLAB,
             eot, eot, c->block_size, c->n_embd, c->n_head, c->n_layer, c->block_size,
             c->vocab_size);
         if (!plain)

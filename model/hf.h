@@ -10,13 +10,16 @@
 //   config.json        GPT2Config keys (model_type gpt2, n_embd, n_head, n_layer, ...).
 //   vocab.json, merges.txt  copies of the GPT-2 tokenizer files encoder.json and vocab.bpe.
 // Attention other than plain softmax (or non-learned positions, qk_norm, a residual mode other
-// than standard, value_residual) has no Hugging Face equivalent: the export then records
-// attnlab_attention / attnlab_pos_encoding / attnlab_qk_norm / attnlab_residual /
-// attnlab_value_residual in __metadata__ and config.json (names from the enums' tables:
-// attn_pos_name, resid_name), saves the model's own tensors (variant tensors, the FIRE MLP,
-// resid.query, the value-residual lambdas) as "attnlab.<name>", and warns on stderr. Import
-// reads those keys back (an unknown name or a flag other than 0/1 is an error naming the file
-// and the key), so hf:DIR rebuilds the model that was exported.
+// than standard, value_residual) has no Hugging Face equivalent: a standard GPT-2 loader would
+// read the weights and compute plain GPT-2, silently. ./export refuses such a model unless asked
+// (--allow-nonstandard); hf_export then writes model_type HF_MODEL_TYPE_ATTNLAB and architectures
+// [HF_ARCH_ATTNLAB] (names transformers does not take for GPT-2), records attnlab_attention /
+// attnlab_pos_encoding / attnlab_qk_norm / attnlab_residual / attnlab_value_residual in
+// __metadata__ and config.json (names from the enums' tables: attn_pos_name, resid_name), saves
+// the model's own tensors (variant tensors, the FIRE MLP, resid.query, the value-residual
+// lambdas) as "attnlab.<name>", and warns on stderr. Import takes model_type gpt2 or
+// HF_MODEL_TYPE_ATTNLAB and reads those keys back (an unknown name or a flag other than 0/1 is an
+// error naming the file and the key), so hf:DIR rebuilds the model that was exported.
 //
 // Import reads the same layout with or without the "transformer." prefix (the original GPT-2
 // checkpoint uses "wte.weight", "h.0.ln_1.weight", ...), in F32, F16, BF16 or F64. The file is
@@ -48,8 +51,14 @@ int hf_load_safetensors(GPT2* m, const char* path, char* err, size_t errcap);
 // Every file is written atomically. 0, or -1 with err.
 int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* err, size_t errcap);
 
+#define HF_MODEL_TYPE_ATTNLAB "attnlab-gpt2"
+#define HF_ARCH_ATTNLAB       "AttnlabGPT2LMHeadModel"
+
 // 1 if the model is exactly Hugging Face GPT-2 (softmax everywhere, learned positions, no
-// qk_norm), else 0.
+// qk_norm, standard residual, no value residual, no tensor GPT-2 lacks), else 0.
 int hf_is_plain_gpt2(const GPT2* m);
+// The opposite, with what differs from GPT-2 written to why (when not NULL), e.g. "attention
+// 'softpick' (GPT-2: softmax), pos_encoding = rope (GPT-2: learned)"; "" for plain GPT-2.
+int hf_nonstandard(const GPT2* m, char* why, size_t cap);
 
 #endif

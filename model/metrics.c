@@ -538,16 +538,16 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         }
     }
 
-    if (log) { // llm.c-style headline lines
-        fprintf(log, "s:%ld sink_rate:%f\n", step, sr_norm);
-        fprintf(log, "s:%ld sink_rate_raw:%f\n", step, sr_raw);
-        fprintf(log, "s:%ld entropy:%f\n", step, ent_mean);
-        fprintf(log, "s:%ld kurtosis_mean:%f\n", step, kmean);
-        fprintf(log, "s:%ld kurtosis_max:%f\n", step, kmax);
-        fprintf(log, "s:%ld max_abs_act:%f\n", step, amax);
-        fprintf(log, "s:%ld massive_acts:%ld\n", step, massive);
-        fprintf(log, "s:%ld massive_ratio_max:%f\n", step, rmax);
-        fprintf(log, "s:%ld max_logit:%f\n", step, max_logit);
+    if (log) { // headline lines "step N key value" (docs/configuration.md, main.log)
+        fprintf(log, "step %ld sink_rate %f\n", step, sr_norm);
+        fprintf(log, "step %ld sink_rate_raw %f\n", step, sr_raw);
+        fprintf(log, "step %ld entropy %f\n", step, ent_mean);
+        fprintf(log, "step %ld kurtosis_mean %f\n", step, kmean);
+        fprintf(log, "step %ld kurtosis_max %f\n", step, kmax);
+        fprintf(log, "step %ld max_abs_act %f\n", step, amax);
+        fprintf(log, "step %ld massive_acts %ld\n", step, massive);
+        fprintf(log, "step %ld massive_ratio_max %f\n", step, rmax);
+        fprintf(log, "step %ld max_logit %f\n", step, max_logit);
         fflush(log);
     }
 }

@@ -1,6 +1,6 @@
 // model/sample.c: autoregressive sampling. Each new token re-runs the forward over the window
 // of the last T tokens (no KV cache: models here are small and the attention variants differ
-// in what they could cache).
+// in what they could cache). And a sample's text, with document breaks shown as such.
 #include "model/sample.h"
 
 #include <math.h>
@@ -83,4 +83,21 @@ int gpt2_generate(GPT2* m, int* ids, int n_prompt, int max_new, float temperatur
     m->step = saved_step;
     free(probs);
     return n;
+}
+
+int sample_write(FILE* f, const int* ids, int n, int eot, SampleTokenBytes bytes, const void* ctx,
+                 int raw) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == eot && !raw) {
+            bad |= fputs(SAMPLE_DOC_BREAK, f) < 0;
+        } else if (bytes) {
+            size_t len = 0;
+            const unsigned char* b = bytes(ctx, ids[i], &len);
+            if (b && len) bad |= fwrite(b, 1, len, f) != len;
+        } else {
+            bad |= fprintf(f, "%d ", ids[i]) < 0;
+        }
+    }
+    return bad ? -1 : 0;
 }

@@ -1,6 +1,10 @@
-// model/sample.h: text generation from a GPT2 (temperature and top-k sampling).
+// model/sample.h: text generation from a GPT2 (temperature and top-k sampling), and the text of
+// a sample as ./generate and the trainer print it.
 #ifndef ATTNLAB_SAMPLE_H
 #define ATTNLAB_SAMPLE_H
+
+#include <stddef.h>
+#include <stdio.h>
 
 #include "common/rng.h"
 #include "model/gpt2.h"
@@ -11,5 +15,18 @@
 // Overwrites the model's activations.
 int gpt2_generate(GPT2* m, int* ids, int n_prompt, int max_new, float temperature, int top_k,
                   int stop_id, Rng* rng);
+
+// What a sample shows where a document ends (the end-of-text token), instead of the token's
+// own text ("<|endoftext|>" for GPT-2).
+#define SAMPLE_DOC_BREAK "\n--- end of document ---\n"
+
+// The bytes of token `id` (NULL when it has none); ctx is the caller's tokenizer.
+typedef const unsigned char* (*SampleTokenBytes)(const void* ctx, int id, size_t* len);
+
+// Write ids[0..n) to f: each token's bytes, or with bytes == NULL the ids as numbers ("ID ");
+// the end-of-text id `eot` as SAMPLE_DOC_BREAK, unless raw (then as its own bytes, or its
+// number). 0, or -1 when a write failed.
+int sample_write(FILE* f, const int* ids, int n, int eot, SampleTokenBytes bytes, const void* ctx,
+                 int raw);
 
 #endif

@@ -5,10 +5,12 @@
 // layer tensors, and one line per hyperparameter whose printed default (a choice word or a
 // number with its range) equals the declared one. Every variant names its reference
 // implementation ("owner/repo:path" or "paper, ..."), and the form checker itself rejects
-// malformed references.
+// malformed references. `./train --list-attention NAME` prints that variant's block alone (an
+// unknown NAME: exit 2, "did you mean"), and README.md states the registry's count.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "attention/attention.h"
 #include "common/util.h"
@@ -223,12 +225,68 @@ START_TEST(test_every_variant_names_its_reference) {
 }
 END_TEST
 
+// Exit code and output (stdout and stderr) of BUILD/train with `args`.
+static int train_out(const char* args, char* out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "%s/train %s 2>&1", test_build_dir(), args);
+    FILE* p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+// ./train --list-attention NAME prints that variant's entry and nothing else; an unknown NAME
+// exits 2 with the closest name.
+START_TEST(test_list_one_variant) {
+    static char out[1 << 16];
+    ck_assert_int_eq(train_out("--list-attention softpick", out, sizeof(out)), 0);
+    char* want = NULL;
+    size_t wl = 0;
+    FILE* f = open_memstream(&want, &wl);
+    attn_print_variant(f, attn_lookup("softpick"));
+    fclose(f);
+    ck_assert_str_eq(out, want);
+    ck_assert_msg(strncmp(out, "softpick ", 9) == 0 && !strstr(out, "attention variants ("), "%s",
+                  out);
+    free(want);
+    ck_assert_int_eq(train_out("--list-attention softpik", out, sizeof(out)), 2);
+    ck_assert_msg(strstr(out, "unknown variant 'softpik'") &&
+                      strstr(out, "did you mean 'softpick'?"),
+                  "%s", out);
+    ck_assert_int_eq(train_out("--list-attention", out, sizeof(out)), 0); // all of them
+    ck_assert_msg(strstr(out, "\nsoftpick ") && strstr(out, "\nsoftmax "), "%.200s", out);
+}
+END_TEST
+
+// README.md's first paragraph gives the number of variants the registry has ("any of N").
+START_TEST(test_readme_count) {
+    char p[4200], e[4400];
+    snprintf(p, sizeof(p), "%s/README.md", test_repo_root());
+    size_t len;
+    char* text = util_read_file(p, &len, e, sizeof(e));
+    ck_assert_msg(text != NULL, "%s", e);
+    char* par = strstr(text, "\n\n"); // after the title
+    ck_assert_ptr_nonnull(par);
+    char* par_end = strstr(par + 2, "\n\n");
+    ck_assert_ptr_nonnull(par_end);
+    *par_end = '\0';
+    const char* any = strstr(par, "any of ");
+    ck_assert_msg(any != NULL, "README.md's first paragraph has no 'any of N'");
+    ck_assert_int_eq(atoi(any + 7), attn_count());
+    free(text);
+}
+END_TEST
+
 static Suite* attention_list_suite(void) {
     Suite* s = suite_create("attention_list");
     TCase* tc = tcase_create("list");
     tcase_add_test(tc, test_list_matches_registry);
     tcase_add_test(tc, test_reference_form_checker);
     tcase_add_test(tc, test_every_variant_names_its_reference);
+    tcase_add_test(tc, test_list_one_variant);
+    tcase_add_test(tc, test_readme_count);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attention/attention.h"
 #include "common/config.h"
+#include "common/suggest.h"
 #include "tests/testutil.h"
 
 // ----------------------------------------------------------------------------
@@ -536,6 +538,51 @@ START_TEST(test_closest_key) {
 }
 END_TEST
 
+// The one "did you mean" (common/suggest.h): Damerau-Levenshtein distance, its limit, and the
+// closest of a list; the distances are counted by hand.
+START_TEST(test_suggest) {
+    ck_assert_int_eq(suggest_distance("kitten", "sitting"), 3); // 2 substitutions, 1 insertion
+    ck_assert_int_eq(suggest_distance("", "abc"), 3);
+    ck_assert_int_eq(suggest_distance("abc", "abc"), 0);
+    ck_assert_int_eq(suggest_distance("ABC", "abc"), 0);       // letters without case
+    ck_assert_int_eq(suggest_distance("lenght", "length"), 1); // one swap (Levenshtein: 2)
+    ck_assert_int_eq(suggest_distance("ca", "abc"), 3);        // optimal string alignment
+    ck_assert_int_eq(suggest_distance("thetainit", "theta_init"), 1);
+    ck_assert_int_eq(suggest_distance("thetainit", "theta0"), 4); // 1 substitution, 3 deletions
+    char longer[SUGGEST_MAX_LEN + 2];
+    memset(longer, 'a', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    ck_assert_int_gt(suggest_distance(longer, "a"), suggest_limit(1000));
+    ck_assert_int_eq(suggest_limit(3), 1);
+    ck_assert_int_eq(suggest_limit(4), 2);
+    ck_assert_int_eq(suggest_limit(6), 2);
+    ck_assert_int_eq(suggest_limit(7), 3);
+    // attn.thetainit among ssmax's keys: theta_init (the prefix ranking picked theta0)
+    static const char* const ssmax_keys[] = {"theta_init", "theta0", "bias"};
+    Suggest sg;
+    suggest_init(&sg, "thetainit");
+    for (int i = 0; i < 3; i++)
+        suggest_offer(&sg, ssmax_keys[i]);
+    ck_assert_str_eq(suggest_result(&sg), "theta_init");
+    suggest_init(&sg, "xyz"); // nothing within 1 edit
+    for (int i = 0; i < 3; i++)
+        suggest_offer(&sg, ssmax_keys[i]);
+    ck_assert_ptr_null(suggest_result(&sg));
+    suggest_init(&sg, "bais"); // a swap
+    for (int i = 0; i < 3; i++)
+        suggest_offer(&sg, ssmax_keys[i]);
+    ck_assert_str_eq(suggest_result(&sg), "bias");
+    suggest_init(&sg, "ab"); // ties: the first offered
+    suggest_offer(&sg, "ac");
+    suggest_offer(&sg, "ad");
+    ck_assert_str_eq(suggest_result(&sg), "ac");
+    // the three users: config keys, attention variants (attn.* keys: test_readers_hf)
+    ck_assert_str_eq(config_closest_key("bacth_size"), "batch_size");
+    ck_assert_str_eq(attn_closest("ssmaxx"), "ssmax");
+    ck_assert_str_eq(attn_closest("sotfpick"), "softpick");
+}
+END_TEST
+
 // ----------------------------------------------------------------------------
 // write -> load
 
@@ -735,6 +782,7 @@ static Suite* config_suite(void) {
     tcase_add_test(tc, test_attn_keys);
     tcase_add_test(tc, test_command_line);
     tcase_add_test(tc, test_closest_key);
+    tcase_add_test(tc, test_suggest);
     suite_add_tcase(s, tc);
     tc = tcase_create("write_validate");
     tcase_add_test(tc, test_write_load_round_trip);

@@ -9,6 +9,11 @@
 //     the format holds the setting, llmc:FILE writes the same val_loss to the last bit (the same
 //     float weights through the same code: no tolerance is needed, and any lost tensor would
 //     show, since every tensor is random and differs from its initial value);
+//   - ./export --format hf refuses every setting but learned / standard / 0 (and any attention
+//     variant but softmax) unless --allow-nonstandard, naming it and writing nothing; with the
+//     flag config.json says model_type attnlab-gpt2 / AttnlabGPT2LMHeadModel (a model type no
+//     GPT-2 loader takes for GPT-2), plain GPT-2 keeps gpt2 / GPT2LMHeadModel, byte for byte
+//     with or without the flag; the numpy reference warns about RoPE positions;
 //   - llm.c's header has no field for positions, residual mode or value residual: ./export
 //     --format llmc refuses any setting but learned / standard / 0, exits non-zero, names the
 //     setting, and leaves no file;
@@ -82,6 +87,35 @@ static float train_val_loss(const Config* base, const char* init_from, const cha
     return (float)val;
 }
 
+// DIR/config.json names GPT-2 (plain) or attnlab's own model type, which no GPT-2 loader takes
+// for GPT-2 (not_gpt2), and nothing else.
+static void expect_model_type(const char* dir, int plain, const char* label) {
+    char p[1200], e[1300];
+    size_t len;
+    snprintf(p, sizeof(p), "%s/config.json", dir);
+    char* cj = util_read_file(p, &len, e, sizeof(e));
+    ck_assert_msg(cj != NULL, "%s: %s", label, e);
+    const int gpt2 = strstr(cj, "\"model_type\": \"gpt2\"") &&
+                     strstr(cj, "\"architectures\": [\"GPT2LMHeadModel\"]");
+    const int own = strstr(cj, "\"model_type\": \"attnlab-gpt2\"") &&
+                    strstr(cj, "\"architectures\": [\"AttnlabGPT2LMHeadModel\"]") &&
+                    !strstr(cj, "[\"GPT2LMHeadModel\"]");
+    ck_assert_msg(plain ? gpt2 && !strstr(cj, "attnlab") : own && !strstr(cj, "\"gpt2\""),
+                  "%s: config.json does not say %s:\n%s", label,
+                  plain ? "gpt2 / GPT2LMHeadModel" : "attnlab-gpt2 / AttnlabGPT2LMHeadModel", cj);
+    free(cj);
+}
+
+// A refused export wrote nothing.
+static void expect_hf_absent(const char* dir, const char* label) {
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/config.json", dir);
+    ck_assert_msg(stat(p, &st) != 0, "%s: a refused export left %s", label, p);
+    snprintf(p, sizeof(p), "%s/model.safetensors", dir);
+    ck_assert_msg(stat(p, &st) != 0, "%s: a refused export left %s", label, p);
+}
+
 static void roundtrip(const Setting* s, int k, const char* dir) {
     char label[160], ck[1100], hf[1100], llmc[1100], errf[1100], cmd[4096], err[2048];
     snprintf(label, sizeof(label), "pos_encoding=%s residual=%s value_residual=%d",
@@ -111,16 +145,49 @@ static void roundtrip(const Setting* s, int k, const char* dir) {
     char* t = config_text(&c);
     ck_assert_msg(ckpt_save_model(&m, ck, 0, t, err, sizeof(err)) == 0, "%s", err);
     free(t);
-    // ./export to both formats
+    // ./export to both formats; a setting GPT-2 lacks only with --allow-nonstandard, and then
+    // under a model type no GPT-2 loader takes for GPT-2
     const char* exe_dir = test_build_dir();
-    snprintf(cmd, sizeof(cmd), "%s/export --checkpoint %s --format hf --out %s --no-tokenizer",
-             exe_dir, ck, hf);
+    const int plain =
+        s->pos == ATTN_POS_LEARNED && s->residual == GPT2_RESID_STANDARD && !s->value_residual;
     char* se = NULL;
-    int rc = run(cmd, errf, &se);
+    int rc;
+    if (!plain) {
+        snprintf(cmd, sizeof(cmd), "%s/export --checkpoint %s --format hf --out %s --no-tokenizer",
+                 exe_dir, ck, hf);
+        rc = run(cmd, errf, &se);
+        ck_assert_msg(rc == 2, "%s: ./export --format hf of a non-GPT-2 model exited %d: %s", label,
+                      rc, se);
+        char want[128];
+        if (s->pos != ATTN_POS_LEARNED)
+            snprintf(want, sizeof(want), "pos_encoding = %s", attn_pos_name(s->pos));
+        else if (s->residual != GPT2_RESID_STANDARD)
+            snprintf(want, sizeof(want), "residual = %s", resid_name(s->residual));
+        else
+            snprintf(want, sizeof(want), "value_residual = 1");
+        ck_assert_msg(strstr(se, want) && strstr(se, "--allow-nonstandard"),
+                      "%s: the refusal does not name '%s' and the flag: %s", label, want, se);
+        expect_hf_absent(hf, label);
+        free(se);
+    }
+    snprintf(cmd, sizeof(cmd), "%s/export --checkpoint %s --format hf --out %s --no-tokenizer%s",
+             exe_dir, ck, hf, plain ? "" : " --allow-nonstandard");
+    rc = run(cmd, errf, &se);
     ck_assert_msg(rc == 0, "%s: ./export --format hf exited %d: %s", label, rc, se);
     free(se);
-    const int llmc_ok =
-        s->pos == ATTN_POS_LEARNED && s->residual == GPT2_RESID_STANDARD && !s->value_residual;
+    expect_model_type(hf, plain, label);
+    if (s->pos == ATTN_POS_ROPE && system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0) {
+        // the numpy reference computes learned positions: it says so, as for attention
+        snprintf(cmd, sizeof(cmd),
+                 "/usr/bin/python3 %s/tests/ref/ref_gpt2.py --model %s --data '%s/val_*.bin' -B 1 "
+                 "-T 8 --batches 1",
+                 test_repo_root(), hf, dir);
+        rc = run(cmd, errf, &se);
+        ck_assert_msg(rc == 0 && strstr(se, "warning: position encoding rope is not learned"),
+                      "%s: ref_gpt2.py exited %d without the positions warning: %s", label, rc, se);
+        free(se);
+    }
+    const int llmc_ok = plain; // llm.c's header holds no other setting
     snprintf(cmd, sizeof(cmd), "%s/export --checkpoint %s --format llmc --out %s", exe_dir, ck,
              llmc);
     rc = run(cmd, errf, &se);
@@ -240,12 +307,117 @@ START_TEST(test_bad_settings_rejected) {
 }
 END_TEST
 
+// Saves a 2-layer model of `attention` (learned positions) with random weights to CK; returns it
+// built (the caller frees it).
+static void save_variant(GPT2* m, Config* c, const char* attention, const char* dir,
+                         const char* ck) {
+    char err[2048];
+    test_run_config(c, dir, "unused", V);
+    util_strlcpy(c->attention, attention, sizeof(c->attention));
+    test_build_model(m, c, 1, c->seq_len, 3);
+    Rng r;
+    rng_seed(&r, 77);
+    fill_normal(m->params, m->num_params, 0.2f, &r);
+    const size_t Vr = (size_t)m->cfg.vocab_size, C = (size_t)m->cfg.n_embd; // padding rows: 0
+    memset(m->params + m->specs[P_WTE].offset + Vr * C, 0,
+           sizeof(float) * ((size_t)m->cfg.padded_vocab - Vr) * C);
+    char* t = config_text(c);
+    ck_assert_msg(ckpt_save_model(m, ck, 0, t, err, sizeof(err)) == 0, "%s", err);
+    free(t);
+}
+
+static int same_bytes(const char* a, const char* b) {
+    char e[1300];
+    size_t na, nb;
+    char* x = util_read_file(a, &na, e, sizeof(e));
+    ck_assert_msg(x != NULL, "%s", e);
+    char* y = util_read_file(b, &nb, e, sizeof(e));
+    ck_assert_msg(y != NULL, "%s", e);
+    const int same = na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+// An attention variant (softpick) is not GPT-2 either: ./export --format hf refuses it, naming the
+// variant, and writes nothing; with --allow-nonstandard config.json says attnlab-gpt2 and hf:DIR
+// opens as the same softpick model (its logits bit for bit). A softmax model exports as GPT-2,
+// and the flag changes no byte of it.
+START_TEST(test_variant_export_needs_the_flag) {
+    const char* dir = test_tmpdir();
+    char ck[1100], hf[1100], errf[1100], cmd[4096], src[1200], err[2048];
+    snprintf(ck, sizeof(ck), "%s/softpick.bin", dir);
+    snprintf(hf, sizeof(hf), "%s/softpick_hf", dir);
+    snprintf(errf, sizeof(errf), "%s/export.stderr", dir);
+    GPT2 m;
+    Config c;
+    save_variant(&m, &c, "softpick", dir, ck);
+    const char* exe = test_build_dir();
+    snprintf(cmd, sizeof(cmd), "%s/export --checkpoint %s --format hf --out %s --no-tokenizer", exe,
+             ck, hf);
+    char* se = NULL;
+    int rc = run(cmd, errf, &se);
+    ck_assert_msg(rc == 2 && strstr(se, "attention 'softpick'") &&
+                      strstr(se, "--allow-nonstandard"),
+                  "softpick: exit %d, stderr: %s", rc, se);
+    free(se);
+    expect_hf_absent(hf, "softpick");
+    snprintf(cmd, sizeof(cmd),
+             "%s/export --checkpoint %s --format hf --out %s --no-tokenizer --allow-nonstandard",
+             exe, ck, hf);
+    rc = run(cmd, errf, &se);
+    ck_assert_msg(rc == 0, "softpick --allow-nonstandard: exit %d: %s", rc, se);
+    free(se);
+    expect_model_type(hf, 0, "softpick");
+    snprintf(src, sizeof(src), "hf:%s", hf);
+    ModelOpen mo = {.run = NULL};
+    GPT2 o;
+    ck_assert_msg(model_open(&o, src, &mo, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(mo.cfg.attention, "softpick");
+    gpt2_alloc_acts(&o, 1, c.seq_len, 2);
+    int in[32];
+    for (int i = 0; i < c.seq_len; i++)
+        in[i] = (i * 37 + 11) % V;
+    gpt2_forward(&m, in, NULL, 1, c.seq_len);
+    gpt2_forward(&o, in, NULL, 1, c.seq_len);
+    ck_assert_msg(memcmp(m.logits, o.logits,
+                         sizeof(float) * (size_t)c.seq_len * (size_t)m.cfg.padded_vocab) == 0,
+                  "softpick: hf:DIR gives other logits than the saved model");
+    gpt2_free(&o);
+    gpt2_free(&m);
+    // softmax: GPT-2, with or without the flag, the same bytes
+    char hf2[1100], a[1200], b[1200];
+    snprintf(ck, sizeof(ck), "%s/softmax.bin", dir);
+    snprintf(hf, sizeof(hf), "%s/softmax_hf", dir);
+    snprintf(hf2, sizeof(hf2), "%s/softmax_hf_flag", dir);
+    save_variant(&m, &c, "softmax", dir, ck);
+    gpt2_free(&m);
+    for (int flag = 0; flag < 2; flag++) {
+        snprintf(cmd, sizeof(cmd),
+                 "%s/export --checkpoint %s --format hf --out %s --no-tokenizer%s", exe, ck,
+                 flag ? hf2 : hf, flag ? " --allow-nonstandard" : "");
+        rc = run(cmd, errf, &se);
+        ck_assert_msg(rc == 0, "softmax: exit %d: %s", rc, se);
+        ck_assert_msg(!strstr(se, "warning"), "softmax: a warning: %s", se);
+        free(se);
+        expect_model_type(flag ? hf2 : hf, 1, "softmax");
+    }
+    static const char* const files[] = {"config.json", "model.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof(a), "%s/%s", hf, files[k]);
+        snprintf(b, sizeof(b), "%s/%s", hf2, files[k]);
+        ck_assert_msg(same_bytes(a, b), "softmax: --allow-nonstandard changed %s", files[k]);
+    }
+}
+END_TEST
+
 static Suite* interop_settings_suite(void) {
     Suite* s = suite_create("interop_settings");
     TCase* tc = tcase_create("roundtrip");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_every_setting_roundtrips);
     tcase_add_test(tc, test_bad_settings_rejected);
+    tcase_add_test(tc, test_variant_export_needs_the_flag);
     suite_add_tcase(s, tc);
     return s;
 }

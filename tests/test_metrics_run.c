@@ -1,8 +1,8 @@
 // tests/test_metrics_run.c: diagnostics on a real training run: the read-only guarantee
 // (identical training losses with diagnostics on and off), completeness and bounds of the JSONL
 // records (raw and renormalised sink keys, per-head records, massive-activation ratios, probe
-// size), ./attnmap output (C reader, numpy, usage errors), and the plot scripts on the run's
-// output (when matplotlib is present).
+// size), main.log's "step N KEY VALUE" lines, ./attnmap output (C reader, numpy, usage errors),
+// and the plot scripts on the run's output (when matplotlib is present).
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -158,6 +158,36 @@ START_TEST(test_training_run) {
     for (int i = 0; i < 6; i++)
         ck_assert_str_eq(la[i], lb[i]);
     ck_assert(strcmp(la[0], la[5]) != 0); // it trained
+
+    // ---- main.log: "# ..." header lines and "step N KEY VALUE" lines only; the losses are
+    // metrics.jsonl's (to main.log's 6 decimals), the headlines there at every metrics step
+    snprintf(path, sizeof(path), "%s/main.log", on);
+    int n_log;
+    char** lg = read_lines(path, &n_log);
+    int ntrain = 0, nval = 0, nsink = 0;
+    for (int i = 0; i < n_log; i++) {
+        if (lg[i][0] == '#') continue;
+        long st;
+        char key[64];
+        double v;
+        int used = 0;
+        ck_assert_msg(sscanf(lg[i], "step %ld %63s %lf%n", &st, key, &v, &used) == 3 &&
+                          lg[i][used] == '\0',
+                      "main.log line %d is not 'step N KEY VALUE': %s", i + 1, lg[i]);
+        if (!strcmp(key, "train_loss")) {
+            ck_assert(st >= 1 && st <= 6);
+            ck_assert_double_eq_tol(v, strtod(la[st - 1], NULL), 1e-6);
+            ntrain++;
+        }
+        nval += !strcmp(key, "val_loss");
+        nsink += !strcmp(key, "sink_rate");
+    }
+    ck_assert_int_eq(ntrain, 6);
+    ck_assert_int_eq(nval, 3); // steps 0, 3 and 6
+    ck_assert_int_eq(nsink, 6);
+    for (int i = 0; i < n_log; i++)
+        free(lg[i]);
+    free(lg);
 
     // ---- complete, in-bound records at every step
     const int L = 2, NH = 2, T = 32;

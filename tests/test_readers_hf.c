@@ -12,6 +12,11 @@
 //   - attention setup: the per-layer spec forms, ranges and gaps; attn.inner that is not a row
 //     map; an out-of-range attn.* value (naming where it was set); an unknown attn.* key with and
 //     without a close match; n_layer above the build's maximum; qk_norm = 1.
+//   - ./train --print-config makes the checks training makes before step 1 (attention name,
+//     attn.* keys and values, data globs), exit 2 with the same message, nothing
+//     written.
+//   - ./evaluate --checkpoint hf:DIR takes its lengths from the model's block_size and exits 2
+//     when it evaluated no length.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,9 +205,67 @@ START_TEST(test_attention_setup_errors) {
     setup_case("attention=softmax attn.zzz=1", "unknown key 'attn.zzz'",
                "has no such hyperparameter");
     setup_case("attention=softmx", "unknown variant 'softmx' (did you mean 'softmax'?)", "");
+    // a missing underscore is one edit from theta_init, four from theta0 (common/suggest.h)
+    setup_case("attention=ssmax attn.thetainit=inv_log_T", "unknown key 'attn.thetainit'",
+               "did you mean 'attn.theta_init'?");
     setup_case("attention=qqqqqqqqqqqq", "unknown variant 'qqqqqqqqqqqq'", "--list-attention");
     setup_case("n_layer=65", "key 'n_layer'", "64");
     setup_case("qk_norm=1", "key 'qk_norm'", "not supported");
+}
+END_TEST
+
+// --print-config ("check a config, train nothing") refuses what training refuses before step 1,
+// with the trainer's message, and writes nothing; a good config prints and exits 0.
+START_TEST(test_print_config_checks_like_training) {
+    setup();
+    static const char* const cases[][2] = {
+        {"attention=ssmaxx", "unknown variant 'ssmaxx' (did you mean 'ssmax'?)"},
+        {"attention=ssmax attn.thetainit=inv_log_T", "unknown key 'attn.thetainit'"},
+        {"attention=ssmax attn.theta_init=foo", "'foo' is not one of fixed|inv_log_T"},
+        {"train_data='/nonexistent/dir/train_*.bin'", "no file matches this glob"},
+        {"val_data='/nonexistent/dir/val_*.bin'", "no file matches this glob"},
+    };
+    char args[8192], od[1100];
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        snprintf(od, sizeof(od), "%s/pc%zu", g_run, k);
+        for (int print = 0; print < 2; print++) {
+            snprintf(args, sizeof(args), TINY "train_data='%s/data/train_*.bin' out_dir=%s %s%s",
+                     g_run, od, cases[k][0], print ? " --print-config" : "");
+            RD_EXPECT(2, "train", args, cases[k][1]);
+            ck_assert_msg(access(od, F_OK) != 0, "%s: %s was created", cases[k][0], od);
+        }
+    }
+    snprintf(od, sizeof(od), "%s/pc_ok", g_run);
+    snprintf(args, sizeof(args),
+             TINY "train_data='%s/data/train_*.bin' out_dir=%s attention=ssmax "
+                  "attn.theta_init=inv_log_T --print-config",
+             g_run, od);
+    RD_EXPECT(0, "train", args, "# attnlab resolved config", "attn.theta_init      = inv_log_T");
+    ck_assert_msg(access(od, F_OK) != 0, "--print-config created %s", od);
+}
+END_TEST
+
+// ./evaluate of hf:DIR (no saved training length): the lengths are multiples of the model's
+// block_size (32 here), not of the default seq_len; a run that evaluates no length exits 2.
+START_TEST(test_evaluate_hf_lengths) {
+    const char* run = rd_train_tiny("block_size=32 seq_len=32");
+    char r_run[1024], args[4096];
+    snprintf(r_run, sizeof(r_run), "%s", run);
+    snprintf(args, sizeof(args),
+             "--checkpoint %s/model_00000002.bin --format hf --out %s/hf --no-tokenizer", r_run,
+             r_run);
+    RD_EXPECT(0, "export", args, "");
+    snprintf(args, sizeof(args), "--checkpoint hf:%s/hf --data '%s/data/val_*.bin' --batches 1",
+             r_run, r_run);
+    const char* out = RD_EXPECT(0, "evaluate", args, "seq_len=32 block_size=32");
+    double loss = 0;
+    const char* line = strstr(out, "\n32       1x      ");
+    ck_assert_msg(line && sscanf(line + 19, "%lf", &loss) == 1 && loss > 0,
+                  "no loss at length 32:\n%s", out);
+    snprintf(args, sizeof(args),
+             "--checkpoint hf:%s/hf --data '%s/data/val_*.bin' --seq-len 64,128 --batches 1", r_run,
+             r_run);
+    RD_EXPECT(2, "evaluate", args, "64       2x      not evaluated", "no length was evaluated");
 }
 END_TEST
 
@@ -214,6 +277,8 @@ static Suite* readers_hf_suite(void) {
     tcase_add_test(tc, test_hf_config_errors);
     tcase_add_test(tc, test_safetensors_errors);
     tcase_add_test(tc, test_attention_setup_errors);
+    tcase_add_test(tc, test_print_config_checks_like_training);
+    tcase_add_test(tc, test_evaluate_hf_lengths);
     suite_add_tcase(s, tc);
     return s;
 }

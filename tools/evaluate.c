@@ -11,6 +11,9 @@
 //     Passkey retrieval: accuracy of recalling a one-token key placed at the start, middle or
 //     end of a long filler context.
 //
+// The training length is the checkpoint's seq_len; an llm.c file or an hf:DIR has none, and its
+// block_size stands in. A run that evaluates no length at all (every one longer than block_size,
+// or the data unreadable) exits 2.
 // Lengths above block_size are refused: the model's position tables are sized by block_size
 // (with learned positions there are only block_size rows, and rows beyond the training length
 // are never trained). To evaluate longer contexts, train with pos_encoding = rope, alibi or
@@ -54,11 +57,12 @@ static void usage(FILE* f) {
             "                  [--batches N] [--batch-size B] [--threads N]\n"
             "       ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S]\n"
             "                  [--threads N]\n\n"
-            "Loss at multiples of the training length (seq_len of the checkpoint) or at lengths\n"
-            "in tokens (--seq-len), reported over all positions, inside the training length and\n"
-            "beyond it; and a passkey\n"
-            "retrieval probe (accuracy by needle position: start, middle, end). Lengths must be\n"
-            "<= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
+            "Loss at multiples of the training length (seq_len of the checkpoint; block_size for\n"
+            "llmc: and hf: models) or at lengths in tokens (--seq-len), reported over all\n"
+            "positions, inside the training length and beyond it; and a passkey retrieval probe\n"
+            "(accuracy by needle position: start, middle, end). Lengths must be <= the\n"
+            "checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or input (also when\n"
+            "no length could be evaluated).\n");
 }
 
 // Build the model saved in `path` (its config, attention and parameters).
@@ -67,6 +71,8 @@ static void load_model(GPT2* m, Config* cfg, const char* path) {
     ModelOpen mo = {.run = NULL};
     if (model_open(m, path, &mo, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
     *cfg = mo.cfg;
+    // an llm.c file or a Hugging Face directory has no training length: its block_size stands in
+    if (mo.kind != MODEL_SRC_ATTNLAB) cfg->seq_len = m->cfg.block_size;
     m->step = -1;
 }
 
@@ -90,8 +96,9 @@ static int parse_lengths(int* len, const char* list, int tokens, int T0) {
     return n;
 }
 
-static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char* lengths,
-                         int tokens, int batches, int B, int nthreads) {
+// The number of lengths evaluated (main exits 2 when it is 0).
+static int eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char* lengths,
+                        int tokens, int batches, int B, int nthreads) {
     const int T0 = cfg->seq_len, maxT = m->cfg.block_size;
     int lens[16];
     const int nf = parse_lengths(lens, lengths, tokens, T0);
@@ -107,6 +114,7 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
     if (Tmax > 0) gpt2_alloc_acts(m, B, Tmax, nthreads);
     int* in = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
     int* tg = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
+    int done = 0;
     for (int i = 0; i < nf; i++) {
         const int T = lens[i];
         char fs[16];
@@ -160,9 +168,11 @@ static void eval_lengths(GPT2* m, const Config* cfg, const char* glob, const cha
         printf("%-8d %-7s %-10.4f %-12.4f %-12s %zu\n", T, fs, all / ntot, in_train / (double)n_in,
                bey, n_in + n_out);
         fflush(stdout);
+        done++;
     }
     free(in);
     free(tg);
+    return done;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -281,9 +291,9 @@ int main(int argc, char** argv) {
     load_model(&m, &cfg, ckpt);
     if (passkey)
         eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed, threads);
-    else
-        eval_lengths(&m, &cfg, data, lengths, len_tokens, batches, B > 0 ? B : cfg.batch_size,
-                     threads);
+    else if (!eval_lengths(&m, &cfg, data, lengths, len_tokens, batches, B > 0 ? B : cfg.batch_size,
+                           threads))
+        die(EXIT_USAGE, "no length was evaluated (the lines above say why)");
     gpt2_free(&m);
     return 0;
 }

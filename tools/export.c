@@ -1,6 +1,8 @@
 // tools/export.c: convert an attnlab checkpoint (or an llm.c model file) to Hugging Face
 // (model.safetensors + config.json + vocab.json + merges.txt) or to an llm.c model file.
 // Usage: ./export --checkpoint PATH --format hf|llmc --out DIR_or_FILE [options]; ./export --help
+// A model that is not GPT-2 (another attention, positions, residual) is refused by --format hf
+// unless --allow-nonstandard: a GPT-2 loader would silently compute plain GPT-2 with it.
 //
 // defines: Config (common/config.h); GPT2 (model/gpt2.h); model_open (model/open.h); checkpoints
 // (model/checkpoint.h); the Hugging Face writer (model/hf.h)
@@ -31,10 +33,16 @@ static void usage(FILE* f) {
            "  --out DIR_or_FILE    output directory (hf) or file (llmc)\n"
            "  --tokenizer-dir DIR  where encoder.json and vocab.bpe are (default data_cache/gpt2;\n"
            "                       `scripts/setup tokenizer` fetches them)\n"
-           "  --no-tokenizer       hf: skip vocab.json / merges.txt\n\n"
-           "Only softmax attention with learned positions is exactly Hugging Face GPT-2. Other\n"
-           "variants export with a warning; the variant is recorded as attnlab_attention in\n"
-           "config.json and the safetensors metadata, and its tensors are saved as attnlab.*.\n"
+           "  --no-tokenizer       hf: skip vocab.json / merges.txt\n"
+           "  --allow-nonstandard  hf: export a model that is not GPT-2 (see below)\n\n"
+           "Only softmax attention with learned positions, qk_norm 0, residual standard and\n"
+           "value_residual 0 is exactly Hugging Face GPT-2; a GPT-2 loader would read any other\n"
+           "model as plain GPT-2 and compute other numbers. --format hf refuses such a model\n"
+           "(exit 2, naming what differs) unless --allow-nonstandard is given: then config.json\n"
+           "says model_type \"attnlab-gpt2\" and architectures AttnlabGPT2LMHeadModel, which\n"
+           "transformers does not take for GPT-2, the settings are recorded as attnlab_* keys,\n"
+           "the model's own tensors are saved as attnlab.*, and attnlab reads the directory\n"
+           "back as hf:DIR (docs/interop.md).\n"
            "Exit codes: 0 done, 1 write failure, 2 bad usage or input.\n");
 }
 
@@ -53,7 +61,7 @@ static void load(GPT2* m, const char* source) {
 
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *format = NULL, *out = NULL, *tokdir = "data_cache/gpt2";
-    int no_tok = 0;
+    int no_tok = 0, allow_nonstandard = 0;
     for (int i = 1; i < argc; i++) {
         const char* a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -74,6 +82,8 @@ int main(int argc, char** argv) {
             *dst = argv[++i];
         } else if (!strcmp(a, "--no-tokenizer")) {
             no_tok = 1;
+        } else if (!strcmp(a, "--allow-nonstandard")) {
+            allow_nonstandard = 1;
         } else {
             fprintf(stderr, "export: unknown argument '%s'\n", a);
             usage(stderr);
@@ -110,6 +120,17 @@ int main(int argc, char** argv) {
             printf("wrote %s\n", out);
         }
     } else {
+        char why[512];
+        if (hf_nonstandard(&m, why, sizeof(why)) && !allow_nonstandard) {
+            fprintf(stderr,
+                    "export: %s is not Hugging Face GPT-2: %s. A GPT-2 loader would read it as "
+                    "plain GPT-2 and compute other numbers. Nothing written; pass "
+                    "--allow-nonstandard to export it as model_type \"%s\" (attnlab reads it "
+                    "back as hf:DIR; docs/interop.md)\n",
+                    ckpt, why, HF_MODEL_TYPE_ATTNLAB);
+            gpt2_free(&m);
+            return EXIT_USAGE;
+        }
         const char* td = NULL;
         if (!no_tok) {
             if (m.cfg.vocab_size != 50257) {

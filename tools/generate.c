@@ -1,6 +1,8 @@
 // tools/generate.c: sample text from an attnlab checkpoint.
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
-//                   [--top-k K] [--seed S]
+//                   [--top-k K] [--seed S] [--raw]
+// A generated end-of-text token shows as the line "--- end of document ---" (SAMPLE_DOC_BREAK,
+// model/sample.h); --raw prints its text "<|endoftext|>" instead.
 // defines: model_open (model/open.h), gpt2_generate (model/sample.h), tokenizer
 #include <omp.h>
 #include <stdio.h>
@@ -21,12 +23,18 @@ static void usage(FILE* f) {
                "  --temperature T    softmax temperature, 0 = greedy (default 0.8)\n"
                "  --top-k K          sample among the K most likely tokens, 0 = all (default 40)\n"
                "  --seed S           random seed (default 1)\n"
+               "  --raw              print the end-of-text token as its text (<|endoftext|>),\n"
+               "                     not as the line \"--- end of document ---\"\n"
                "The tokenizer and model sizes come from the config saved in the checkpoint.\n");
+}
+
+static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
+    return tokenizer_token_bytes(tok, id, len);
 }
 
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *prompt = NULL;
-    int n = 3, tokens = 100, top_k = 40;
+    int n = 3, tokens = 100, top_k = 40, raw = 0;
     float temperature = 0.8f;
     long seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -34,6 +42,10 @@ int main(int argc, char** argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--raw")) {
+            raw = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             usage(stderr);
@@ -88,12 +100,9 @@ int main(int argc, char** argv) {
         for (size_t k = 0; k < np; k++)
             ids[len++] = pids[k];
         int total = gpt2_generate(&m, ids, len, tokens, temperature, top_k, -1, &rng);
-        size_t bl;
-        char* text = tokenizer_decode(tok, ids + 1, (size_t)(total - 1), &bl);
         printf("---- sample %d ----\n", s + 1);
-        fwrite(text, 1, bl, stdout);
+        sample_write(stdout, ids + 1, total - 1, tokenizer_eot(tok), token_bytes, tok, raw);
         printf("\n");
-        free(text);
     }
     free(ids);
     free(pids);

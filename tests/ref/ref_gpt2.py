@@ -92,10 +92,17 @@ def load_hf(path):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     t, meta = read_safetensors(st)
-    att = cfg.get("attnlab_attention", meta.get("attnlab_attention", "softmax"))
-    if att != "softmax":
-        print(f"warning: attention {att} is not softmax; the reference computes softmax",
-              file=sys.stderr)
+    # what the reference cannot compute (it is plain GPT-2): a warning for each, as for attention
+    def setting(key, plain):
+        return str(cfg.get(key, meta.get(key, plain)))
+    for key, plain, what in (("attnlab_attention", "softmax", "attention"),
+                             ("attnlab_pos_encoding", "learned", "position encoding"),
+                             ("attnlab_qk_norm", "0", "qk_norm"),
+                             ("attnlab_residual", "standard", "residual"),
+                             ("attnlab_value_residual", "0", "value_residual")):
+        if setting(key, plain) != plain:
+            print(f"warning: {what} {setting(key, plain)} is not {plain}; the reference computes "
+                  f"{plain}", file=sys.stderr)
     L, NH = cfg["n_layer"], cfg["n_head"]
     layers = []
     for l in range(L):
