@@ -43,6 +43,7 @@
 #include "model/memory.h"
 #include "model/metrics.h"
 #include "model/open.h"
+#include "model/run_folder.h"
 #include "model/run_header.h"
 #include "model/sample.h"
 #include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
@@ -65,6 +66,8 @@ typedef struct {
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
     int resumed;
+    ResumeChanges changes; // resumed: the keys resume_change let differ from the checkpoint's
+    double lr_was;         // resumed: the start step's learning rate under the checkpoint's keys
     int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
     RunLog rl; // OUT/metrics.jsonl and OUT/main.log, every write checked (common/runlog.h)
@@ -133,6 +136,15 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
     return 0;
 }
 
+// The learning-rate schedule of config c (optim/schedule.h). 0, or -1 for an unknown name.
+static int schedule_of(LrSchedule* s, const Config* c) {
+    if (lr_schedule_init(s, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps, c->max_steps))
+        return -1;
+    lr_schedule_set_decay(s, lr_schedule_decay_steps(c->max_steps, c->decay_steps,
+                                                     (double)c->decay_fraction));
+    return 0;
+}
+
 // Everything that can fail on bad input: returns -1 with err (main exits 2).
 static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
     memset(t, 0, sizeof(*t));
@@ -158,8 +170,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
                                errcap) ||
         memory_check(&me, memory_available(), err, errcap))
         return -1;
-    if (lr_schedule_init(&t->sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps,
-                         c->max_steps)) {
+    if (schedule_of(&t->sched, c)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
         return -1;
     }
@@ -218,6 +229,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
 }
 
 static void teardown(Trainer* t) {
+    run_lock_release(); // (rank 0: the out_dir lock)
     dp_free(t->dp);
     t->model.grad_hook = NULL;
     gpt2_free(&t->model);
@@ -247,12 +259,13 @@ static int checkpoint_save(Trainer* t, long step) {
     if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
     DataLoaderState pos = t->data_pos;
     if (t->have_train) dataloader_get_state(&t->train, &pos);
-    RunStateWriter w; // sections: loop (run_state_create), data, optim
+    RunStateWriter w; // sections: loop (run_state_create), data, optim, model (the pair's tie)
     int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              run_state_create(&w, sp, 2, &t->ls, err, sizeof(err));
+              run_state_create(&w, sp, 3, &t->ls, err, sizeof(err));
     if (!bad) {
         dataloader_state_put(&pos, &w);
         optim_state_put(opt, &w);
+        run_state_put_pair(&w, step, run_state_params_crc(t->model.params, t->model.num_params));
         bad = run_state_finish(&w, err, sizeof(err));
     }
     dp_state_done(t->dp, &full);
@@ -267,9 +280,26 @@ static int checkpoint_save(Trainer* t, long step) {
 }
 
 // resume = 1: load the newest step whose model and state both verify, after checking that the
-// run may continue from it exactly (ckpt_check_resume). The start step (0 when there is nothing
-// to resume), or -1 when that checkpoint already ends the run. Every rank loads the files; a
-// failure is agreed on and reported once (exit 2).
+// run may continue from it exactly (ckpt_check_resume: the same data and shape, every other key
+// that changes the computation the same unless resume_change names it) and that the two files
+// are one checkpoint (run_state_check_pair). The start step (0 when there is nothing to resume),
+// or -1 when that checkpoint already ends the run. Every rank loads the files; a failure is
+// agreed on and reported once (exit 2). The accepted changes go into the config text.
+// The changes resume_change accepted, and those of earlier resumes the checkpoint's config text
+// `saved` records, into the run's config text (config.conf and later model files); the start
+// step's learning rate under the checkpoint's keys for the record (model/run_header.h).
+static void record_changes(Trainer* t, const char* saved, long start) {
+    resume_changes_append_text(&t->config_text, saved, start, &t->changes);
+    Config old;
+    LrSchedule s;
+    char err[1024];
+    config_defaults(&old);
+    t->lr_was = config_load_text(&old, saved, "saved config", err, sizeof(err)) == 0 &&
+                        schedule_of(&s, &old) == 0
+                    ? lr_schedule_get(&s, (int)start)
+                    : NAN;
+}
+
 static long checkpoint_resume(Trainer* t) {
     const Config* c = &t->cfg;
     const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
@@ -282,12 +312,17 @@ static long checkpoint_resume(Trainer* t) {
     Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
     static const char* const SECTIONS[] = {DATALOADER_STATE_SECTION, OPTIM_STATE_SECTION};
     RunStateReader r;
-    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), err, sizeof(err)) ||
+    char* saved = NULL;
+    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), &t->changes, &saved, err,
+                                sizeof(err)) ||
               ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
               run_state_open(&r, sp, SECTIONS, 2, err, sizeof(err));
     if (!bad) {
         t->ls = r.loop;
-        bad = optim_state_get(into, &r, err, sizeof(err)) ||
+        bad = run_state_check_pair(&r, mp, s,
+                                   run_state_params_crc(t->model.params, t->model.num_params), err,
+                                   sizeof(err)) ||
+              optim_state_get(into, &r, err, sizeof(err)) ||
               dataloader_state_get(&t->data_pos, &r, err, sizeof(err));
         run_state_close(&r);
         bad = bad ||
@@ -301,6 +336,8 @@ static long checkpoint_resume(Trainer* t) {
     }
     printf("resuming from step %ld (%s)\n", t->ls.step, mp);
     t->resumed = 1;
+    record_changes(t, saved, t->ls.step);
+    free(saved);
     return t->ls.step;
 }
 
@@ -395,9 +432,11 @@ static void open_logs(Trainer* t, long start) {
                                  atomic_commit(&af)),
                         1, af.err);
     char err[2048] = ""; // (the other ranks write the same records to /dev/null)
-    dist_exit_if_failed(runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
-                                    sizeof(err)) != 0,
-                        1, err);
+    dist_exit_if_failed(
+        (root && t->resumed && run_folder_resume_records(c->out_dir, start, err, sizeof(err))) ||
+            runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
+                        sizeof(err)) != 0,
+        1, err);
     const RunHeader h = {.model = &t->model,
                          .cfg = c,
                          .precision_info = t->precision_info,
@@ -405,18 +444,35 @@ static void open_logs(Trainer* t, long start) {
                          .nthreads = t->nthreads,
                          .dp_line = t->dp ? strstr(t->config_text, "# data parallel:") : NULL,
                          .start = start,
-                         .resumed = t->resumed};
+                         .resumed = t->resumed,
+                         .changes = &t->changes,
+                         .lr_was = t->lr_was,
+                         .lr_now = lr_schedule_get(&t->sched, (int)start)};
     run_header_write(&h, &t->rl, &t->j); // model/run_header.h
 }
 
 // =============================================================================================
 // the loop
 
+// One run per out_dir (model/run_folder.h): rank 0 takes the folder's lock and, for a new run,
+// refuses a folder that holds a run (overwrite = 1: deletes its files); exit 2, agreed by every
+// rank, reported once.
+static void open_run_folder(Trainer* t) {
+    const Config* c = &t->cfg;
+    char err[2048] = "";
+    const int root = dist_is_root();
+    dist_exit_if_failed(root && (run_lock_take(c->out_dir, err, sizeof(err)) ||
+                                 (!c->resume &&
+                                  run_folder_check_new(c->out_dir, c->overwrite, err, sizeof(err)))),
+                        EXIT_USAGE, err);
+}
+
 static int train(Trainer* t) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
+    open_run_folder(t);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
     const long start = checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written
@@ -672,6 +728,7 @@ int main(int argc, char** argv) {
         }
         bad = config_apply_arg(&cfg, argv[i], err, sizeof(err)) != 0;
     }
+    if (!bad) run_fit_warmup(&cfg, run_args_set(argc, argv, first, "warmup_steps")); // short runs
     if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
     dist_exit_if_failed(bad, EXIT_USAGE, err); // reported once, by rank 0
     if (print_only) { // scripts/ablate compares runs by their resolved keys
