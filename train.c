@@ -136,15 +136,6 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
     return 0;
 }
 
-// The learning-rate schedule of config c (optim/schedule.h). 0, or -1 for an unknown name.
-static int schedule_of(LrSchedule* s, const Config* c) {
-    if (lr_schedule_init(s, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps, c->max_steps))
-        return -1;
-    lr_schedule_set_decay(s, lr_schedule_decay_steps(c->max_steps, c->decay_steps,
-                                                     (double)c->decay_fraction));
-    return 0;
-}
-
 // Everything that can fail on bad input: returns -1 with err (main exits 2).
 static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
     memset(t, 0, sizeof(*t));
@@ -170,7 +161,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
                                errcap) ||
         memory_check(&me, memory_available(), err, errcap))
         return -1;
-    if (schedule_of(&t->sched, c)) {
+    if (lr_schedule_from_config(&t->sched, c)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
         return -1;
     }
@@ -280,26 +271,11 @@ static int checkpoint_save(Trainer* t, long step) {
 }
 
 // resume = 1: load the newest step whose model and state both verify, after checking that the
-// run may continue from it exactly (ckpt_check_resume: the same data and shape, every other key
-// that changes the computation the same unless resume_change names it) and that the two files
-// are one checkpoint (run_state_check_pair). The start step (0 when there is nothing to resume),
-// or -1 when that checkpoint already ends the run. Every rank loads the files; a failure is
-// agreed on and reported once (exit 2). The accepted changes go into the config text.
-// The changes resume_change accepted, and those of earlier resumes the checkpoint's config text
-// `saved` records, into the run's config text (config.conf and later model files); the start
-// step's learning rate under the checkpoint's keys for the record (model/run_header.h).
-static void record_changes(Trainer* t, const char* saved, long start) {
-    resume_changes_append_text(&t->config_text, saved, start, &t->changes);
-    Config old;
-    LrSchedule s;
-    char err[1024];
-    config_defaults(&old);
-    t->lr_was = config_load_text(&old, saved, "saved config", err, sizeof(err)) == 0 &&
-                        schedule_of(&s, &old) == 0
-                    ? lr_schedule_get(&s, (int)start)
-                    : NAN;
-}
-
+// run may continue from it exactly (ckpt_check_resume: keys not named in resume_change as saved)
+// and that the two files are one checkpoint (run_state_check_pair). The start step (0 when there
+// is nothing to resume), or -1 when that checkpoint already ends the run. Every rank loads the
+// files; a failure is agreed on and reported once (exit 2). The config text gets the accepted
+// changes (and those of earlier resumes) for config.conf and later model files.
 static long checkpoint_resume(Trainer* t) {
     const Config* c = &t->cfg;
     const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
@@ -336,7 +312,8 @@ static long checkpoint_resume(Trainer* t) {
     }
     printf("resuming from step %ld (%s)\n", t->ls.step, mp);
     t->resumed = 1;
-    record_changes(t, saved, t->ls.step);
+    resume_changes_append_text(&t->config_text, saved, t->ls.step, &t->changes);
+    t->lr_was = lr_schedule_saved(saved, t->ls.step); // for the record (model/run_header.h)
     free(saved);
     return t->ls.step;
 }
@@ -454,25 +431,13 @@ static void open_logs(Trainer* t, long start) {
 // =============================================================================================
 // the loop
 
-// One run per out_dir (model/run_folder.h): rank 0 takes the folder's lock and, for a new run,
-// refuses a folder that holds a run (overwrite = 1: deletes its files); exit 2, agreed by every
-// rank, reported once.
-static void open_run_folder(Trainer* t) {
-    const Config* c = &t->cfg;
-    char err[2048] = "";
-    const int root = dist_is_root();
-    dist_exit_if_failed(root && (run_lock_take(c->out_dir, err, sizeof(err)) ||
-                                 (!c->resume &&
-                                  run_folder_check_new(c->out_dir, c->overwrite, err, sizeof(err)))),
-                        EXIT_USAGE, err);
-}
-
 static int train(Trainer* t) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
-    open_run_folder(t);
+    // one run per out_dir (model/run_folder.h): rank 0 takes its lock, checks a new run's folder
+    dist_exit_if_failed(dist_is_root() && run_folder_open(c, err, sizeof(err)), EXIT_USAGE, err);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
     const long start = checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written

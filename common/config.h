@@ -39,8 +39,8 @@ typedef struct {
     int batch_size, seq_len, max_steps, grad_accum, threads, resume;
     int overwrite;                  // 1: a new run into a used out_dir deletes its run files first
     char resume_change[CONFIG_STR]; // keys a resume may change (comma-separated; recorded)
-    int zero;           // data parallel: 1 shards the optimizer state (ZeRO-1)
-    char dp_reduce[16]; // data parallel: chain | allreduce (optim/data_parallel.h)
+    int zero;                       // data parallel: 1 shards the optimizer state (ZeRO-1)
+    char dp_reduce[16];             // data parallel: chain | allreduce (optim/data_parallel.h)
     float dist_timeout; // data parallel: seconds without progress before the job is aborted
     char precision[16]; // fp32 | bf16 | auto | bf16_ref: the matmuls' precision
     long long seed;

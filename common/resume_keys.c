@@ -10,13 +10,17 @@
 #include "common/util.h"
 
 static const char* const EXEMPT[] = {
-    "out_dir",          "resume",       "overwrite",     "resume_change",        "threads",
-    "zero",             "dist_timeout", "log_every",     "eval_every",           "metrics_every",
-    "checkpoint_every", "keep_last",    "sample_every",  "dump_attention_every", "sample_tokens",
-    "tokenizer_dir",
+    "out_dir",          "resume",
+    "overwrite",        "resume_change",
+    "threads",          "zero",
+    "dist_timeout",     "log_every",
+    "eval_every",       "metrics_every",
+    "checkpoint_every", "keep_last",
+    "sample_every",     "dump_attention_every",
+    "sample_tokens",    "tokenizer_dir",
 };
-static const char* const DATA[] = {"batch_size", "seq_len", "seed", "shuffle", "grad_accum",
-                                   "train_data"};
+static const char* const DATA[] = {"batch_size", "seq_len",    "seed",
+                                   "shuffle",    "grad_accum", "train_data"};
 
 static int in_list(const char* const* list, size_t n, const char* key) {
     for (size_t i = 0; i < n; i++)
@@ -33,10 +37,10 @@ ResumeKeyKind resume_key_kind(const char* key, const char** why) {
     } else if (in_list(EXEMPT, sizeof(EXEMPT) / sizeof(EXEMPT[0]), key)) {
         k = RESUME_KEY_EXEMPT;
     } else if (in_list(DATA, sizeof(DATA) / sizeof(DATA[0]), key)) {
-        k = RESUME_KEY_DATA;
+        k = RESUME_KEY_ELSEWHERE;
         w = "the saved data position would point at other tokens";
     } else if (strcmp(key, "optimizer") == 0) {
-        k = RESUME_KEY_FIXED;
+        k = RESUME_KEY_ELSEWHERE; // optim_state_get refuses another optimizer's state
         w = "the saved optimizer state belongs to the saved optimizer";
     } else if (strcmp(key, "attention") == 0 ||
                (f && strcmp(f->group, "model") == 0 && strcmp(key, "init_from") != 0)) {
@@ -83,7 +87,7 @@ int resume_change_validate(const char* list, char* err, size_t errcap) {
             return -1;
         }
         ResumeKeyKind k = resume_key_kind(key, &why);
-        if (k == RESUME_KEY_DATA || k == RESUME_KEY_FIXED) {
+        if (k == RESUME_KEY_ELSEWHERE || k == RESUME_KEY_FIXED) {
             snprintf(err, errcap,
                      "key 'resume_change': '%s' cannot change on resume (%s); train into a new "
                      "out_dir instead",
@@ -118,13 +122,15 @@ typedef struct {
 static void differ(Compare* k, const char* key, const char* a, const char* b) {
     const char* why = NULL;
     ResumeKeyKind kind = resume_key_kind(key, &why);
-    if (kind == RESUME_KEY_EXEMPT || kind == RESUME_KEY_DATA) return;
+    if (kind == RESUME_KEY_EXEMPT || kind == RESUME_KEY_ELSEWHERE) return; // (checked elsewhere)
     char line[CONFIG_STR * 2 + 200];
     snprintf(line, sizeof(line), "%skey '%s' was '%s', now '%s'", "", key, a, b);
     if (kind == RESUME_KEY_FIXED) {
         if (k->nfixed++ == 0) {
-            snprintf(k->fixed, sizeof(k->fixed), "%s in %s: %s; set it back, or train into a new "
-                     "out_dir", line, k->what, why);
+            snprintf(k->fixed, sizeof(k->fixed),
+                     "%s in %s: %s; set it back, or train into a new "
+                     "out_dir",
+                     line, k->what, why);
         }
         return;
     }
@@ -176,8 +182,8 @@ int resume_keys_compare(const Config* old, const Config* now, const char* what, 
     }
     if (k.nunnamed) {
         char all[CONFIG_STR + 1100];
-        snprintf(all, sizeof(all), "%s%s%s", now->resume_change,
-                 now->resume_change[0] ? "," : "", k.names);
+        snprintf(all, sizeof(all), "%s%s%s", now->resume_change, now->resume_change[0] ? "," : "",
+                 k.names);
         snprintf(err, errcap,
                  "%s differ%s from %s: %s. A resumed run continues the saved run exactly, so each "
                  "change must be named: add resume_change=%s (each change is then recorded with "

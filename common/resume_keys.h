@@ -11,12 +11,12 @@
 //             diagnostics, samples and checkpoints (log_every, eval_every, metrics_every,
 //             dump_attention_every, sample_every, sample_tokens, checkpoint_every, keep_last) and
 //             tokenizer_dir; never compared;
-//   data      batch_size, seq_len, seed, shuffle, grad_accum (ranks x grad_accum) and train_data
+//   elsewhere batch_size, seq_len, seed, shuffle, grad_accum (ranks x grad_accum) and train_data
 //             (its files): the saved data position points into them; compared by
-//             run_state_check_resume (common/run_state.h), never changeable;
-//   fixed     the model's shape (every key of the model group but init_from), attention and
-//             optimizer: the saved weights and optimizer state are of that shape; never
-//             changeable;
+//             run_state_check_resume (common/run_state.h); optimizer: the saved optimizer state
+//             is its own (optim_state_get refuses another's); never changeable;
+//   fixed     the model's shape (every key of the model group but init_from) and attention: the
+//             saved weights are of that shape; never changeable;
 //   named     every other key, attn.* included: refused unless named in resume_change.
 #ifndef ATTNLAB_RESUME_KEYS_H
 #define ATTNLAB_RESUME_KEYS_H
@@ -25,14 +25,19 @@
 
 #include "common/config.h"
 
-typedef enum { RESUME_KEY_EXEMPT, RESUME_KEY_DATA, RESUME_KEY_FIXED, RESUME_KEY_NAMED } ResumeKeyKind;
+typedef enum {
+    RESUME_KEY_EXEMPT,
+    RESUME_KEY_ELSEWHERE,
+    RESUME_KEY_FIXED,
+    RESUME_KEY_NAMED
+} ResumeKeyKind;
 
-// The kind of `key` (a table key or attn.NAME); for data and fixed keys *why gets the reason it
-// cannot change (why may be NULL).
+// The kind of `key` (a table key or attn.NAME); for elsewhere and fixed keys *why gets the reason
+// it cannot change (why may be NULL).
 ResumeKeyKind resume_key_kind(const char* key, const char** why);
 
 // Check a resume_change list: comma-separated, each entry a config key or attn.NAME (spaces
-// around entries ignored), none of kind data or fixed. 0, or -1 with err naming the entry.
+// around entries ignored), none of kind elsewhere or fixed. 0, or -1 with err naming the entry.
 int resume_change_validate(const char* list, char* err, size_t errcap);
 // 1 when `list` names `key`.
 int resume_change_names(const char* list, const char* key);

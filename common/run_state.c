@@ -9,10 +9,10 @@
 // them by name, in any order. "loop": int64 step, sampling RNG (4 x uint64), float32 best_val,
 // int32 skips (48 bytes). "data" and "optim" are their owners' (data/dataloader.h,
 // optim/optim.h). "model" (optional, written last): int64 step, uint32 crc32 of the paired model
-// file's parameters, uint32 0 (16 bytes). Readers refuse a section that runs past the end of the file, bytes after the
-// last one, a malformed name, a duplicate, a missing one and an unknown one: a section this build
-// does not know is state a newer trainer saved and this one would drop, so the run would not
-// continue exactly; refusing says so instead of resuming something else.
+// file's parameters, uint32 0 (16 bytes). Readers refuse a section that runs past the end of the
+// file, bytes after the last one, a malformed name, a duplicate, a missing one and an unknown one:
+// a section this build does not know is state a newer trainer saved and this one would drop, so the
+// run would not continue exactly; refusing says so instead of resuming something else.
 //
 // Version 1 (read only; what the trainer wrote before): int32[256] header {RUN_STATE_MAGIC, 1,
 // optimizer n (int64, words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word

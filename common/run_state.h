@@ -33,7 +33,7 @@
 #define RUN_STATE_LOOP_BYTES     48     // int64 step, RNG (4 x uint64), float best_val, int32 skips
 #define RUN_STATE_PAIR           "model" // this module's optional section (run_state_put_pair)
 #define RUN_STATE_PAIR_BYTES     16      // int64 step, uint32 crc32 of the parameters, uint32 0
-#define RUN_STATE_V1_FIXED_BYTES 1160   // a version-1 file before its optimizer arrays
+#define RUN_STATE_V1_FIXED_BYTES 1160    // a version-1 file before its optimizer arrays
 // the smallest version-2 body (header and loop section), for the trailer check of a directory scan
 #define RUN_STATE_MIN_BYTES                                                                        \
     (RUN_STATE_HEADER_BYTES + RUN_STATE_SECTION_BYTES + RUN_STATE_LOOP_BYTES)

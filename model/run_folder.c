@@ -209,6 +209,13 @@ int run_folder_check_new(const char* dir, int overwrite, char* err, size_t errca
     return 0;
 }
 
+int run_folder_open(const Config* c, char* err, size_t errcap) {
+    return run_lock_take(c->out_dir, err, errcap) ||
+                   (!c->resume && run_folder_check_new(c->out_dir, c->overwrite, err, errcap))
+               ? -1
+               : 0;
+}
+
 // ---------------------------------------------------------------------------------------------
 // short runs
 

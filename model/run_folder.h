@@ -19,6 +19,10 @@
 
 #define RUN_LOCK_FILE "train.lock"
 
+// The start of a run in c->out_dir: run_lock_take, then for a new run (resume = 0)
+// run_folder_check_new with c->overwrite. 0, or -1 with err.
+int run_folder_open(const Config* c, char* err, size_t errcap);
+
 // Take OUT/train.lock. 0 (held until run_lock_release or the process ends), or -1 with err
 // naming the folder and the pid and host that hold it. A file system without locks: a warning on
 // stderr, and 0 without a lock.

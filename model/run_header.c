@@ -31,9 +31,10 @@ static void run_header_changes(const RunHeader* h, RunLog* rl, JsonBuf* j) {
         fprintf(rl->log, "# resume_change at step %ld: learning rate %.6g -> %.6g\n", h->start,
                 h->lr_was, h->lr_now);
         if (dist_is_root())
-            fprintf(stderr, "attnlab: the learning rate of step %ld is %.6g under the changed keys (%.6g "
-                        "under the checkpoint's)\n",
-                h->start, h->lr_now, h->lr_was);
+            fprintf(stderr,
+                    "attnlab: the learning rate of step %ld is %.6g under the changed keys (%.6g "
+                    "under the checkpoint's)\n",
+                    h->start, h->lr_now, h->lr_was);
     }
 }
 

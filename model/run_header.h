@@ -23,9 +23,9 @@ typedef struct {
     const char* precision_info; // the precision in effect, as mm_resolve_precision describes it
     double peak_flops;          // the measured matmul peak MFU is against (MMPeak.flops)
     int nthreads;
-    const char* dp_line; // the resolved config's "# data parallel: ..." line, or NULL
-    long start;          // the run's first step
-    int resumed;         // 1: the run continues from the checkpoint at `start`
+    const char* dp_line;          // the resolved config's "# data parallel: ..." line, or NULL
+    long start;                   // the run's first step
+    int resumed;                  // 1: the run continues from the checkpoint at `start`
     const ResumeChanges* changes; // resumed: the keys changed (resume_change), or NULL
     double lr_was, lr_now;        // resumed with changes: step start's learning rate before/after
 } RunHeader;

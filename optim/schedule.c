@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/config.h"
+
 static const struct {
     const char* name;
     LrKind kind;
@@ -43,6 +45,25 @@ int lr_schedule_decay_steps(int max_steps, int decay_steps, double decay_fractio
     if (decay_steps > 0) return decay_steps;
     if (max_steps <= 0 || !(decay_fraction > 0)) return 0;
     return (int)floor(decay_fraction * (double)max_steps + 0.5);
+}
+
+int lr_schedule_from_config(LrSchedule* s, const Config* c) {
+    if (lr_schedule_init(s, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps, c->max_steps))
+        return -1;
+    lr_schedule_set_decay(
+        s, lr_schedule_decay_steps(c->max_steps, c->decay_steps, (double)c->decay_fraction));
+    return 0;
+}
+
+double lr_schedule_saved(const char* text, long step) {
+    static Config c; // (large)
+    LrSchedule s;
+    char err[1024];
+    config_defaults(&c);
+    if (!text || config_load_text(&c, text, "saved config", err, sizeof(err)) != 0 ||
+        lr_schedule_from_config(&s, &c) != 0)
+        return NAN;
+    return lr_schedule_get(&s, (int)step);
 }
 
 const char* lr_schedule_names(void) {

@@ -4,6 +4,8 @@
 #ifndef ATTNLAB_SCHEDULE_H
 #define ATTNLAB_SCHEDULE_H
 
+#include "common/config.h"
+
 typedef enum { LR_COSINE, LR_CONSTANT, LR_LINEAR, LR_WSD } LrKind;
 
 typedef struct {
@@ -33,6 +35,12 @@ int lr_schedule_decay_steps(int max_steps, int decay_steps, double decay_fractio
 // has no length, so every step after warmup gets min_lr (wsd: lr while decay = 0). Computed in
 // double, returned as float.
 float lr_schedule_get(const LrSchedule* s, int step);
+// The schedule of a run's config (lr_schedule, lr, min_lr, warmup_steps, max_steps and the wsd
+// decay from decay_steps / decay_fraction). 0, or -1 for an unknown lr_schedule.
+int lr_schedule_from_config(LrSchedule* s, const Config* c);
+// The learning rate of step `step` under the config text `text` (a checkpoint's saved config);
+// NAN when the text does not read back.
+double lr_schedule_saved(const char* text, long step);
 // The accepted names, comma-separated, for --help and error messages.
 const char* lr_schedule_names(void);
 

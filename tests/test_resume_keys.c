@@ -48,10 +48,11 @@ START_TEST(test_changed_keys_refused_unless_named) {
     make_base(base, sizeof(base));
     path_in(dir, sizeof(dir), "keys_run");
     static const char* const CHANGES[][2] = {
-        {"lr", "0.002"},          {"min_lr", "0.0001"},        {"warmup_steps", "3"},
-        {"lr_schedule", "linear"}, {"max_steps", "10"},         {"weight_decay", "0.05"},
-        {"beta2", "0.99"},         {"grad_clip", "0.5"},        {"precision", "bf16_ref"},
-        {"attn.bias_mode", "fixed"},
+        {"lr", "0.002"},           {"min_lr", "0.0001"},
+        {"warmup_steps", "3"},     {"lr_schedule", "linear"},
+        {"max_steps", "10"},       {"weight_decay", "0.05"},
+        {"beta2", "0.99"},         {"grad_clip", "0.5"},
+        {"precision", "bf16_ref"}, {"attn.bias_mode", "fixed"},
     };
     for (size_t i = 0; i < sizeof(CHANGES) / sizeof(CHANGES[0]); i++) {
         const char *key = CHANGES[i][0], *val = CHANGES[i][1];
@@ -64,8 +65,8 @@ START_TEST(test_changed_keys_refused_unless_named) {
         snprintf(named, sizeof(named), "key '%s' was '", key);
         snprintf(override, sizeof(override), "resume_change=%s ", key);
         ck_assert_msg(rc == 2, "%s=%s on resume: exit %d; %s", key, val, rc, se);
-        ck_assert_msg(strstr(se, named) && strstr(se, override) && strstr(se, val), "%s: %s",
-                      key, se);
+        ck_assert_msg(strstr(se, named) && strstr(se, override) && strstr(se, val), "%s: %s", key,
+                      se);
         free(se);
         ck_assert_msg(!contains(dir, "main.log", "resumed"), "%s: the refused run wrote", key);
         // named: it trains, and the change is recorded with its step
@@ -94,8 +95,9 @@ START_TEST(test_changed_keys_refused_unless_named) {
                      BASE " resume=1 lr=0.002 max_steps=12 resume_change=max_steps");
             ck_assert_int_eq(tu_train(dir, extra), 0);
             ck_assert_msg(contains(dir, "config.conf", "# resume_change: step 4: lr '") &&
-                              contains(dir, "config.conf", "# resume_change: step 8: max_steps "
-                                                           "'8' -> '12'"),
+                              contains(dir, "config.conf",
+                                       "# resume_change: step 8: max_steps "
+                                       "'8' -> '12'"),
                           "the history of changes is not in config.conf");
             ck_assert_msg(contains(dir, "metrics.jsonl", "\"key\":\"lr\"") &&
                               contains(dir, "metrics.jsonl", "\"key\":\"max_steps\""),
@@ -172,8 +174,8 @@ START_TEST(test_wsd_extends_exactly) {
     for (int s = 1; s <= 20; s++) {
         for (int k = 0; k < 3; k++) {
             double u = tu_record(x, s, KEYS[k]), v = tu_record(y, s, KEYS[k]);
-            ck_assert_msg(isfinite(u) && u == v, "step %d %s: uninterrupted %.9g, extended %.9g",
-                          s, KEYS[k], u, v);
+            ck_assert_msg(isfinite(u) && u == v, "step %d %s: uninterrupted %.9g, extended %.9g", s,
+                          KEYS[k], u, v);
         }
         ck_assert_msg(fabs(tu_record(x, s, "lr") - wsd_lr(s - 1)) <= 1e-7 * wsd_lr(s - 1),
                       "step %d: lr %.9g, the formula %.9g", s, tu_record(x, s, "lr"),

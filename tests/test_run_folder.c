@@ -113,8 +113,8 @@ START_TEST(test_second_trainer_refused_by_lock) {
         int rc = tu_wait(tu_spawn(args, log), 60, tries[k]);
         char* se = tu_log(other, "err");
         ck_assert_msg(rc == 2, "%s: exit %d; %s", tries[k], rc, se);
-        ck_assert_msg(strstr(se, "is in use") && strstr(se, pid) && strstr(se, "train.lock"),
-                      "%s", se);
+        ck_assert_msg(strstr(se, "is in use") && strstr(se, pid) && strstr(se, "train.lock"), "%s",
+                      se);
         free(se);
         ck_assert_msg(waitpid(first, NULL, WNOHANG) == 0, "the first run ended");
         ck_assert_int_eq(tu_count(dir, "metrics.jsonl"), 1);
