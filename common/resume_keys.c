@@ -124,18 +124,18 @@ static void differ(Compare* k, const char* key, const char* a, const char* b) {
     ResumeKeyKind kind = resume_key_kind(key, &why);
     if (kind == RESUME_KEY_EXEMPT || kind == RESUME_KEY_ELSEWHERE) return; // (checked elsewhere)
     char line[CONFIG_STR * 2 + 200];
-    snprintf(line, sizeof(line), "%skey '%s' was '%s', now '%s'", "", key, a, b);
+    snprintf(line, sizeof(line), "key '%s' was '%s', now '%s'", key, a, b);
     if (kind == RESUME_KEY_FIXED) {
-        if (k->nfixed++ == 0) {
+        if (k->nfixed++ == 0)
             snprintf(k->fixed, sizeof(k->fixed),
-                     "%s in %s: %s; set it back, or train into a new "
+                     "key '%s' was '%s' in %s, now '%s': %s; set it back, or train into a new "
                      "out_dir",
-                     line, k->what, why);
-        }
+                     key, a, k->what, b, why);
         return;
     }
     if (resume_change_names(k->now->resume_change, key)) {
-        if (k->out && k->out->n < RESUME_MAX_CHANGES) {
+        if (k->out) {
+            ASSERT(k->out->n < RESUME_MAX_CHANGES);
             ResumeChange* c = &k->out->ch[k->out->n++];
             util_strlcpy(c->key, key, sizeof(c->key));
             util_strlcpy(c->was, a, sizeof(c->was));

@@ -42,7 +42,7 @@ int resume_change_validate(const char* list, char* err, size_t errcap);
 // 1 when `list` names `key`.
 int resume_change_names(const char* list, const char* key);
 
-#define RESUME_MAX_CHANGES 64
+#define RESUME_MAX_CHANGES 128 // more than the table keys and attn.* keys together
 typedef struct {
     char key[64];
     char was[CONFIG_STR + 32], now[CONFIG_STR + 32]; // "(unset)" for an attn.* key not set

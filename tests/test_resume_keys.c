@@ -115,10 +115,13 @@ START_TEST(test_changed_keys_refused_unless_named) {
     ck_assert_int_eq(tu_train(dir, BASE " resume=1 eval_every=2 checkpoint_every=2 keep_last=2 "
                                         "log_every=3 threads=1"),
                      0);
-    const char* const bad[][2] = {{"resume_change=n_layer", "cannot change on resume"},
-                                  {"resume_change=batch_size", "cannot change on resume"},
-                                  {"resume_change=lrr", "did you mean 'lr'"}};
-    for (int k = 0; k < 3; k++) {
+    tu_copy_dir(base, dir); // resumable again from step 4
+    const char* const bad[][2] = {
+        {"pos_encoding=rope", "key 'pos_encoding' was 'learned' in the checkpoint"},
+        {"resume_change=n_layer", "cannot change on resume"},
+        {"resume_change=batch_size", "cannot change on resume"},
+        {"resume_change=lrr", "did you mean 'lr'"}};
+    for (int k = 0; k < 4; k++) {
         char extra[1024];
         snprintf(extra, sizeof(extra), BASE " resume=1 %s", bad[k][0]);
         ck_assert_int_eq(tu_train(dir, extra), 2);
