@@ -239,8 +239,8 @@ void run_fit_warmup(Config* c, int on_cmdline) {
     if (on_cmdline || c->max_steps <= 0 || c->warmup_steps <= c->max_steps) return;
     if (dist_is_root())
         fprintf(stderr,
-                "attnlab: note: warmup_steps = %d (from the config file) is more than max_steps "
-                "= %d: the warmup is capped at %d steps for this run\n",
+                "attnlab: note: warmup_steps = %d (not set on the command line) is more than "
+                "max_steps = %d: the warmup is capped at %d steps for this run\n",
                 c->warmup_steps, c->max_steps, c->max_steps);
     c->warmup_steps = c->max_steps;
 }
