@@ -44,6 +44,7 @@
 #include "model/memory.h"
 #include "model/metrics.h"
 #include "model/open.h"
+#include "model/run_folder.h"
 #include "model/run_header.h"
 #include "model/sample.h"
 #include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
@@ -66,6 +67,8 @@ typedef struct {
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
     int resumed;
+    ResumeChanges changes; // resumed: the keys resume_change let differ from the checkpoint's
+    double lr_was;         // resumed: the start step's learning rate under the checkpoint's keys
     int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
     int eval_T;
     RunLog rl; // OUT/metrics.jsonl and OUT/main.log, every write checked (common/runlog.h)
@@ -153,7 +156,7 @@ static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_
         memory_check(&me, memory_available(), err, errcap))
         return -1;
     LrSchedule sched;
-    if (lr_schedule_init(&sched, c->lr_schedule, c->lr, c->min_lr, c->warmup_steps, c->max_steps)) {
+    if (lr_schedule_from_config(&sched, c)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
         return -1;
     }
@@ -248,6 +251,7 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
 }
 
 static void teardown(Trainer* t) {
+    run_lock_release(); // (rank 0: the out_dir lock)
     dp_free(t->dp);
     t->model.grad_hook = NULL;
     gpt2_free(&t->model);
@@ -277,12 +281,13 @@ static int checkpoint_save(Trainer* t, long step) {
     if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
     DataLoaderState pos = t->data_pos;
     if (t->have_train) dataloader_get_state(&t->train, &pos);
-    RunStateWriter w; // sections: loop (run_state_create), data, optim
+    RunStateWriter w; // sections: loop (run_state_create), data, optim, model (the pair's tie)
     int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              run_state_create(&w, sp, 2, &t->ls, err, sizeof(err));
+              run_state_create(&w, sp, 3, &t->ls, err, sizeof(err));
     if (!bad) {
         dataloader_state_put(&pos, &w);
         optim_state_put(opt, &w);
+        run_state_put_pair(&w, step, run_state_params_crc(t->model.params, t->model.num_params));
         bad = run_state_finish(&w, err, sizeof(err));
     }
     dp_state_done(t->dp, &full);
@@ -297,9 +302,11 @@ static int checkpoint_save(Trainer* t, long step) {
 }
 
 // resume = 1: load the newest step whose model and state both verify, after checking that the
-// run may continue from it exactly (ckpt_check_resume). The start step (0 when there is nothing
-// to resume), or -1 when that checkpoint already ends the run. Every rank loads the files; a
-// failure is agreed on and reported once (exit 2).
+// run may continue from it exactly (ckpt_check_resume: keys not named in resume_change as saved)
+// and that the two files are one checkpoint (run_state_check_pair). The start step (0 when there
+// is nothing to resume), or -1 when that checkpoint already ends the run. Every rank loads the
+// files; a failure is agreed on and reported once (exit 2). The config text gets the accepted
+// changes (and those of earlier resumes) for config.conf and later model files.
 static long checkpoint_resume(Trainer* t) {
     const Config* c = &t->cfg;
     const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
@@ -312,12 +319,17 @@ static long checkpoint_resume(Trainer* t) {
     Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
     static const char* const SECTIONS[] = {DATALOADER_STATE_SECTION, OPTIM_STATE_SECTION};
     RunStateReader r;
-    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), err, sizeof(err)) ||
+    char* saved = NULL;
+    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), &t->changes, &saved, err,
+                                sizeof(err)) ||
               ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
               run_state_open(&r, sp, SECTIONS, 2, err, sizeof(err));
     if (!bad) {
         t->ls = r.loop;
-        bad = optim_state_get(into, &r, err, sizeof(err)) ||
+        bad = run_state_check_pair(&r, mp, s,
+                                   run_state_params_crc(t->model.params, t->model.num_params), err,
+                                   sizeof(err)) ||
+              optim_state_get(into, &r, err, sizeof(err)) ||
               dataloader_state_get(&t->data_pos, &r, err, sizeof(err));
         run_state_close(&r);
         bad = bad ||
@@ -331,6 +343,9 @@ static long checkpoint_resume(Trainer* t) {
     }
     printf("resuming from step %ld (%s)\n", t->ls.step, mp);
     t->resumed = 1;
+    resume_changes_append_text(&t->config_text, saved, t->ls.step, &t->changes);
+    t->lr_was = lr_schedule_saved(saved, t->ls.step); // for the record (model/run_header.h)
+    free(saved);
     return t->ls.step;
 }
 
@@ -417,9 +432,11 @@ static void open_logs(Trainer* t, long start) {
                                  atomic_commit(&af)),
                         1, af.err);
     char err[2048] = ""; // (the other ranks write the same records to /dev/null)
-    dist_exit_if_failed(runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
-                                    sizeof(err)) != 0,
-                        1, err);
+    dist_exit_if_failed(
+        (root && t->resumed && run_folder_resume_records(c->out_dir, start, err, sizeof(err))) ||
+            runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
+                        sizeof(err)) != 0,
+        1, err);
     const RunHeader h = {.model = &t->model,
                          .cfg = c,
                          .precision_info = t->precision_info,
@@ -427,7 +444,10 @@ static void open_logs(Trainer* t, long start) {
                          .nthreads = t->nthreads,
                          .dp_line = t->dp ? strstr(t->config_text, "# data parallel:") : NULL,
                          .start = start,
-                         .resumed = t->resumed};
+                         .resumed = t->resumed,
+                         .changes = &t->changes,
+                         .lr_was = t->lr_was,
+                         .lr_now = lr_schedule_get(&t->sched, (int)start)};
     run_header_write(&h, &t->rl, &t->j); // model/run_header.h
 }
 
@@ -439,6 +459,8 @@ static int train(Trainer* t) {
     GPT2* m = &t->model;
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
+    // one run per out_dir (model/run_folder.h): rank 0 takes its lock, checks a new run's folder
+    dist_exit_if_failed(dist_is_root() && run_folder_open(c, err, sizeof(err)), EXIT_USAGE, err);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
     const long start = checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written
@@ -699,6 +721,7 @@ int main(int argc, char** argv) {
         }
         bad = config_apply_arg(&cfg, argv[i], err, sizeof(err)) != 0;
     }
+    if (!bad) run_fit_warmup(&cfg, run_args_set(argc, argv, first, "warmup_steps")); // short runs
     if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
     dist_exit_if_failed(bad, EXIT_USAGE, err); // reported once, by rank 0
 

@@ -37,16 +37,20 @@ typedef struct {
     int shuffle;                                       // 0 sequential, 1 seeded shuffle
     // ---- training
     int batch_size, seq_len, max_steps, grad_accum, threads, resume;
-    int zero;           // data parallel: 1 shards the optimizer state (ZeRO-1)
-    char dp_reduce[16]; // data parallel: chain | allreduce (optim/data_parallel.h)
+    int overwrite;                  // 1: a new run into a used out_dir deletes its run files first
+    char resume_change[CONFIG_STR]; // keys a resume may change (comma-separated; recorded)
+    int zero;                       // data parallel: 1 shards the optimizer state (ZeRO-1)
+    char dp_reduce[16];             // data parallel: chain | allreduce (optim/data_parallel.h)
     float dist_timeout; // data parallel: seconds without progress before the job is aborted
     char precision[16]; // fp32 | bf16 | auto | bf16_ref: the matmuls' precision
     long long seed;
     // ---- optimizer
     char optimizer[32];   // adamw (| sgd | signsgd | lion as they land)
-    char lr_schedule[32]; // cosine | constant | linear
+    char lr_schedule[32]; // cosine | constant | linear | wsd
     float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
     int warmup_steps;
+    int decay_steps;      // wsd: steps of the final decay (0: decay_fraction of max_steps)
+    float decay_fraction; // wsd: the decay's share of max_steps when decay_steps = 0
     // ---- output
     char out_dir[CONFIG_STR];
     int log_every, eval_every, eval_steps, metrics_every, checkpoint_every, sample_every;

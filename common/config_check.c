@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/config_int.h"
 #include "common/suggest.h"
+#include "common/resume_keys.h"
 #include "common/util.h" // util_parse_double: no NaN, inf or hex
 
 // Names researchers bring from nanoGPT / Hugging Face, for "did you mean" hints.
@@ -249,10 +250,36 @@ int config_validate(const Config* c, char* err, size_t errcap) {
         return -1;
     }
     if (c->max_steps > 0 && c->warmup_steps > c->max_steps) {
-        snprintf(err, errcap, "warmup_steps = %d is larger than max_steps = %d", c->warmup_steps,
-                 c->max_steps);
+        snprintf(err, errcap,
+                 "warmup_steps = %d is larger than max_steps = %d: set warmup_steps=%d (or less), "
+                 "or raise max_steps",
+                 c->warmup_steps, c->max_steps, c->max_steps);
         return -1;
     }
+    if (c->decay_steps > 0 && strcmp(c->lr_schedule, "wsd") != 0) {
+        snprintf(err, errcap,
+                 "decay_steps = %d applies to lr_schedule = wsd only (lr_schedule is '%s')",
+                 c->decay_steps, c->lr_schedule);
+        return -1;
+    }
+    if (c->max_steps > 0 && c->decay_steps > c->max_steps) {
+        snprintf(err, errcap,
+                 "decay_steps = %d is larger than max_steps = %d: set decay_steps=%d (or less), "
+                 "or raise max_steps",
+                 c->decay_steps, c->max_steps, c->max_steps);
+        return -1;
+    }
+    if (c->resume && c->overwrite) {
+        snprintf(err, errcap,
+                 "resume = 1 continues the run in out_dir and overwrite = 1 deletes it: set one");
+        return -1;
+    }
+    if (c->resume_change[0] && !c->resume) {
+        snprintf(err, errcap, "key 'resume_change' ('%s') applies to resume = 1 only",
+                 c->resume_change);
+        return -1;
+    }
+    if (resume_change_validate(c->resume_change, err, errcap)) return -1;
     if (strcmp(c->tokenizer, "gpt2") == 0 && c->vocab_size < 50257) {
         snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = gpt2 (needs 50257)",
                  c->vocab_size);

@@ -97,7 +97,15 @@ const ConfigField CONFIG_FIELDS[] = {
           "on oneDNN; refused without AVX512-BF16/AMX); auto (bf16 where native, else fp32); "
           "bf16_ref (bf16's portable reference: rounded operands, fp32 sgemm; slow)"),
     F_INT("resume", resume, "0", 0, 1, "training",
-          "1: continue exactly from the latest checkpoint in out_dir"),
+          "1: continue exactly from the latest checkpoint in out_dir (refused when a key that "
+          "changes the computation differs from the checkpoint's, unless resume_change names it)"),
+    F_INT("overwrite", overwrite, "0", 0, 1, "training",
+          "1: a new run (resume = 0) into an out_dir that holds a run deletes that run's files "
+          "(config, logs, checkpoints, attention dumps) first; 0: such a run is refused"),
+    F_STR("resume_change", resume_change, "", 0, NULL, "training",
+          "with resume = 1: comma-separated keys allowed to differ from the checkpoint's (e.g. "
+          "max_steps,lr or attn.NAME); each change is recorded with its step in main.log, "
+          "metrics.jsonl and config.conf"),
     F_LONG("seed", seed, "1337", 0, 9223372036854775807.0, "training",
            "seed for initialisation, data shuffling and sampling"),
     // ---- optimizer
@@ -106,9 +114,15 @@ const ConfigField CONFIG_FIELDS[] = {
     F_FLOAT("min_lr", min_lr, "6e-5", 0, 10, "optimizer",
             "final learning rate of the cosine or linear decay; at most lr"),
     F_INT("warmup_steps", warmup_steps, "10", 0, 1e9, "optimizer",
-          "steps of linear warm-up to lr; at most max_steps"),
-    F_STR("lr_schedule", lr_schedule, "cosine", 1, "cosine|constant|linear", "optimizer",
-          "learning-rate decay from lr to min_lr after warm-up"),
+          "steps of linear warm-up to lr; at most max_steps (a value from a config file is "
+          "capped at max_steps, with a note)"),
+    F_STR("lr_schedule", lr_schedule, "cosine", 1, "cosine|constant|linear|wsd", "optimizer",
+          "learning-rate decay from lr to min_lr after warm-up; wsd (warmup-stable-decay): lr "
+          "until the last decay steps, then linear to min_lr, so a run extends cleanly"),
+    F_INT("decay_steps", decay_steps, "0", 0, 1e9, "optimizer",
+          "wsd: steps of the final linear decay to min_lr; 0: decay_fraction of max_steps"),
+    F_FLOAT("decay_fraction", decay_fraction, "0.2", 0, 1, "optimizer",
+            "wsd with decay_steps = 0: the decay's share of max_steps (rounded to a step)"),
     F_FLOAT("weight_decay", weight_decay, "0.1", 0, 10, "optimizer",
             "decoupled weight-decay coefficient"),
     F_FLOAT("beta1", beta1, "0.9", 0, 0.999999, "optimizer", "first-moment decay (adamw, lion)"),

@@ -8,10 +8,11 @@
 // writes the sections loop, data, optim in that order (the fixed-size ones first); readers find
 // them by name, in any order. "loop": int64 step, sampling RNG (4 x uint64), float32 best_val,
 // int32 skips (48 bytes). "data" and "optim" are their owners' (data/dataloader.h,
-// optim/optim.h). Readers refuse a section that runs past the end of the file, bytes after the
-// last one, a malformed name, a duplicate, a missing one and an unknown one: a section this build
-// does not know is state a newer trainer saved and this one would drop, so the run would not
-// continue exactly; refusing says so instead of resuming something else.
+// optim/optim.h). "model" (optional, written last): int64 step, uint32 crc32 of the paired model
+// file's parameters, uint32 0 (16 bytes). Readers refuse a section that runs past the end of the
+// file, bytes after the last one, a malformed name, a duplicate, a missing one and an unknown one:
+// a section this build does not know is state a newer trainer saved and this one would drop, so the
+// run would not continue exactly; refusing says so instead of resuming something else.
 //
 // Version 1 (read only; what the trainer wrote before): int32[256] header {RUN_STATE_MAGIC, 1,
 // optimizer n (int64, words 2-3), optimizer t (int64, words 4-5), optimizer state arrays (word
@@ -131,6 +132,24 @@ void run_state_put(RunStateWriter* w, const void* data, size_t n) {
 int run_state_finish(RunStateWriter* w, char* err, size_t errcap) {
     ASSERT(w->left == 0 && w->begun == w->nsections);
     return atomic_finish(&w->af, err, errcap);
+}
+
+void run_state_put_pair(RunStateWriter* w, long step, uint32_t params_crc) {
+    unsigned char b[RUN_STATE_PAIR_BYTES] = {0};
+    run_state_put_u64(b, (uint64_t)(int64_t)step);
+    put_u32(b + 8, params_crc);
+    run_state_section(w, RUN_STATE_PAIR, sizeof(b));
+    run_state_put(w, b, sizeof(b));
+}
+
+uint32_t run_state_params_crc(const float* params, size_t n) {
+    uint32_t crc = 0;
+    const size_t chunk = (size_t)1 << 28; // zlib takes 32-bit lengths
+    for (size_t i = 0; i < n; i += chunk / sizeof(float)) {
+        size_t k = n - i < chunk / sizeof(float) ? n - i : chunk / sizeof(float);
+        crc = util_crc32(crc, params + i, k * sizeof(float));
+    }
+    return crc;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,7 +272,8 @@ static int check_names(const RunStateReader* r, const char* const* owners, int n
     for (int k = 0; k < nowners; k++)
         snprintf(known + strlen(known), sizeof(known) - strlen(known), ", %s", owners[k]);
     for (int i = 0; i < r->nsections; i++) {
-        int found = strcmp(r->sec[i].name, RUN_STATE_LOOP) == 0;
+        int found = strcmp(r->sec[i].name, RUN_STATE_LOOP) == 0 ||
+                    strcmp(r->sec[i].name, RUN_STATE_PAIR) == 0;
         for (int k = 0; k < nowners && !found; k++)
             found = strcmp(r->sec[i].name, owners[k]) == 0;
         if (!found) {
@@ -368,6 +388,38 @@ int run_state_get(RunStateReader* r, void* buf, size_t n, char* err, size_t errc
     return 0;
 }
 
+int run_state_check_pair(RunStateReader* r, const char* model_path, long model_step,
+                         uint32_t params_crc, char* err, size_t errcap) {
+    if (r->loop.step != model_step) {
+        snprintf(err, errcap,
+                 "%s is the state of step %ld, but %s holds step %ld: the two files are not one "
+                 "checkpoint",
+                 r->path, r->loop.step, model_path, model_step);
+        return -1;
+    }
+    if (!lookup(r, RUN_STATE_PAIR)) return 0; // written before the section existed
+    uint64_t n;
+    unsigned char b[RUN_STATE_PAIR_BYTES];
+    if (run_state_find(r, RUN_STATE_PAIR, &n, err, errcap)) return -1;
+    if (n != RUN_STATE_PAIR_BYTES) {
+        snprintf(err, errcap, "%s: section '%s' is %llu bytes, not %d", r->path, RUN_STATE_PAIR,
+                 (unsigned long long)n, RUN_STATE_PAIR_BYTES);
+        return -1;
+    }
+    if (run_state_get(r, b, sizeof(b), err, errcap)) return -1;
+    const long step = (long)(int64_t)run_state_get_u64(b);
+    const uint32_t crc = get_u32(b + 8);
+    if (step != model_step || crc != params_crc) {
+        snprintf(err, errcap,
+                 "%s belongs with the model file of step %ld whose parameters have crc32 %08x, "
+                 "but %s (step %ld) has crc32 %08x: the two files come from different runs (two "
+                 "runs wrote into one out_dir?), and resuming them would continue neither",
+                 r->path, step, (unsigned)crc, model_path, model_step, (unsigned)params_crc);
+        return -1;
+    }
+    return 0;
+}
+
 void run_state_close(RunStateReader* r) {
     if (r->f) fclose(r->f);
     r->f = NULL;
@@ -417,7 +469,8 @@ static int saved_ranks(const char* saved) {
 }
 
 int run_state_check_resume(const char* saved, const char* what, const Config* now,
-                           const char* now_data, int nranks, char* err, size_t errcap) {
+                           const char* now_data, int nranks, ResumeChanges* changes, char* err,
+                           size_t errcap) {
     if (!saved) saved = "";
     Config old;
     config_defaults(&old);
@@ -450,6 +503,7 @@ int run_state_check_resume(const char* saved, const char* what, const Config* no
                  (long)nranks * now->grad_accum, why);
         return -1;
     }
+    if (resume_keys_compare(&old, now, what, changes, err, errcap)) return -1;
     char a[1400], b[1400];
     if (!data_line(saved, 0, a, sizeof(a))) { // written before the file list was saved
         if (dist_is_root())

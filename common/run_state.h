@@ -6,8 +6,11 @@
 // loader's "data" (dataloader_state_put / dataloader_state_get, data/dataloader.h), which the
 // trainer (train.c) composes. It needs only common/. Version-1 files (the fixed layout written
 // before) are read too, presented as the same three sections. Layout: docs/design.md "Run state
-// and checkpoints". Also here: what a resumed run must keep for its saved data position to
-// point at the same tokens (run_state_check_resume).
+// and checkpoints". The module also owns the optional "model" section: the step and the crc32
+// of the parameters of the model file the state belongs with, which resume checks, so that a
+// state file never resumes with another run's model file (files written before it have none).
+// Also here: what a resumed run must keep for its saved data position to point at the same
+// tokens, and which other keys it may change (run_state_check_resume, common/resume_keys.h).
 #ifndef ATTNLAB_RUN_STATE_H
 #define ATTNLAB_RUN_STATE_H
 
@@ -16,6 +19,7 @@
 #include <stdio.h>
 
 #include "common/config.h"
+#include "common/resume_keys.h"
 #include "common/rng.h"
 #include "common/util.h"
 
@@ -27,7 +31,9 @@
 #define RUN_STATE_MAX_SECTIONS   16
 #define RUN_STATE_LOOP           "loop" // this module's section
 #define RUN_STATE_LOOP_BYTES     48     // int64 step, RNG (4 x uint64), float best_val, int32 skips
-#define RUN_STATE_V1_FIXED_BYTES 1160   // a version-1 file before its optimizer arrays
+#define RUN_STATE_PAIR           "model" // this module's optional section (run_state_put_pair)
+#define RUN_STATE_PAIR_BYTES     16      // int64 step, uint32 crc32 of the parameters, uint32 0
+#define RUN_STATE_V1_FIXED_BYTES 1160    // a version-1 file before its optimizer arrays
 // the smallest version-2 body (header and loop section), for the trailer check of a directory scan
 #define RUN_STATE_MIN_BYTES                                                                        \
     (RUN_STATE_HEADER_BYTES + RUN_STATE_SECTION_BYTES + RUN_STATE_LOOP_BYTES)
@@ -61,6 +67,11 @@ void run_state_section(RunStateWriter* w, const char* name, uint64_t size);
 void run_state_put(RunStateWriter* w, const void* data, size_t n);
 // Append the trailer and commit (every declared section written in full). 0, or -1 with err.
 int run_state_finish(RunStateWriter* w, char* err, size_t errcap);
+// The "model" section (one of the declared owner sections): the model file this state belongs
+// with, by its step and the crc32 of its parameters (run_state_params_crc).
+void run_state_put_pair(RunStateWriter* w, long step, uint32_t params_crc);
+// The crc32 of n float32 parameters as a model file stores them.
+uint32_t run_state_params_crc(const float* params, size_t n);
 
 // ---- reading
 typedef struct {
@@ -93,6 +104,12 @@ int run_state_find(RunStateReader* r, const char* name, uint64_t* size, char* er
 // file and the section when it ends sooner or the read fails.
 int run_state_get(RunStateReader* r, void* buf, size_t n, char* err, size_t errcap);
 void run_state_close(RunStateReader* r);
+// Does the state file r belong with the model file `model_path` of step `model_step` whose
+// parameters have crc32 `params_crc`? Its loop step must be model_step and, where it has a
+// "model" section (files written before it have none), so must that section's step and crc.
+// 0, or -1 with err naming both files.
+int run_state_check_pair(RunStateReader* r, const char* model_path, long model_step,
+                         uint32_t params_crc, char* err, size_t errcap);
 
 // Little-endian fields of the section payloads.
 void run_state_put_u64(unsigned char* p, uint64_t v);
@@ -108,9 +125,12 @@ void run_state_append_data_text(char** text, char* const* files, int nfiles);
 // lines) on `nranks` ranks continue exactly from the checkpoint `what` whose saved config text is
 // `saved`? Exactness needs the same training data (the file list above, by path, size and mtime,
 // where the checkpoint has one), batch_size, seq_len, seed, shuffle and global batch (ranks x
-// grad_accum: the ranks may change when the product does not). 0, or -1 with err naming the key,
-// the checkpoint's value and the new one.
+// grad_accum: the ranks may change when the product does not); and every other key that changes
+// the computation the same too, unless now->resume_change names it (resume_keys_compare: the
+// accepted changes go into *changes, which may be NULL). 0, or -1 with err naming the key, the
+// checkpoint's value and the new one.
 int run_state_check_resume(const char* saved, const char* what, const Config* now,
-                           const char* now_text, int nranks, char* err, size_t errcap);
+                           const char* now_text, int nranks, ResumeChanges* changes, char* err,
+                           size_t errcap);
 
 #endif

@@ -40,10 +40,17 @@ void die(int code, const char* fmt, ...) {
     util_exit(code);
 }
 
+static void (*g_exit_hook)(void);
+
+void util_set_exit_hook(void (*hook)(void)) {
+    g_exit_hook = hook;
+}
+
 void util_exit(int code) {
     // a fatal error ends the process here: flush stdio and leave without atexit handlers (so
     // leak checkers do not report the buffers an aborted run still held)
     fflush(NULL);
+    if (g_exit_hook) g_exit_hook();
 #ifdef ATTNLAB_COVERAGE
     // coverage builds (scripts/coverage): _exit skips gcov's exit handler, so write the counts
     // first, or every error path that ends here would count as never run

@@ -27,8 +27,11 @@ _Noreturn void util_assert_fail(const char* expr, const char* file, int line);
 // than 0, so an error only one rank hits names it (docs/distributed.md).
 _Noreturn void die(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void util_set_die_prefix(const char* prefix);
-// How die() ends the process: flush stdio, _exit(code) (no atexit handlers).
+// How die() ends the process: flush stdio, run the exit hook, _exit(code) (no atexit handlers).
 _Noreturn void util_exit(int code);
+// One function util_exit calls before it ends the process (NULL: none): what a run holds outside
+// the process and must give back even on an error (the trainer's out_dir lock file).
+void util_set_exit_hook(void (*hook)(void));
 
 // Install `handler` for SIGINT, SIGTERM, SIGHUP and SIGUSR1 (SA_RESTART); a SIGHUP that is
 // ignored (nohup) stays ignored.

@@ -301,14 +301,18 @@ int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap) {
 }
 
 int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,
-                      char* err, size_t errcap) {
+                      ResumeChanges* changes, char** saved_text, char* err, size_t errcap) {
     GPT2Config sc;
     char att[256], what[1200], *saved = NULL;
     long step;
+    if (saved_text) *saved_text = NULL;
     if (ckpt_read_info(model_path, &sc, att, sizeof(att), &saved, &step, err, errcap)) return -1;
     snprintf(what, sizeof(what), "the checkpoint %s", model_path);
-    int rc = run_state_check_resume(saved, what, now, now_text, nranks, err, errcap);
-    free(saved);
+    int rc = run_state_check_resume(saved, what, now, now_text, nranks, changes, err, errcap);
+    if (rc == 0 && saved_text)
+        *saved_text = saved;
+    else
+        free(saved);
     return rc;
 }
 

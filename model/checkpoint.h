@@ -76,9 +76,11 @@ int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap);
 
 // resume = 1: may a run with config `now` (resolved config text `now_text`) on `nranks` ranks
 // continue exactly from the checkpoint whose model file is `model_path`? run_state_check_resume
-// (common/run_state.h) on the config text the model file saved. 0, or -1 with err.
+// (common/run_state.h) on the config text the model file saved: the accepted key changes (named
+// in resume_change) go into *changes, the saved text (malloc'd, the caller frees) into
+// *saved_text; either may be NULL. 0, or -1 with err.
 int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,
-                      char* err, size_t errcap);
+                      ResumeChanges* changes, char** saved_text, char* err, size_t errcap);
 
 // llm.c model files
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);

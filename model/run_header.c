@@ -6,7 +6,37 @@
 #include <string.h>
 
 #include "common/cpuinfo.h"
+#include "common/dist.h"
 #include "common/matmul.h"
+
+// The keys a resumed run changed: a line each in main.log and on stderr, an event record each.
+static void run_header_changes(const RunHeader* h, RunLog* rl, JsonBuf* j) {
+    const ResumeChanges* c = h->changes;
+    for (int i = 0; c && i < c->n; i++) {
+        const ResumeChange* ch = &c->ch[i];
+        char line[CONFIG_STR * 2 + 200];
+        snprintf(line, sizeof(line), "resume_change at step %ld: %s '%s' -> '%s'", h->start,
+                 ch->key, ch->was, ch->now);
+        fprintf(rl->log, "# %s\n", line);
+        if (dist_is_root()) fprintf(stderr, "attnlab: %s\n", line);
+        runlog_event(j, h->start, "resume_change");
+        json_str(j, "key", ch->key);
+        json_str(j, "was", ch->was);
+        json_str(j, "now", ch->now);
+        json_num(j, "lr_was", h->lr_was);
+        json_num(j, "lr_now", h->lr_now);
+        runlog_end(rl, j);
+    }
+    if (c && c->n && h->lr_was != h->lr_now) {
+        fprintf(rl->log, "# resume_change at step %ld: learning rate %.6g -> %.6g\n", h->start,
+                h->lr_was, h->lr_now);
+        if (dist_is_root())
+            fprintf(stderr,
+                    "attnlab: the learning rate of step %ld is %.6g under the changed keys (%.6g "
+                    "under the checkpoint's)\n",
+                    h->start, h->lr_now, h->lr_was);
+    }
+}
 
 void run_header_write(const RunHeader* h, RunLog* rl, JsonBuf* j) {
     const GPT2* m = h->model;
@@ -33,6 +63,7 @@ void run_header_write(const RunHeader* h, RunLog* rl, JsonBuf* j) {
     if (dpl) fprintf(log, "%.*s", dpn, dpl);
     if (h->resumed) {
         fprintf(log, "# resumed from step %ld\n", h->start);
+        run_header_changes(h, rl, j);
         return;
     }
     char against[128];

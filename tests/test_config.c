@@ -179,7 +179,11 @@ START_TEST(test_defaults) {
                                        "precision",
                                        "zero",
                                        "dp_reduce",
-                                       "dist_timeout"};
+                                       "dist_timeout",
+                                       "overwrite",
+                                       "resume_change",
+                                       "decay_steps",
+                                       "decay_fraction"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
         ck_assert_msg(config_field(KEYS[i]) != NULL, "%s", KEYS[i]);

@@ -449,6 +449,49 @@ START_TEST(test_schedule_degenerate) {
 }
 END_TEST
 
+// Warmup-stable-decay (Hägele et al. 2024, linear cooldown): values worked out by hand from the
+// definition (docs/optimizers.md). lr 1, min_lr 0.1, warmup 10, 100 steps, decay over the last 20.
+START_TEST(test_schedule_wsd) {
+    LrSchedule s;
+    ck_assert_int_eq(lr_schedule_init(&s, "wsd", 1.0f, 0.1f, 10, 100), 0);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 50), 1.0, 1e-7); // no decay phase set: constant
+    lr_schedule_set_decay(&s, 20);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 0), 0.1, 1e-7); // warmup: (step + 1) / 10
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 4), 0.5, 1e-7);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 9), 1.0, 1e-7);
+    for (int t = 10; t <= 80; t++) // stable through the first step of the decay (step 80)
+        ck_assert_msg(lr_schedule_get(&s, t) == 1.0f, "step %d", t);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 81), 0.955, 1e-7); // 1 - 0.9 * 1/20
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 90), 0.55, 1e-7);  // halfway: (1 + 0.1) / 2
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 99), 0.145, 1e-7); // 0.1 + 0.9 * 1/20
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 100), 0.1, 1e-7);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 5000), 0.1, 1e-7);
+    // a decay longer than the steps after warmup starts right after the warmup: 20 steps, warmup
+    // 10, decay 15 -> over steps 10..20
+    ck_assert_int_eq(lr_schedule_init(&s, "wsd", 1.0f, 0.1f, 10, 20), 0);
+    lr_schedule_set_decay(&s, 15);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 10), 1.0, 1e-7);
+    ck_assert_double_eq_tol(lr_schedule_get(&s, 15), 0.55, 1e-7);
+    // the same stable-phase steps whatever max_steps, with decay_steps fixed: what makes a wsd run
+    // extend exactly
+    LrSchedule a, b;
+    ck_assert_int_eq(lr_schedule_init(&a, "wsd", 1.0f, 0.1f, 10, 100), 0);
+    ck_assert_int_eq(lr_schedule_init(&b, "wsd", 1.0f, 0.1f, 10, 300), 0);
+    lr_schedule_set_decay(&a, 20);
+    lr_schedule_set_decay(&b, 20);
+    for (int t = 0; t <= 80; t++)
+        ck_assert(lr_schedule_get(&a, t) == lr_schedule_get(&b, t));
+    ck_assert(lr_schedule_get(&a, 81) < lr_schedule_get(&b, 81));
+    // the decay's length: decay_steps, else decay_fraction x max_steps rounded (halves up)
+    ck_assert_int_eq(lr_schedule_decay_steps(100, 0, 0.2), 20);
+    ck_assert_int_eq(lr_schedule_decay_steps(100, 30, 0.2), 30);
+    ck_assert_int_eq(lr_schedule_decay_steps(7, 0, 0.5), 4); // 3.5
+    ck_assert_int_eq(lr_schedule_decay_steps(10, 0, 0.24), 2);
+    ck_assert_int_eq(lr_schedule_decay_steps(10, 0, 0.0), 0);
+    ck_assert_ptr_nonnull(strstr(lr_schedule_names(), "wsd"));
+}
+END_TEST
+
 // ----------------------------------------------------------------------------
 // clipping
 
@@ -539,6 +582,7 @@ static Suite* optim_suite(void) {
     tcase_add_test(ts, test_schedule_cosine);
     tcase_add_test(ts, test_schedule_linear_constant);
     tcase_add_test(ts, test_schedule_degenerate);
+    tcase_add_test(ts, test_schedule_wsd);
     suite_add_tcase(s, ts);
     TCase* tcl = tcase_create("clip");
     tcase_set_timeout(tcl, 20);

@@ -191,7 +191,7 @@ static void resume_case(const char* name, void (*edit)(unsigned char*, size_t*),
     snprintf(args, sizeof(args),
              "n_layer=2 n_head=2 n_embd=16 block_size=16 seq_len=16 batch_size=2 vocab_size=257 "
              "tokenizer=byte threads=1 eval_every=0 sample_every=0 warmup_steps=0 max_steps=4 "
-             "resume=1 %s "
+             "resume=1 resume_change=val_data,max_steps %s "
              "train_data='%s/data/train_*.bin' out_dir=%s/%s",
              opt, g_run, g_run, name);
     RD_EXPECT(2, "train", args, "cannot resume", "state_00000002.bin", want1, want2);

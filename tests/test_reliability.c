@@ -148,9 +148,10 @@ static void tiny_model(GPT2* m, Optimizer* o) {
 
 // Read a run-state file the way its layout is documented (docs/design.md), independently of the
 // trainer's reader: the trailer verifies (ckpt_verify_file), the header says STATE_MAGIC version
-// 2 with 3 sections that fill the file exactly: "loop" (48 bytes, the step first), "data" (56
-// bytes) and "optim" with o's name, size and state arrays and exactly that many floats. Returns 0
-// with *step, or -1 with err naming the file.
+// 2 with 4 sections that fill the file exactly: "loop" (48 bytes, the step first), "data" (56
+// bytes), "optim" with o's name, size and state arrays and exactly that many floats, and "model"
+// (16 bytes: the loop's step again, the crc32 of the paired model file's parameters, 0). Returns
+// 0 with *step, or -1 with err naming the file.
 static int read_state(const Optimizer* o, const char* path, long* step, char* err, size_t cap) {
     if (ckpt_verify_file(path, 12, err, cap)) return -1;
     size_t n;
@@ -158,10 +159,10 @@ static int read_state(const Optimizer* o, const char* path, long* step, char* er
     if (!b) return -1;
     int32_t h[3];
     memcpy(h, b, sizeof(h));
-    int ok = h[0] == STATE_MAGIC && h[1] == 2 && h[2] == 3, seen = 0;
+    int ok = h[0] == STATE_MAGIC && h[1] == 2 && h[2] == 4, seen = 0;
     size_t pos = 12, body = n - 8;
-    int64_t lstep = -1;
-    for (int i = 0; ok && i < 3; i++) {
+    int64_t lstep = -1, pstep = -2;
+    for (int i = 0; ok && i < 4; i++) {
         uint64_t size;
         ok = pos + 24 <= body;
         if (!ok) break;
@@ -186,12 +187,18 @@ static int read_state(const Optimizer* o, const char* path, long* step, char* er
                  arrays == o->def->state_per_param &&
                  size == 52 + sizeof(float) * o->n * (size_t)arrays;
             seen |= 4;
+        } else if (ok && strcmp(name, "model") == 0) {
+            uint32_t zero;
+            memcpy(&pstep, d, 8);
+            memcpy(&zero, d + 12, 4);
+            ok = size == 16 && zero == 0;
+            seen |= 8;
         } else {
             ok = 0;
         }
         pos += 24 + (ok ? size : 0);
     }
-    ok = ok && seen == 7 && pos == body;
+    ok = ok && seen == 15 && pos == body && pstep == lstep;
     free(b);
     if (!ok) snprintf(err, cap, "%s: not the documented run-state layout", path);
     *step = (long)lstep;
@@ -374,7 +381,9 @@ START_TEST(test_corrupt_files_rejected_and_fallback) {
     ck_assert(ckpt_load_model(&m, mp, 1, &step, NULL, 0, err, sizeof(err)) != 0);
     ck_assert_msg(strstr(err, mp) && strstr(err, "truncated"), "%s", err);
     // resume falls back to step 4 and finishes
-    ck_assert_int_eq(run_train(run, "max_steps=8 checkpoint_every=1 keep_last=4 resume=1"), 0);
+    ck_assert_int_eq(run_train(run, "max_steps=8 checkpoint_every=1 keep_last=4 resume=1 "
+                                    "resume_change=max_steps"),
+                     0);
     char* so = out_file(run, "stdout.txt");
     char* se = out_file(run, "stderr.txt");
     ck_assert_msg(strstr(so, "resuming from step 4"), "%s", so);
@@ -406,7 +415,8 @@ START_TEST(test_disk_full_keeps_previous) {
         free(t);
     }
     // every file the trainer writes may hold at most half a model file: the checkpoint fails
-    pid_t pid = spawn_train(run, "max_steps=5 resume=1", (rlim_t)sb.st_size / 2, NULL);
+    pid_t pid = spawn_train(run, "max_steps=5 resume=1 resume_change=max_steps",
+                            (rlim_t)sb.st_size / 2, NULL);
     int rc = wait_rc(pid);
     char* se = out_file(run, "stderr.txt");
     ck_assert_msg(rc == 1, "exit code %d; stderr: %s", rc, se);
