@@ -23,7 +23,7 @@ import os
 # (paper, model, parameters, tokens of its own budget or None)
 PAPER_SCALES = [
     ("Gu et al. 2410.10781 (attention sinks)", "LLaMA-style, the default", 60e6, 5e9),
-    ("Bondarenko et al. 2306.12929; Hu et al. 2404.03828 (outliers)", "OPT-125m", 125e6, None),
+    ("Bondarenko et al. 2306.12929 (outliers)", "OPT-125m", 125e6, None),
     ("Zuhri et al. 2504.20966 (softpick)", "340M", 340e6, None),
     ("Gu et al. 2410.10781 (attention sinks)", "the largest, 1B", 1e9, None),
     ("Zuhri et al. 2504.20966 (softpick)", "1.8B", 1.8e9, None),
