@@ -454,6 +454,23 @@ static void open_logs(Trainer* t, long start) {
 // =============================================================================================
 // the loop
 
+// The record of a run that stops on a non-finite loss or gradient (nan_policy = stop, or more than
+// max_skips consecutive skips): {"step", "event": "diverged", "loss", "grad_norm", "where",
+// "last_finite_step", "last_finite_loss", "nan_policy"} (non-finite numbers, and a last finite
+// step from before a resume, are null), so that a learning-rate sweep reads the divergence from
+// metrics.jsonl alone (docs/ablations.md, "Learning-rate sensitivity").
+static void record_divergence(Trainer* t, long step, double loss, double norm, const char* where,
+                              long last_step, double last_loss) {
+    JsonBuf* j = runlog_event(&t->j, step, "diverged");
+    json_num(j, "loss", loss);
+    json_num(j, "grad_norm", norm);
+    json_str(j, "where", where);
+    json_num(j, "last_finite_step", last_step >= 0 ? (double)last_step : NAN);
+    json_num(j, "last_finite_loss", last_loss);
+    json_str(j, "nan_policy", t->cfg.nan_policy);
+    runlog_end(&t->rl, j);
+}
+
 static int train(Trainer* t) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
@@ -474,6 +491,8 @@ static int train(Trainer* t) {
     long step = start;
     SpikeWindow spikes = {.n = 0};
     const int root = dist_is_root(), N = dp_size(t->dp);
+    long last_step = -1; // the last step whose loss was finite (-1: none in this process)
+    double last_loss = NAN;
     for (;; step++) {
         const int last = step >= c->max_steps;
         // ---- evaluation and samples (at step 0, every eval_every / sample_every, and the end)
@@ -559,10 +578,13 @@ static int train(Trainer* t) {
                         "non-finite value in %s. Stopping without a checkpoint of this state; the "
                         "last checkpoint in %s is intact.\n",
                         loss, norm, step, where, c->out_dir);
+            record_divergence(t, step + 1, loss, norm, where, last_step, last_loss);
             rc = EXIT_NONFINITE;
             break;
         }
         t->ls.skips = 0;
+        last_step = step + 1;
+        last_loss = loss;
         // diagnostics read the gradient norms here, before clipping (read-only)
         const int metrics_now = metrics_due(&t->mt, step + 1, step + 1 == c->max_steps);
         const int dump_now = metrics_dump_due(&t->mt, step + 1, step + 1 == c->max_steps);

@@ -10,8 +10,13 @@ file names written (none, with a message, when matplotlib is missing):
   diagnostics.png  per group: bar = mean over seeds, whiskers = min..max, dots = seeds, of the
                    losses and diagnostics
   probes.png       the same for the probe-accuracy and long-context columns (opt_cols)
+lr_plot(out, lr_groups, grid) writes OUT_DIR/plots/lr.png for a sweep over the learning rate
+(scripts/ablate_lr.py), Wortsman et al.'s figure: final loss against learning rate (log axis), one
+colour per variant, a thin line per seed, the mean over seeds thick; a diverged run is drawn at
+L0 with a cross; the legend gives each variant's mean LR sensitivity.
 rows are ablate_report's per-run records (with the "_train" and "_val" curves), groups maps each
-group label to its rows, and group_stats is ablate_report's reduction over a group's seeds, so
+group label to its rows, and group_stats is the reduction over a group's seeds that the claims
+use (scripts/ablate_claims.py), so
 that bars and tables show the same numbers.
 """
 import math
@@ -173,3 +178,56 @@ def make_plots(out, rows, groups, opt_cols, group_stats):
         bars(extra, "probes.png", "probe accuracy / long-context loss (mean over seeds, min..max)")
     return made
 
+
+def lr_plot(out, lr_groups, grid):
+    """OUT_DIR/plots/lr.png; returns its name, or None (no matplotlib, no data)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (apt-get install python3-matplotlib): no plots",
+              file=sys.stderr)
+        return None
+    if not lr_groups or not grid:
+        return None
+    pdir = os.path.join(out, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    palette = list(plt.get_cmap("tab10").colors)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (var, recs) in enumerate(lr_groups.items()):
+        c = palette[i % len(palette)]
+        curves = []
+        for rec in recs:
+            l0 = rec.get("l0")
+            pts = []
+            for x in rec["runs"]:
+                if x["lr"] is None:
+                    continue
+                if x["diverged"]:
+                    if l0 is not None:
+                        pts.append((x["lr"], l0))
+                        ax.scatter([x["lr"]], [l0], marker="x", color=c, s=40, zorder=3)
+                elif finite(x["final"]):
+                    pts.append((x["lr"], x["final"]))
+            pts.sort()
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color=c, lw=0.7,
+                        alpha=0.5, marker="o", ms=3)
+                curves.append(dict(pts))
+        sens = [r["lr_sensitivity"] for r in recs if r["lr_sensitivity"] is not None]
+        xs = [g for g in grid if curves and all(g in cv for cv in curves)]
+        if xs:
+            ax.plot(xs, [sum(cv[g] for cv in curves) / len(curves) for g in xs], "-", color=c,
+                    lw=2.2, label="%s (LR sensitivity %s, n=%d)" % (
+                        var, "%.3g" % (sum(sens) / len(sens)) if sens else "n/a", len(curves)))
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("final loss (diverged: L0, x)")
+    ax.set_title("final loss against learning rate (thin: seeds, thick: mean)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(pdir, "lr.png"), dpi=110)
+    plt.close(fig)
+    return "lr.png"

@@ -11,25 +11,17 @@ OUT_DIR/results.md (one row per run, then mean and spread over seeds per group),
 and claims.json (a verdict per `ablate.claim` line), and OUT_DIR/plots/*.png.
 
 Claims: `ablate.claim = METRIC: GROUP_A < GROUP_B | text | claimed: EFFECT | size: NUMBER |
-settings: SETTINGS` (also `>`, and `~ TOL` for parity within TOL). The fields after the text are
-optional and may come in any order, each after a ' | ' (a '|' with white space on both sides;
-a '|' touching a word, as in 'max |activation|', is text): `claimed:` is the paper's claimed
-effect in words, printed beside the measured effect A - B; `size:` is that effect as a number, in the unit the measured
-effect is printed in (for a loss with `ablate.loss_unit`, that unit), or as `N%` of group B's
-mean, and the report prints measured/claimed beside it; `settings:` is `paper` when the sweep
-runs the paper's own settings and metric, or `adapted: WHAT DIFFERS`. `ablate.loss_unit =
-FACTOR UNIT` also prints loss effects times FACTOR, e.g. nats per byte times bytes per GPT-2
-token. A group is a label of the non-seed swept values (e.g. `softmax1`, or
+settings: SETTINGS` (also `>`, and `~ TOL` for parity within TOL); the syntax and the verdict
+rules are scripts/ablate_claims.py's (paired t interval, exact sign-flip p, Holm's correction over
+the sweep's claims, the size read from the interval of measured/claimed, the positive controls,
+the attribution of each claim to its paper), the statistics scripts/ablate_stats.py's.
+`ablate.loss_unit = FACTOR UNIT` also prints loss effects times FACTOR, e.g. nats per byte times
+bytes per GPT-2 token. A group is a label of the non-seed swept values (e.g. `softmax1`, or
 `quantized+attn.levels=8`; the part before '+' suffices when it is unique); GROUP_B may be a
-number. Verdict, from the per-seed values:
-reproduced when the difference of the group means has the claimed sign and exceeds the larger
-range (max - min) over seeds of the two groups; not reproduced when it has the opposite sign
-and exceeds it; inconclusive otherwise (the spread is larger than the effect), and also when a
-group has a single seed (no spread is known) or a value is missing. With >= 3 paired seeds the
-interval decides instead (paired_verdict). A reproduced directional claim with a `size:` reads
-"reproduced: sign and size" when measured/claimed lies in [1/2, 2] and "reproduced: sign only"
-otherwise (also without a size). A parity claim whose difference exceeds the tolerance in every
-seed is not reproduced.
+number. In a sweep over `lr`, the learning-rate sensitivity of each variant and seed and its
+largest stable learning rate (scripts/ablate_lr.py) are reported, drawn (plots/lr.png) and can be
+claimed on (`lr_sensitivity`, `lr_max_stable_log10`; their groups are the variants without the
+learning rate).
 """
 import bisect
 import csv
@@ -39,6 +31,10 @@ import math
 import os
 import re
 import sys
+
+import ablate_lr
+from ablate_claims import (claim_syntax, correct_family, evaluate_claim, finite, fnum,
+                           group_stats, loss_unit)
 
 SPIKE_FACTOR = 5.0   # a gradient-norm spike: > 5x the running median of the earlier steps
 SPIKE_MIN_HISTORY = 10
@@ -51,28 +47,6 @@ SPIKE_MIN_HISTORY = 10
 CONTROL_SINK_FRAC = 0.3
 CONTROL_GU_RATE, CONTROL_GUO_A0 = 0.15, 0.5
 CONTROL_OUTLIER = 100.0
-# two-sided 95% Student t quantiles by degrees of freedom (df > 30: 1.96 is within 2%)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
-        17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
-
-
-def t975(df):
-    if df in T975:
-        return T975[df]
-    return next((T975[k] for k in sorted(T975) if k >= df), 1.96)
-
-
-def fnum(x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v
-
-
-def finite(v):
-    return v is not None and math.isfinite(v)
 
 
 def median(xs):
@@ -224,14 +198,16 @@ def run_metrics(d):
         bisect.insort(hist, g)
     r["grad_spikes"] = spikes
     nonfinite = any(not finite(v) for v in tl + vl)
-    skipped = any(e.get("event") == "skipped_nonfinite" for e in events)
+    # a non-finite value at any step, whatever nan_policy: skipped, or the trainer's "diverged"
+    # record of a run that stopped on one (a run trained outside scripts/ablate has no exit code)
+    skipped = any(e.get("event") in ("skipped_nonfinite", "diverged") for e in events)
     r["diverged"] = int(bool(rc == 3 or nonfinite or skipped))
     done = max_steps > 0 and os.path.exists(os.path.join(d, "model_%08d.bin" % max_steps))
     prov = os.path.join(d, "provenance.json")  # a committed result (scripts/results_export)
     if not done and os.path.exists(prov):
         with open(prov) as f:
             done = json.load(f).get("final_step") == max_steps
-    if rc == 3:
+    if rc == 3 or (rc is None and any(e.get("event") == "diverged" for e in events)):
         r["status"] = "diverged"
     elif rc not in (None, 0):
         r["status"] = "failed (exit %d)" % rc
@@ -299,6 +275,7 @@ def run_metrics(d):
         for length, (c, n) in sorted(tot.items()):
             if n:
                 r["passkey_acc_%d" % length] = c / n
+    r["_events"], r["_exit"], r["_done"] = events, rc, bool(done)
     r["_train"] = [(t["step"], fnum(t["train_loss"])) for t in train]
     r["_val"] = [(e["step"], fnum(e["val_loss"])) for e in evals]
     return r
@@ -330,266 +307,6 @@ def fmt_mean(v, col):
     if col in ("grad_spikes", "diverged"):
         return "%.1f" % v
     return fmt(float(v), col)
-
-
-def group_stats(rows, col):
-    vals = [r.get(col) for r in rows]
-    vals = [float(v) for v in vals if isinstance(v, (int, float)) and finite(float(v))]
-    if not vals:
-        return None
-    n = len(vals)
-    mean = sum(vals) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else None
-    return {"n": n, "mean": mean, "sd": sd, "min": min(vals), "max": max(vals), "vals": vals}
-
-
-def resolve_group(name, groups):
-    """A claim names a group by its label, or by the label's first part when that is unique
-    (`ssmax` for `ssmax+attn.theta_init=inv_log_T`)."""
-    if name in groups:
-        return name
-    cand = [g for g in groups if g.split("+")[0] == name]
-    return cand[0] if len(cand) == 1 else name
-
-
-def loss_unit(settings):
-    """`ablate.loss_unit = FACTOR UNIT` (e.g. `3.839 nats/GPT-2 token`): losses are also printed
-    multiplied by FACTOR, in UNIT (bytes per GPT-2 token converts nats per byte into nats per
-    GPT-2 token). None when unset."""
-    v = (settings or {}).get("loss_unit", "").strip()
-    if not v:
-        return None
-    parts = v.split(None, 1)
-    f = fnum(parts[0])
-    if f is None or not finite(f) or f <= 0 or len(parts) < 2:
-        sys.exit("ablate.loss_unit = '%s': expected 'FACTOR UNIT', e.g. '3.839 nats/GPT-2 token'" % v)
-    return f, parts[1].strip()
-
-
-def evaluate_claim(text, groups, unit=None):
-    """'METRIC: A < B | description | claimed: EFFECT' -> dict with the numbers and the verdict.
-    The optional `| claimed: ...` part is the paper's claimed effect, printed next to the
-    measured one; with `unit` (ablate.loss_unit) a loss difference is also given in that unit."""
-    err, parsed = claim_syntax(text)
-    if err:
-        print("ablate_report: claim '%s': %s" % (text.strip(), err), file=sys.stderr)
-        test, _, rest = text.partition(" | ")
-        return {"claim": test.strip(), "text": rest.strip(), "claimed": "", "settings": "",
-                "verdict": "invalid claim line", "sentence": err}
-    test, desc, fields, m, size = parsed
-    res = {"claim": test.strip(), "text": desc, "claimed": fields.get("claimed", ""),
-           "settings": fields.get("settings", "")}
-    if size is not None:
-        res["size"], res["size_relative"] = size
-    metric, a, op, b, tol = m.groups()
-    a, b = resolve_group(a, groups), resolve_group(b, groups)
-    sa = group_stats(groups.get(a, []), metric)
-    if fnum(b) is not None and b not in groups:
-        sb = {"n": 0, "mean": float(b), "sd": None, "min": float(b), "max": float(b), "vals": []}
-    else:
-        sb = group_stats(groups.get(b, []), metric)
-    res.update(metric=metric, a=a, b=b, op=op, stats_a=sa, stats_b=sb)
-    if sa is None or sb is None:
-        res.update(verdict="inconclusive", sentence="no values for %s" % (a if sa is None else b))
-        return res
-    diff = sa["mean"] - sb["mean"]
-    spread = max(sa["max"] - sa["min"], sb["max"] - sb["min"])
-    single = sa["n"] < 2 or (sb["n"] == 1)
-
-    def desc_group(name, s):
-        if s["n"] == 0:
-            return "%s" % name
-        if s["n"] == 1:
-            return "%s %.4g (1 seed)" % (name, s["mean"])
-        return "%s %.4g ± %.2g (sd, %d seeds; range %.4g–%.4g)" % (name, s["mean"], s["sd"],
-                                                                   s["n"], s["min"], s["max"])
-    nums = "%s: %s vs %s; difference %.4g, largest seed range %.2g" % (
-        metric, desc_group(a, sa), desc_group(b, sb), diff, spread)
-    if op == "~":
-        t = fnum(tol) if tol else 0.0
-        if abs(diff) <= t and not single and abs(diff) + spread <= t:
-            verdict = "reproduced"
-        elif abs(diff) > t + spread and not single:
-            verdict = "not reproduced"
-        else:
-            verdict = "inconclusive (spread larger than effect)" if not single else \
-                "inconclusive (one seed)"
-        nums += "; tolerance %g" % t
-    else:
-        want = diff < 0 if op == "<" else diff > 0
-        if single:
-            verdict = "inconclusive (one seed)"
-        elif abs(diff) > spread:
-            verdict = "reproduced" if want else "not reproduced"
-        else:
-            verdict = "inconclusive (spread larger than effect)"
-    res.update(verdict=verdict, diff=diff, spread=spread, sentence=nums)
-    paired_verdict(res, metric, op, fnum(tol) if tol else 0.0, groups.get(a, []),
-                   groups.get(b, []))
-    res["measured"] = measured_text(res, metric, unit)
-    size_reading(res, metric, unit, sb)
-    return res
-
-
-def claim_syntax(line):
-    """(error, None) for a claim line that cannot be read, else (None, (TEST, text, fields,
-    match of TEST, (size, relative) or None)). scripts/ablate calls this through --check-claim
-    when it reads the sweep file, so a bad line stops the sweep before any training."""
-    sp = split_claim(line)
-    if sp is None:
-        return "a field (claimed:, size: or settings:) is given twice", None
-    test, desc, fields = sp
-    m = re.match(r"^\s*([A-Za-z0-9_]+)\s*:\s*(\S+)\s*(<|>|~)\s*(\S+)(?:\s+(\S+))?\s*$", test)
-    if not m:
-        return ("'%s' is not 'METRIC: A < B', 'METRIC: A > B' or 'METRIC: A ~ B TOL'"
-                % test.strip()), None
-    if m.group(3) == "~" and (m.group(5) is None or fnum(m.group(5)) is None
-                              or fnum(m.group(5)) <= 0):
-        return "a parity claim needs a positive tolerance: 'METRIC: A ~ B TOL'", None
-    if m.group(3) != "~" and m.group(5) is not None:
-        return "'%s': a tolerance goes with '~' only" % test.strip(), None
-    size = fields.get("size", "")
-    if size:
-        ms = re.match(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(%?)$", size.replace("\u2212", "-"))
-        if not ms or fnum(ms.group(1)) is None or fnum(ms.group(1)) == 0:
-            return "size: '%s' is not a non-zero number or N%%" % size, None
-        size = (fnum(ms.group(1)), ms.group(2) == "%")
-    return None, (test, desc, fields, m, size or None)
-
-
-def split_claim(line):
-    """'TEST | text | claimed: .. | size: .. | settings: ..' -> (TEST, text, {field: value}).
-    A separator is a '|' with white space on both sides, so a '|' that touches a word, as in
-    'max |activation|', stays inside its part. The fields are recognised by their name; any
-    other part belongs to the text. A field given twice is an error (None), not a silent pick."""
-    parts = re.split(r"\s\|\s", line)
-    text, fields, desc = parts[0], {}, []
-    for part in parts[1:]:
-        mf = re.match(r"^\s*(claimed|size|settings)\s*:\s*(.*?)\s*$", part)
-        if mf and mf.group(1) in fields:
-            return None
-        if mf:
-            fields[mf.group(1)] = mf.group(2)
-        else:
-            desc.append(part.strip())
-    return text, " | ".join(d for d in desc if d), fields
-
-
-def size_reading(res, metric, unit, sb):
-    """measured/claimed for a claim with `size:`, and the split of a directional "reproduced"
-    into "sign and size" (the ratio within [1/2, 2]) and "sign only"."""
-    if res.get("op") == "~" or "verdict" not in res:
-        return
-    measured = res.get("paired_mean", res.get("diff"))
-    if measured is not None and "size" in res:
-        if res["size_relative"]:
-            base = sb["mean"] if sb else None
-            if base:
-                ratio = (100.0 * measured / abs(base)) / res["size"]
-                res["measured"] += "; %+.3g%% of %s, measured/claimed = %.3g" % (
-                    100.0 * measured / abs(base), res["b"], ratio)
-                res["ratio"] = ratio
-        else:
-            scaled = measured * unit[0] if unit and "loss" in metric else measured
-            res["ratio"] = scaled / res["size"]
-            res["measured"] += "; measured/claimed = %.3g" % res["ratio"]
-    if res["verdict"] == "reproduced":
-        r = res.get("ratio")
-        res["verdict"] = "reproduced: sign and size" if r is not None and 0.5 <= r <= 2.0 \
-            else "reproduced: sign only"
-
-
-def measured_text(res, metric, unit):
-    """The measured effect A - B: the paired mean and 95% interval when there is one, else the
-    difference of the group means; for a loss also in ablate.loss_unit."""
-    if "paired_mean" in res:
-        vals = [res["paired_mean"], res["paired_lo"], res["paired_hi"]]
-        form = "%+.4g (paired, 95%% interval [%.4g, %.4g])"
-    elif "diff" in res:
-        vals = [res["diff"]]
-        form = "%+.4g (difference of the means)"
-    else:
-        return ""
-    out = form % tuple(vals)
-    if unit and "loss" in metric:
-        f, name = unit
-        scaled = [v * f for v in vals]
-        if len(scaled) == 3:
-            out += " = %+.4g [%.4g, %.4g] %s" % (scaled[0], scaled[1], scaled[2], name)
-        else:
-            out += " = %+.4g %s" % (scaled[0], name)
-        res["measured_scaled"] = scaled
-    return out
-
-
-def control_column(metric):
-    """The positive-control column a claim on `metric` needs, or None."""
-    if metric.startswith(("sink_rate_gu", "nontrig_a0")):
-        return "control_sink_gu"
-    if metric.startswith("sink"):
-        return "control_sink"
-    if metric.startswith(("kurtosis", "max_abs", "massive")):
-        return "control_outlier"
-    return None
-
-
-def paired_verdict(res, metric, op, tol, rows_a, rows_b):
-    """With >= 3 seeds run in both groups: the per-seed differences A - B, their mean and 95%
-    t interval, and the verdict from the interval (it replaces the range verdict): for < and >
-    reproduced when the interval excludes 0 on the claimed side, not reproduced when it excludes
-    0 on the other; for ~ TOL reproduced when the interval lies inside [-TOL, TOL], not
-    reproduced when it lies outside. A claim on sinks (outliers) is "untestable here" when a seed
-    of the group expected to show the phenomenon (B for <, A for >, both for ~) misses the
-    positive control."""
-    by_seed = lambda rows: {str(r.get("seed")): r for r in rows}
-    sa, sb = by_seed(rows_a), by_seed(rows_b)
-    pairs = []
-    for s in sorted(set(sa) & set(sb), key=lambda x: (len(x), x)):
-        va, vb = fnum(sa[s].get(metric)), fnum(sb[s].get(metric))
-        if va is not None and vb is not None and finite(va) and finite(vb):
-            pairs.append((s, va - vb))
-    ctl = control_column(metric)
-    if ctl:
-        need = rows_b if op == "<" else rows_a if op == ">" else rows_a + rows_b
-        if need and not all(r.get(ctl) == 1 for r in need):
-            res.update(verdict="untestable here", sentence=res.get("sentence", "") +
-                       "; the positive control (%s) is not met in every seed" % ctl)
-            res["untestable"] = True
-    if len(pairs) < 3:
-        return
-    d = [x for _, x in pairs]
-    n = len(d)
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    lo, hi = mean - half, mean + half
-    res.update(paired_n=n, paired_mean=mean, paired_lo=lo, paired_hi=hi,
-               paired_seeds=[s for s, _ in pairs])
-    res["sentence"] = res.get("sentence", "") + \
-        "; paired by seed (n = %d): mean difference %.4g, 95%% interval [%.4g, %.4g]" % (
-            n, mean, lo, hi)
-    if res.get("untestable"):
-        return
-    if op == "~":
-        outside = all(abs(x) > tol for x in d)
-        v = "reproduced" if -tol <= lo and hi <= tol else \
-            "not reproduced" if lo > tol or hi < -tol or outside else \
-            "inconclusive (interval not decided)"
-        if outside:
-            res["sentence"] += "; outside the tolerance %g in every seed (%s)" % (
-                tol, ", ".join("%.3g" % x for x in d))
-    else:
-        want_neg = op == "<"
-        if (hi < 0 and want_neg) or (lo > 0 and not want_neg):
-            v = "reproduced"
-        elif (lo > 0 and want_neg) or (hi < 0 and not want_neg):
-            v = "not reproduced"
-        else:
-            v = "inconclusive (interval includes 0)"
-            against = sum(1 for x in d if (x > 0) == want_neg and x != 0)
-            if against == n:
-                v = "inconclusive (interval includes 0; the opposite sign in all %d seeds)" % n
-    res["verdict"] = v
 
 
 def main():
@@ -686,11 +403,19 @@ def main():
                     cells.append("%s ± %s" % (fmt_mean(s["mean"], c), fmt_mean(s["sd"], c)))
             md.append("| %s | %d | %s |" % (g, len(rs), " | ".join(cells)))
     md.append("")
+    # a sweep over the learning rate: sensitivity and largest stable lr per variant and seed
+    lr_groups, grid = ablate_lr.lr_groups(rows, keys)
     unit = loss_unit(settings)
-    verdicts = [evaluate_claim(c, groups, unit) for c in claims]
+    verdicts = correct_family([evaluate_claim(c, groups, unit, lr_groups) for c in claims])
     cm = []
     for v in verdicts:
-        line = "- **%s** — %s: %s." % (v["verdict"], v.get("text") or v["claim"], v.get("claim"))
+        un = v.get("verdict_unadjusted", v["verdict"])
+        line = "- **%s**%s — %s: %s." % (v["verdict"], " (unadjusted: %s)" % un
+                                         if un != v["verdict"] else "",
+                                         v.get("text") or v["claim"], v.get("claim"))
+        if v.get("paper"):
+            line += " Paper: %s%s." % (v["paper"], "; " + v["paper_note"]
+                                       if v.get("paper_note") else "")
         if v.get("claimed") or v.get("measured"):
             line += " Claimed: %s; measured: %s." % (v.get("claimed") or "(not stated)",
                                                      v.get("measured") or "no values")
@@ -700,11 +425,14 @@ def main():
         f.write("\n".join(cm) + ("\n" if cm else ""))
     with open(os.path.join(out, "claims.json"), "w") as f:
         json.dump(verdicts, f, indent=1)
+    lr_plot = make_lr_plot(out, lr_groups, grid) if lr_groups else None
+    md.extend(ablate_lr.lr_lines(lr_groups, grid, lr_plot))
     if cm:
-        md.append("Claims:\n")
+        md.append("Claims (Holm's correction over this sweep's tested claims; the verdict is the "
+                  "corrected one):\n")
         md.extend(cm)
         md.append("")
-    plots = make_plots(out, rows, groups, opt_cols)
+    plots = make_plots(out, rows, groups, opt_cols) + ([lr_plot] if lr_plot else [])
     if plots:
         md.append("Plots: " + ", ".join("`plots/%s`" % p for p in plots) + "\n")
     with open(os.path.join(out, "results.md"), "w") as f:
@@ -727,6 +455,13 @@ def make_plots(out, rows, groups, opt_cols):
     import ablate_plots  # scripts/ablate_plots.py, next to this file
 
     return ablate_plots.make_plots(out, rows, groups, opt_cols, group_stats)
+
+
+def make_lr_plot(out, lr_groups, grid):
+    """OUT_DIR/plots/lr.png (scripts/ablate_plots.py), or None."""
+    import ablate_plots
+
+    return ablate_plots.lr_plot(out, lr_groups, grid)
 
 
 if __name__ == "__main__":

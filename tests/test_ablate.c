@@ -206,8 +206,12 @@ START_TEST(two_variant_sweep_table_plots_resume) {
     ck_assert(is_png(path));
     snprintf(path, sizeof(path), "%s/claims.md", out);
     text = slurp(path);
-    ck_assert_msg(strstr(text, "**reproduced**") && strstr(text, "**not reproduced**"),
-                  "claims.md:\n%s", text); // the 100-nat claim holds, the -5 nat one cannot
+    // the 100-nat claim holds, the -5 nat one cannot; with 2 seeds the exact sign-flip p is at
+    // least 1/2, so after Holm's correction neither verdict stands
+    ck_assert_msg(
+        strstr(text, "(unadjusted: reproduced)") && strstr(text, "(unadjusted: not reproduced)") &&
+            strstr(text, "- **inconclusive after correction**") && !strstr(text, "- **reproduced"),
+        "claims.md:\n%s", text);
     free(text);
     snprintf(path, sizeof(path), "%s/results.md", out);
     text = slurp(path);

@@ -569,6 +569,41 @@ START_TEST(test_keep_last_prunes) {
 }
 END_TEST
 
+// The last record of a run that stopped on a non-finite value is its "diverged" event: 1 + skips
+// steps after the last training record, whose step and loss it repeats as last_finite_step and
+// last_finite_loss (a learning-rate sweep reads the divergence from it, scripts/ablate_lr.py).
+static void check_divergence_record(const char* run, const char* policy, int skips) {
+    char p[1200];
+    snprintf(p, sizeof(p), "%s/metrics.jsonl", run);
+    char* m = slurp(p);
+    const char* ev = strstr(m, "\"event\":\"diverged\"");
+    ck_assert_msg(ev != NULL, "no diverged record:\n%s", m);
+    ck_assert_ptr_null(strstr(ev + 1, "\"event\":\"diverged\"")); // once
+    ck_assert_ptr_null(strchr(strchr(ev, '\n') + 1, '{'));        // and last
+    // the last training record before it: its step and loss
+    const char *tr = NULL, *q = m;
+    while ((q = strstr(q, "\"train_loss\":")) && q < ev)
+        tr = q++;
+    ck_assert_ptr_nonnull(tr);
+    const char* line = tr;
+    while (line > m && line[-1] != '\n')
+        line--;
+    long last_step = atol(strstr(line, "\"step\":") + 7);
+    double last_loss = atof(tr + 13);
+    const char* ev_line = ev;
+    while (ev_line > m && ev_line[-1] != '\n')
+        ev_line--;
+    ck_assert_int_eq(atol(strstr(ev_line, "\"step\":") + 7), last_step + 1 + skips);
+    ck_assert_int_eq(atol(strstr(ev, "\"last_finite_step\":") + 19), last_step);
+    ck_assert_double_eq_tol(atof(strstr(ev, "\"last_finite_loss\":") + 19), last_loss,
+                            1e-6 * fabs(last_loss));
+    ck_assert_msg(isfinite(last_loss) && last_loss > 0, "%s", line);
+    char want[64];
+    snprintf(want, sizeof(want), "\"nan_policy\":\"%s\"", policy);
+    ck_assert_msg(strstr(ev, want) != NULL, "%s", ev);
+    free(m);
+}
+
 START_TEST(test_nan_policy) {
     setup_once();
     char run[1100], p[1200];
@@ -583,6 +618,7 @@ START_TEST(test_nan_policy) {
     ck_assert_msg(rc == 3, "exit %d: %s", rc, se);
     ck_assert_msg(strstr(se, "non-finite"), "%s", se);
     free(se);
+    check_divergence_record(run, "stop", 0);
     snprintf(run, sizeof(run), "%s/nanskip", test_tmpdir());
     snprintf(extra, sizeof(extra), "%s nan_policy=skip max_skips=3", diverge);
     rc = run_train(run, extra);
@@ -594,6 +630,7 @@ START_TEST(test_nan_policy) {
         skips++;
     ck_assert_msg(skips == 3, "%d skip records:\n%s", skips, m);
     free(m);
+    check_divergence_record(run, "skip", 3);
 }
 END_TEST
 

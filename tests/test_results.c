@@ -111,16 +111,29 @@ static double claim_num(const char* json, const char* claim, const char* key) {
     return atof(k + strlen(key) + 2);
 }
 
-static void claim_verdict(const char* json, const char* claim, char* out, size_t cap) {
+// The verdict of a claim (KEY "verdict": after Holm's correction over the sweep's claims;
+// "verdict_unadjusted": before it).
+static void claim_verdict_key(const char* json, const char* claim, const char* key, char* out,
+                              size_t cap) {
     const char* c = strstr(json, claim);
     ck_assert_ptr_nonnull(c);
-    const char* v = strstr(c, "\"verdict\": \"");
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\": \"", key);
+    const char* v = strstr(c, pat);
     ck_assert_ptr_nonnull(v);
-    v += 12;
+    v += strlen(pat);
     size_t n = strcspn(v, "\"");
     if (n >= cap) n = cap - 1;
     memcpy(out, v, n);
     out[n] = '\0';
+}
+
+static void claim_verdict(const char* json, const char* claim, char* out, size_t cap) {
+    claim_verdict_key(json, claim, "verdict", out, cap);
+}
+
+static void claim_unadjusted(const char* json, const char* claim, char* out, size_t cap) {
+    claim_verdict_key(json, claim, "verdict_unadjusted", out, cap);
 }
 
 START_TEST(test_committed_sweep_paired_verdicts) {
@@ -172,8 +185,15 @@ START_TEST(test_committed_sweep_paired_verdicts) {
                             mean + half, 1e-6);
     ck_assert(mean + half < 0); // so the interval excludes 0 on the claimed side
     char v[128];
-    claim_verdict(json, "massive_ratio_max: softmax1", v, sizeof(v));
+    claim_unadjusted(json, "massive_ratio_max: softmax1", v, sizeof(v));
     ck_assert_str_eq(v, "reproduced: sign only"); // the claim gives no size
+    // 3 seeds of one sign: exact sign-flip p 2/8, above 0.05 before any correction (the tested
+    // claims here are it and kurtosis; the untestable sink claim is not tested)
+    ck_assert_double_eq_tol(claim_num(json, "massive_ratio_max: softmax1", "\"p_exact\""), 0.25,
+                            1e-12);
+    ck_assert_int_eq((int)claim_num(json, "massive_ratio_max: softmax1", "\"holm_m\""), 2);
+    claim_verdict(json, "massive_ratio_max: softmax1", v, sizeof(v));
+    ck_assert_str_eq(v, "inconclusive after correction");
     // kurtosis: differences +5, -5, +1 -> the interval holds 0
     claim_verdict(json, "kurtosis_max: softmax1", v, sizeof(v));
     ck_assert_str_eq(v, "inconclusive (interval includes 0)");
@@ -271,7 +291,7 @@ START_TEST(test_claimed_effect_units_and_beyond_column) {
     ck_assert_double_eq_tol(claim_num(json, "val_loss_beyond_4x: quantized", "\"paired_mean\""),
                             -0.2, 1e-9);
     char v[128];
-    claim_verdict(json, "val_loss_beyond_4x: quantized", v, sizeof(v));
+    claim_unadjusted(json, "val_loss_beyond_4x: quantized", v, sizeof(v));
     ck_assert_str_eq(v, "reproduced: sign only");
     free(json);
     snprintf(p, sizeof(p), "%s/claims.md", dir);
@@ -343,20 +363,26 @@ START_TEST(test_claim_size_settings_and_tolerance) {
     char* json = util_read_file(p, &n, NULL, 0);
     ck_assert_ptr_nonnull(json);
     char v[160];
-    // -0.01 nats x 4 = -0.04 = the claimed size: ratio 1
+    // -0.01 nats x 4 = -0.04 = the claimed size: ratio 1, its interval (-0.01 +- 4.303 x
+    // 0.001 / sqrt 3) x 4 / -0.04 = [0.75, 1.25] inside [1/2, 2]
     ck_assert_double_eq_tol(claim_num(json, "val_loss: twicing", "\"ratio\""), 1.0, 1e-6);
-    claim_verdict(json, "val_loss: twicing", v, sizeof(v));
+    const double h = 4.303 * 0.001 / sqrt(3.0);
+    ck_assert_double_eq_tol(claim_num(json, "val_loss: twicing", "\"ratio_lo\""),
+                            (-0.01 + h) * 4 / -0.04, 1e-6);
+    ck_assert_double_eq_tol(claim_num(json, "val_loss: twicing", "\"ratio_hi\""),
+                            (-0.01 - h) * 4 / -0.04, 1e-6);
+    claim_unadjusted(json, "val_loss: twicing", v, sizeof(v));
     ck_assert_str_eq(v, "reproduced: sign and size");
     ck_assert_ptr_nonnull(strstr(json, "\"settings\": \"paper\""));
     // the same effect against a claimed -0.004: ten times the claim, sign only; the fields may
     // come in any order and the text is what is left
     ck_assert_double_eq_tol(claim_num(json, "best_val_loss: twicing", "\"ratio\""), 10.0, 1e-6);
-    claim_verdict(json, "best_val_loss: twicing", v, sizeof(v));
+    claim_unadjusted(json, "best_val_loss: twicing", v, sizeof(v));
     ck_assert_str_eq(v, "reproduced: sign only");
     ck_assert_ptr_nonnull(strstr(json, "\"settings\": \"adapted: T = 128\""));
     ck_assert_ptr_nonnull(strstr(json, "\"text\": \"twicing helps (best)\""));
     // parity: the interval is not decided, but every seed is outside the tolerance
-    claim_verdict(json, "val_loss: gated", v, sizeof(v));
+    claim_unadjusted(json, "val_loss: gated", v, sizeof(v));
     ck_assert_str_eq(v, "not reproduced");
     // the opposite sign in every seed, with an interval holding 0
     claim_verdict(json, "val_loss_beyond_4x: ssmax", v, sizeof(v));
@@ -364,7 +390,7 @@ START_TEST(test_claim_size_settings_and_tolerance) {
     // a relative size: -0.2 / 2.1 = -9.524% against -10%
     ck_assert_double_eq_tol(claim_num(json, "val_loss_beyond_4x: twicing", "\"ratio\""),
                             (-0.2 / 2.1 * 100) / -10.0, 1e-6);
-    claim_verdict(json, "val_loss_beyond_4x: twicing", v, sizeof(v));
+    claim_unadjusted(json, "val_loss_beyond_4x: twicing", v, sizeof(v));
     ck_assert_str_eq(v, "reproduced: sign and size");
     claim_verdict(json, "val_loss: ssmax", v, sizeof(v));
     ck_assert_str_eq(v, "invalid claim line");
@@ -578,7 +604,9 @@ START_TEST(test_results_page_is_built_from_committed_files) {
                       "(kept line %d):\n  committed: %.200s\n  rebuilt:   %.200s\n"
                       "regenerate it with scripts/results_report",
                       lineno, a, b);
-        sweeps += strncmp(a, "## ", 3) == 0 && strcmp(a, "## Claims at a glance") != 0;
+        sweeps += strncmp(a, "## ", 3) == 0 && strcmp(a, "## Claims at a glance") != 0 &&
+                  strcmp(a, "## How to read this page") != 0 &&
+                  strcmp(a, "## Out of reach on a CPU") != 0;
     }
     ck_assert_int_ge(sweeps, 4); // the page holds the committed sweeps, not an empty shell
     free(want);
