@@ -346,6 +346,13 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
     if (flag01(&root, "attnlab_value_residual", path, &cfg->value_residual, err, errcap) ||
         flag01(&root, "attnlab_qk_norm", path, &cfg->qk_norm, err, errcap))
         goto done;
+    cfg->qk_norm_kind = ATTN_QKNORM_LAYERNORM; // (absent from files written before the key)
+    const Jv* qn = jv_get(&root, "attnlab_qk_norm_kind");
+    if (qn && (qn->t != JV_STR || (cfg->qk_norm_kind = attn_qknorm_from_name(qn->s)) < 0)) {
+        snprintf(err, errcap, "%s: key 'attnlab_qk_norm_kind': '%.64s' is not a qk-norm kind", path,
+                 qn->t == JV_STR ? qn->s : "(not a string)");
+        goto done;
+    }
     const Jv* at = jv_get(&root, "attnlab_attention");
     if (attention) {
         if (at && at->t == JV_STR)
@@ -411,9 +418,10 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         fprintf(stderr,
                 "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d, "
                 "residual %s, value_residual %d) is not Hugging Face GPT-2: transformers will "
-                "load the weights but compute softmax attention with learned positions and the "
-                "standard residual. The settings are recorded as attnlab_* keys in config.json "
-                "and the safetensors metadata; the model's own tensors are saved as attnlab.*\n",
+                "load the weights but compute softmax attention with learned positions, no qk-norm "
+                "and the standard residual. The settings are recorded as attnlab_* keys in "
+                "config.json and the safetensors metadata; the model's own tensors are saved as "
+                "attnlab.* (attnlab reads them all back)\n",
                 m->attention, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
                 c->value_residual);
     // tensor list: the table's rows in order, except that the stacked GPT-2 rows are written
@@ -451,18 +459,19 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     char qk[8], vr[8];
     snprintf(qk, sizeof(qk), "%d", c->qk_norm);
     snprintf(vr, sizeof(vr), "%d", c->value_residual);
-    const char* meta[10] = {"attnlab_attention",      m->attention,
+    const char* meta[12] = {"attnlab_attention",      m->attention,
                             "attnlab_pos_encoding",   attn_pos_name(c->pos_encoding),
                             "attnlab_qk_norm",        qk,
                             "attnlab_residual",       resid_name(c->residual),
-                            "attnlab_value_residual", vr};
+                            "attnlab_value_residual", vr,
+                            "attnlab_qk_norm_kind",   attn_qknorm_name(c->qk_norm_kind)};
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     AtomicFile af;
     StWriter w;
     int rc = -1;
     float* buf = NULL;
-    int opened = st_write_begin(&w, path, meta, plain ? 0 : 5, ss, n, err, errcap) == 0;
+    int opened = st_write_begin(&w, path, meta, plain ? 0 : 6, ss, n, err, errcap) == 0;
     free(ss);
     if (!opened) goto done;
     buf = mallocCheck(sizeof(float) * maxT);
@@ -506,10 +515,10 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         if (!plain)
             fprintf(f,
                     ",\n  \"attnlab_attention\": %s,\n  \"attnlab_pos_encoding\": \"%s\",\n"
-                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_residual\": \"%s\",\n"
-                    "  \"attnlab_value_residual\": %d",
-                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
-                    c->value_residual);
+                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_qk_norm_kind\": \"%s\",\n"
+                    "  \"attnlab_residual\": \"%s\",\n  \"attnlab_value_residual\": %d",
+                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm,
+                    attn_qknorm_name(c->qk_norm_kind), resid_name(c->residual), c->value_residual);
         fprintf(f, "\n}\n");
         fclose(f);
         snprintf(path, sizeof(path), "%s/config.json", dir);
