@@ -11,7 +11,8 @@
 //     JSON header, data).
 //   - attention setup: the per-layer spec forms, ranges and gaps; attn.inner that is not a row
 //     map; an out-of-range attn.* value (naming where it was set); an unknown attn.* key with and
-//     without a close match; n_layer above the build's maximum; qk_norm = 1.
+//     without a close match; n_layer above the build's maximum; qk_norm = 1 (layernorm) with a
+//     head size of 1.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,7 +203,7 @@ START_TEST(test_attention_setup_errors) {
     setup_case("attention=softmx", "unknown variant 'softmx' (did you mean 'softmax'?)", "");
     setup_case("attention=qqqqqqqqqqqq", "unknown variant 'qqqqqqqqqqqq'", "--list-attention");
     setup_case("n_layer=65", "key 'n_layer'", "64");
-    setup_case("qk_norm=1", "key 'qk_norm'", "not supported");
+    setup_case("qk_norm=1 n_head=16", "key 'qk_norm'", "head size of at least 2");
 }
 END_TEST
 
