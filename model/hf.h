@@ -11,10 +11,11 @@
 //   vocab.json, merges.txt  copies of the GPT-2 tokenizer files encoder.json and vocab.bpe.
 // Attention other than plain softmax (or non-learned positions, qk_norm, a residual mode other
 // than standard, value_residual) has no Hugging Face equivalent: the export then records
-// attnlab_attention / attnlab_pos_encoding / attnlab_qk_norm / attnlab_residual /
-// attnlab_value_residual in __metadata__ and config.json (names from the enums' tables:
-// attn_pos_name, resid_name), saves the model's own tensors (variant tensors, the FIRE MLP,
-// resid.query, the value-residual lambdas) as "attnlab.<name>", and warns on stderr. Import
+// attnlab_attention / attnlab_pos_encoding / attnlab_qk_norm / attnlab_qk_norm_kind /
+// attnlab_residual / attnlab_value_residual in __metadata__ and config.json (names from the enums'
+// tables: attn_pos_name, attn_qknorm_name, resid_name), saves the model's own tensors (variant
+// tensors, the FIRE MLP, resid.query, the value-residual lambdas, the qk-norm gains) as
+// "attnlab.<name>", and warns on stderr. Import
 // reads those keys back (an unknown name or a flag other than 0/1 is an error naming the file
 // and the key), so hf:DIR rebuilds the model that was exported.
 //
