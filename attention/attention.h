@@ -114,7 +114,7 @@ typedef struct {
     long step; // training step, -1 at evaluation
     uint64_t seed;
     int pos_encoding; // ATTN_POS_*
-    int qk_norm;
+    int qk_norm;      // 1: q, k of qkv are already normalised (attn_qknorm_forward, by the model)
     real* qk_pos;     // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
                       // owned by the caller (the model allocates one per layer)
     const real* posp; // this layer's FIRE parameters (attn_fire_nparams(NH)) under fire
