@@ -231,8 +231,12 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     t->targets = mallocCheck(sizeof(int) * nbuf);
     // the optimizer over the parameter table's tensors
     optim_init(&t->opt, od, m->num_params);
-    t->oh = (OptimHParams){
-        .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay};
+    t->oh = (OptimHParams){.beta1 = c->beta1,
+                           .beta2 = c->beta2,
+                           .eps = c->eps,
+                           .weight_decay = c->weight_decay,
+                           .wd_mode = optim_wd_mode_from_name(c->weight_decay_mode),
+                           .lr_max = c->lr};
     t->nranges = m->nspecs;
     for (int i = 0; i < m->nspecs; i++)
         t->ranges[i] = (OptimRange){m->specs[i].offset, m->specs[i].size, m->specs[i].decay};
@@ -545,14 +549,16 @@ static int train(Trainer* t) {
         // forward + backward per micro-batch, gradients accumulate into m->grads
         m->step = step;
         gpt2_zero_grad(m);
-        double loss = 0;
+        double loss = 0, zloss = 0; // the cross-entropy; the z-loss term (this rank's batches)
         for (int k = 0; k < accum; k++) {
             dp_begin_micro(t->dp, k);
             gpt2_forward(m, t->inputs + k * BT, t->targets + k * BT, B, T);
             gpt2_backward(m, 1.0f / (float)(accum * N)); // (hook: the ranks' gradient chain)
             loss += m->mean_loss;
+            zloss += m->mean_zloss;
         }
         loss /= accum;
+        zloss /= accum;
 
         // ---- gradients ready: global norm, non-finite guard
         double norm = dp_reduce(t->dp, m->grads, m->num_params, &loss); // global: every rank
@@ -613,6 +619,7 @@ static int train(Trainer* t) {
         json_begin(&t->j);
         json_int(&t->j, "step", step + 1);
         json_num(&t->j, "train_loss", loss);
+        if (c->z_loss > 0.0f) json_num(&t->j, "z_loss", zloss);
         json_num(&t->j, "lr", lr);
         json_num(&t->j, "grad_norm", norm);
         json_num(&t->j, "step_ms", dt * 1e3);

@@ -114,7 +114,7 @@ typedef struct {
     long step; // training step, -1 at evaluation
     uint64_t seed;
     int pos_encoding; // ATTN_POS_*
-    int qk_norm;
+    int qk_norm;      // 1: q, k of qkv are already normalised (attn_qknorm_forward, by the model)
     real* qk_pos;     // (B,T,2C) q, k after RoPE (q at 0, k at C); required under rope,
                       // owned by the caller (the model allocates one per layer)
     const real* posp; // this layer's FIRE parameters (attn_fire_nparams(NH)) under fire
@@ -404,6 +404,35 @@ void attn_score_grad(const real* dS, int T, int n, real alpha, const real* q, in
 // attention logits; variants that form no logits (attn_variant.ignores_inner: linear, the
 // delta-rule memories, multiscreen) refuse it.
 int attn_pos_supported(const AttnVariant* v, int pos);
+
+// ---- qk-norm (attention/qknorm.c; the model key qk_norm): qk-layernorm as Wortsman et al. 2023
+// ("Small-scale proxies for large-scale Transformer training instabilities", arXiv 2309.14322,
+// Sec. 3.1.1, after Dehghani et al. 2023) define it: every head's query and key, x = q_t or k_t
+// of head h (hs channels), is replaced by
+//   layernorm: y_i = g_i (x_i - mu) rstd,  mu = mean_i x_i, rstd = 1/sqrt(mean_i (x_i - mu)^2 +
+//   eps) rmsnorm:   y_i = g_i x_i rstd,                          rstd = 1/sqrt(mean_i x_i^2 + eps)
+// with eps = ATTN_QKNORM_EPS (the paper's Flax LayerNorm default) and no bias (the paper's models
+// have no biases), g the layer's learnable gain of hs entries for q and another for k, shared by
+// the heads. It runs on the projection's output, in place in qkv, before anything else of the
+// layer reads q and k: the row map, every layer-level variant and the position encoding (RoPE and
+// xPos rotate the normalised q, k; the 1/sqrt(hs) scale follows) all see the normalised values.
+enum { ATTN_QKNORM_LAYERNORM, ATTN_QKNORM_RMSNORM, ATTN_QKNORM_COUNT };
+#define ATTN_QKNORM_EPS 1e-6
+// The one spelling of each kind ("layernorm", "rmsnorm"; the config key qk_norm_kind). NULL out
+// of range / -1 if unknown.
+const char* attn_qknorm_name(int kind);
+int attn_qknorm_from_name(const char* name);
+// Forward, in place: q and k of qkv (rows 3C apart, q at channel 0, k at C, head h at h*hs) are
+// normalised; xhat (B*T, 2C: q's then k's channels) keeps the normalised values before the gain
+// and rstd (B*T, 2NH: q's heads then k's) the inverse scales, both for the backward. gq, gk (hs).
+void attn_qknorm_forward(real* qkv, real* xhat, real* rstd, const real* gq, const real* gk,
+                         const AttnDims* d, int kind, int nthreads);
+// Backward, in place: dqkv's q and k channels hold dL/dy (the gradient of the normalised q, k)
+// and are replaced by dL/dx (of the projection's q, k); dgq, dgk (hs) += dL/dg. v's channels are
+// not touched. Reductions over rows run in a fixed order: identical for any thread count.
+void attn_qknorm_backward(real* dqkv, real* dgq, real* dgk, const real* xhat, const real* rstd,
+                          const real* gq, const real* gk, const AttnDims* d, int kind,
+                          int nthreads);
 
 // ---- FIRE (attention/fire.c; Li et al. 2023, arXiv 2310.04418): the bias of head h between
 // query t and key j <= t is b_h(t, j) = f_h(psi(t - j) / psi(max(L, t))), psi(x) = ln(|c| x + 1),

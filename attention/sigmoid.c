@@ -37,7 +37,7 @@
 // Deviations from it: none in the default (b = -ln T_train, its LM config's sigmoid_bias = -7.62
 //   = -ln 2048); attn.bias_mode = ln_n (b = -ln n per row, a causal-LM adaptation and the earlier
 //   default), fixed, none and learn are extensions; its LM recipe also normalises q and k
-//   (qk_norm: true; here the model key qk_norm = 1, an RMSNorm, off by default).
+//   (qk_norm: true; here the model key qk_norm = 1, qk-layernorm, off by default).
 #include <math.h>
 
 #include "attention/attention.h"
@@ -109,8 +109,8 @@ const AttnVariant attn_sigmoid = {
     .deviations = "none in the default (b = -ln T_train, as its LM config's sigmoid_bias = -7.62 "
                   "= -ln 2048); attn.bias_mode = ln_n (b = -ln n per row, a causal-LM adaptation "
                   "and the earlier default), fixed, none and learn are extensions; its LM recipe "
-                  "also normalises q and k (qk_norm: true; here the model key qk_norm = 1, an "
-                  "RMSNorm, off by default)",
+                  "also normalises q and k (qk_norm: true; here the model key qk_norm = 1, "
+                  "qk-layernorm, off by default)",
     .rows_sum_to_one = 0,
     .shift_invariant = 0,
     .hparams = SIGMOID_HP,

@@ -21,7 +21,8 @@ typedef struct {
     // ---- model
     int n_layer, n_head, n_embd, block_size, vocab_size;
     char pos_encoding[32];      // learned | rope | alibi | none
-    int qk_norm;                // 0/1: LayerNorm-free RMS normalisation of q and k per head
+    int qk_norm;                // 0/1: qk-layernorm of q and k per head (attention/qknorm.c)
+    char qk_norm_kind[16];      // layernorm | rmsnorm (attention.h attn_qknorm_name)
     char residual[32];          // standard | attnres | delta_attnres (model/residual.h)
     int value_residual;         // 0/1: ResFormer value residual (model/value_residual.h)
     int mlp;                    // 1: blocks have an MLP; 0: attention-only blocks
@@ -48,6 +49,8 @@ typedef struct {
     char optimizer[32];   // adamw (| sgd | signsgd | lion as they land)
     char lr_schedule[32]; // cosine | constant | linear | wsd
     float lr, min_lr, weight_decay, beta1, beta2, eps, grad_clip;
+    char weight_decay_mode[16]; // coupled | independent (optim/optim.h optim_wd_mode_name)
+    float z_loss;               // coefficient of the auxiliary z-loss (log Z)^2 per token
     int warmup_steps;
     int decay_steps;      // wsd: steps of the final decay (0: decay_fraction of max_steps)
     float decay_fraction; // wsd: the decay's share of max_steps when decay_steps = 0

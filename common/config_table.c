@@ -45,7 +45,13 @@ const ConfigField CONFIG_FIELDS[] = {
           "with exponential decay), or FIRE (a learned MLP of the normalised relative position, "
           "added to the logits)"),
     F_INT("qk_norm", qk_norm, "0", 0, 1, "model",
-          "1: RMS-normalise q and k per head before the dot product"),
+          "1: qk-layernorm (Wortsman et al. 2023): normalise every head's q and k (LayerNorm over "
+          "the head's channels, no bias, eps 1e-6) times a learnable per-layer gain of head_size "
+          "for q and one for k (shared by the heads, init 1, no weight decay), before the "
+          "position encoding and the 1/sqrt(head_size) scale"),
+    F_STR("qk_norm_kind", qk_norm_kind, "layernorm", 1, "layernorm|rmsnorm", "model",
+          "with qk_norm = 1: layernorm (subtract the mean, divide by the standard deviation, as "
+          "the paper) or rmsnorm (divide by the root mean square, no mean subtraction)"),
     F_STR("residual", residual, "standard", 1, "standard|attnres|delta_attnres", "model",
           "residual path: standard (x + f(x)); attnres (Attention Residuals, Kimi Team 2026: each "
           "sublayer's input is a softmax mix of the embedding and the earlier sublayer outputs, "
@@ -125,6 +131,13 @@ const ConfigField CONFIG_FIELDS[] = {
             "wsd with decay_steps = 0: the decay's share of max_steps (rounded to a step)"),
     F_FLOAT("weight_decay", weight_decay, "0.1", 0, 10, "optimizer",
             "decoupled weight-decay coefficient"),
+    F_STR("weight_decay_mode", weight_decay_mode, "coupled", 1, "coupled|independent", "optimizer",
+          "coupled: p -= lr_t wd p (AdamW as PyTorch); independent: p -= (lr_t / lr) wd p, the "
+          "decay follows the schedule but not the peak lr (Wortsman et al. 2023)"),
+    F_FLOAT("z_loss", z_loss, "0", 0, 10, "optimizer",
+            "coefficient of the auxiliary z-loss z_loss * (log Z)^2 per token (PaLM; Wortsman "
+            "et al. 2023 use 1e-4), Z the sum of exp(logits); the logged train_loss stays the "
+            "cross-entropy, the term is logged as z_loss"),
     F_FLOAT("beta1", beta1, "0.9", 0, 0.999999, "optimizer", "first-moment decay (adamw, lion)"),
     F_FLOAT("beta2", beta2, "0.95", 0, 0.999999, "optimizer",
             "second-moment decay (adamw; lion's momentum)"),

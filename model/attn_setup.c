@@ -32,6 +32,7 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     g->vocab_size = c->vocab_size;
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     g->qk_norm = c->qk_norm;
+    g->z_loss = c->z_loss;
     g->value_residual = c->value_residual;
     char names[256];
     g->residual = resid_from_name(c->residual);
@@ -68,8 +69,18 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
                  GPT2_MAX_LAYERS);
         return -1;
     }
-    if (g->qk_norm) {
-        snprintf(err, errcap, "key 'qk_norm': not supported by this build (use 0)");
+    g->qk_norm_kind = attn_qknorm_from_name(c->qk_norm_kind);
+    if (g->qk_norm_kind < 0) {
+        name_list(names, sizeof(names), attn_qknorm_name, ATTN_QKNORM_COUNT);
+        snprintf(err, errcap, "key 'qk_norm_kind': '%s' is not supported (use %s)", c->qk_norm_kind,
+                 names);
+        return -1;
+    }
+    if (g->qk_norm && g->qk_norm_kind == ATTN_QKNORM_LAYERNORM && g->n_embd / g->n_head < 2) {
+        snprintf(err, errcap,
+                 "key 'qk_norm': qk_norm_kind = layernorm needs a head size of at least 2 (n_embd "
+                 "/ n_head = %d / %d = 1 would normalise every q and k to 0)",
+                 g->n_embd, g->n_head);
         return -1;
     }
     return 0;

@@ -83,7 +83,8 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     h[10] = m->nspecs;
     h[17] = c->residual; // 0 (standard) in files written before the key existed
     h[18] = c->value_residual;
-    h[19] = c->mlp ? 0 : 1; // 0 in files written before the key: they have MLPs
+    h[19] = c->mlp ? 0 : 1;  // 0 in files written before the key: they have MLPs
+    h[20] = c->qk_norm_kind; // 0 (layernorm) in files written before the key
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
     put64(h, 14, (int64_t)step);
@@ -140,8 +141,8 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         goto fail;
     }
     if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
-        h[17] >= GPT2_RESID_COUNT || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1 ||
-        !attn_pos_name(h[8])) {
+        h[17] >= GPT2_RESID_COUNT || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1 || h[9] < 0 ||
+        h[9] > 1 || !attn_qknorm_name(h[20]) || !attn_pos_name(h[8])) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
@@ -151,6 +152,7 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
     cf->cfg.residual = h[17];
     cf->cfg.value_residual = h[18];
     cf->cfg.mlp = h[19] ? 0 : 1;
+    cf->cfg.qk_norm_kind = h[20];
     cf->step = (long)get64(h, 14);
     if (read_exact(f, cf->attention, 256, path, "the attention spec", err, errcap)) goto fail;
     cf->attention[255] = '\0';
@@ -212,13 +214,17 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
     }
     if (strict &&
         (cf->cfg.residual != m->cfg.residual || cf->cfg.value_residual != m->cfg.value_residual ||
-         cf->cfg.pos_encoding != m->cfg.pos_encoding)) {
+         cf->cfg.pos_encoding != m->cfg.pos_encoding || cf->cfg.qk_norm != m->cfg.qk_norm ||
+         (m->cfg.qk_norm && cf->cfg.qk_norm_kind != m->cfg.qk_norm_kind))) {
         snprintf(err, errcap,
-                 "%s: saved with residual=%s value_residual=%d pos_encoding=%s, the config says "
-                 "residual=%s value_residual=%d pos_encoding=%s",
+                 "%s: saved with residual=%s value_residual=%d pos_encoding=%s qk_norm=%d "
+                 "qk_norm_kind=%s, the config says residual=%s value_residual=%d pos_encoding=%s "
+                 "qk_norm=%d qk_norm_kind=%s",
                  cf->path, resid_name(cf->cfg.residual), cf->cfg.value_residual,
-                 attn_pos_name(cf->cfg.pos_encoding), resid_name(m->cfg.residual),
-                 m->cfg.value_residual, attn_pos_name(m->cfg.pos_encoding));
+                 attn_pos_name(cf->cfg.pos_encoding), cf->cfg.qk_norm,
+                 attn_qknorm_name(cf->cfg.qk_norm_kind), resid_name(m->cfg.residual),
+                 m->cfg.value_residual, attn_pos_name(m->cfg.pos_encoding), m->cfg.qk_norm,
+                 attn_qknorm_name(m->cfg.qk_norm_kind));
         return -1;
     }
     const int ns = cf->ntensors;
@@ -336,13 +342,15 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
     // llm.c's header has no field for these: a file written without them would load as a
     // different model (learned positions, standard residual, no value residual)
     if (c->pos_encoding != ATTN_POS_LEARNED || c->residual != GPT2_RESID_STANDARD ||
-        c->value_residual) {
+        c->value_residual || c->qk_norm) {
         snprintf(err, errcap,
-                 "%s: an llm.c model file holds GPT-2 with pos_encoding = %s, residual = %s and "
-                 "value_residual = 0 only (this model has pos_encoding = %s, residual = %s, "
-                 "value_residual = %d); export it with --format hf --allow-nonstandard",
+                 "%s: an llm.c model file holds GPT-2 with pos_encoding = %s, residual = %s, "
+                 "value_residual = 0 and qk_norm = 0 only (this model has pos_encoding = %s, "
+                 "residual = %s, value_residual = %d, qk_norm = %d: llm.c has neither the "
+                 "setting nor its tensors); export it with --format hf --allow-nonstandard",
                  path, attn_pos_name(ATTN_POS_LEARNED), resid_name(GPT2_RESID_STANDARD),
-                 attn_pos_name(c->pos_encoding), resid_name(c->residual), c->value_residual);
+                 attn_pos_name(c->pos_encoding), resid_name(c->residual), c->value_residual,
+                 c->qk_norm);
         return -1;
     }
     int32_t h[256] = {0};

@@ -1,10 +1,11 @@
 // model/checkpoint.h: model files and run state.
 //
 // attnlab model file (model_%08d.bin): int32[256] header (magic 20261130, version 1, sizes,
-// step), the attention spec, the parameter table (name + size per tensor), the resolved config
-// text, all parameters (fp32), and a trailer {crc32 of everything before it, end magic}.
-// Run state (state_%08d.bin): a sectioned file (the loop's state, the loader's position, the
-// optimizer's state), same trailer; common/run_state.h writes and reads it, train.c composes it
+// pos_encoding [8], qk_norm [9], residual [17], value_residual [18], no-MLP flag [19],
+// qk_norm_kind [20], step), the attention spec, the parameter table (name + size per tensor), the
+// resolved config text, all parameters (fp32), and a trailer {crc32 of everything before it, end
+// magic}. Run state (state_%08d.bin): a sectioned file (the loop's state, the loader's position,
+// the optimizer's state), same trailer; common/run_state.h writes and reads it, train.c composes it
 // from the sections optim/ and data/ serialise (see docs/design.md). Both are written
 // atomically (temp file, fsync, rename, directory fsync); resume
 // takes the newest step whose model and state both verify, so a crash at any moment leaves the
@@ -51,7 +52,7 @@ int ckpt_read_info(const char* path, GPT2Config* cfg, char* attention, size_t at
 typedef struct {
     FILE* f;
     char path[1100];
-    GPT2Config cfg;      // sizes, pos_encoding and qk_norm from the header
+    GPT2Config cfg;      // sizes and the settings from the header
     char attention[256]; // the attention spec saved
     char* config_text;   // the run's resolved config (NUL-terminated)
     long step;

@@ -6,6 +6,9 @@
 // and the MLP tensors keep their place in the table with a layer dimension of 0, and
 // residual3 aliases residual2). Final ln_f, tied classifier logits = ln_f(x) @ wte^T
 // over the padded vocabulary (padded logits never enter the loss).
+// With qk_norm the projection's q and k are normalised in place (attention/qknorm.c) before the
+// attention reads them. With z_loss the objective per token adds z_loss (log Z)^2 (its gradient in
+// the cross-entropy backward); mean_loss stays the cross-entropy.
 // Backward walks the blocks in reverse, keeping one residual-stream gradient `dres` that every
 // branch adds into; per-layer gradient scratch is reused across layers.
 #include "model/gpt2.h"
@@ -210,6 +213,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
     const size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd;
     const size_t NH = (size_t)m->cfg.n_head, Vp = (size_t)m->cfg.padded_vocab;
     const size_t BT = (size_t)B * (size_t)T, LM = m->cfg.mlp ? L : 0;
+    const size_t LQ = m->cfg.qk_norm ? L : 0; // layers with qk-norm
     m->B = B;
     m->T = T;
     m->nthreads = nthreads;
@@ -246,6 +250,8 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         {&m->dfch, (LM ? BT : 0) * 4 * C},
         {&m->dfch_gelu, (LM ? BT : 0) * 4 * C},
         {&m->dlnf, BT * C},
+        {&m->qkn_xhat, LQ * BT * 2 * C},
+        {&m->qkn_rstd, LQ * BT * 2 * NH},
     };
     size_t ntab = sizeof(tab) / sizeof(tab[0]), total = 0;
     for (size_t i = 0; i < ntab; i++)
@@ -262,6 +268,7 @@ void gpt2_alloc_acts(GPT2* m, int B, int T, int nthreads) {
         off += (tab[i].n + 15) & ~(size_t)15;
     }
     if (!m->cfg.mlp) m->residual3 = m->residual2; // attention-only: x2 = x1
+    if (!LQ) m->qkn_xhat = m->qkn_rstd = NULL;
     size_t row_scratch = 0, extra = 0;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         LayerAttn* la = &m->la[l];
@@ -385,6 +392,12 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
             vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B,
                          T);
         AttnLayer al = make_layer(m, l, B, T);
+        if (m->cfg.qk_norm) // in place: every variant and position encoding sees normalised q, k
+            attn_qknorm_forward(m->qkv + l * 3 * BTC, m->qkn_xhat + l * 2 * BTC,
+                                m->qkn_rstd + l * BT * 2 * al.d.NH,
+                                gpt2_tensor(m, P, m->row_spec[P_QKNORM_Q], l),
+                                gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
+                                m->cfg.qk_norm_kind, m->nthreads);
         attention_forward(&al);
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
                        gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
@@ -414,8 +427,10 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         for (size_t i = 0; i < BT; i++)
             s += m->losses[i];
         m->mean_loss = (float)(s / (double)BT);
+        m->mean_zloss = m->cfg.z_loss > 0.0f ? zloss_mean(m->lse, (int)BT, m->cfg.z_loss) : 0.0f;
     } else {
         m->mean_loss = -1.0f;
+        m->mean_zloss = 0.0f;
     }
 }
 
@@ -457,12 +472,12 @@ void gpt2_backward(GPT2* m, float scale) {
     // matmul, and the fp32 logits stay as they are
     const int half = m->dlogits_bf16 != NULL && m->precision != MM_FP32;
     if (half) {
-        crossentropy_backward_bf16(m->dlogits_bf16, m->logits, m->lse, m->targets,
-                                   scale / (float)BT, (int)BT, V, Vp);
+        crossentropy_backward_bf16_z(m->dlogits_bf16, m->logits, m->lse, m->targets,
+                                     scale / (float)BT, m->cfg.z_loss, (int)BT, V, Vp);
         mm_bf16_register(m->logits, BT * (size_t)Vp, m->dlogits_bf16);
     } else {
-        crossentropy_backward(m->logits, m->logits, m->lse, m->targets, scale / (float)BT, (int)BT,
-                              V, Vp);
+        crossentropy_backward_z(m->logits, m->logits, m->lse, m->targets, scale / (float)BT,
+                                m->cfg.z_loss, (int)BT, V, Vp);
     }
     matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first, NULL,
                        m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
@@ -519,6 +534,13 @@ void gpt2_backward(GPT2* m, float scale) {
             vres_backward(m->vres, l, m->dqkv, m->qkv,
                           gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l),
                           gpt2_tensor(m, G, m->row_spec[P_VRES_LAMBDA], l), B, T);
+        if (m->cfg.qk_norm) // dqkv's q, k: from the normalised values' gradient to the projection's
+            attn_qknorm_backward(m->dqkv, gpt2_tensor(m, G, m->row_spec[P_QKNORM_Q], l),
+                                 gpt2_tensor(m, G, m->row_spec[P_QKNORM_K], l),
+                                 m->qkn_xhat + l * 2 * BTC, m->qkn_rstd + l * BT * 2 * al.d.NH,
+                                 gpt2_tensor(m, P, m->row_spec[P_QKNORM_Q], l),
+                                 gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
+                                 m->cfg.qk_norm_kind, m->nthreads);
         matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
                            gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
                            gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);

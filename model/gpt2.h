@@ -3,11 +3,11 @@
 // P_* names below), each declaring its shape, init rule, weight decay, Hugging Face name and
 // transpose, and the config predicate that switches it on. GPT-2's own rows come first, in
 // llm.c's file order; then the row maps' per-head parameters ("attnp"), FIRE, the layer-level
-// variants' tensors (one row that expands to each variant's layer_tensors), "resid.query" and
-// "value_residual.lambda". gpt2_build resolves the table into GPT2.specs (ParamSpec), which
-// init, checkpoints, the llm.c and Hugging Face readers and writers, the optimizer's decay
-// ranges, gradient-norm logging and the memory estimate all iterate. Parameters, gradients and
-// activations each live in one buffer.
+// variants' tensors (one row that expands to each variant's layer_tensors), "resid.query",
+// "value_residual.lambda" and the qk-norm gains "qk_norm.q_gain", "qk_norm.k_gain". gpt2_build
+// resolves the table into GPT2.specs (ParamSpec), which init, checkpoints, the llm.c and Hugging
+// Face readers and writers, the optimizer's decay ranges, gradient-norm logging and the memory
+// estimate all iterate. Parameters, gradients and activations each live in one buffer.
 #ifndef ATTNLAB_GPT2_H
 #define ATTNLAB_GPT2_H
 
@@ -26,12 +26,16 @@
 
 typedef struct {
     int n_layer, n_head, n_embd, block_size, vocab_size, padded_vocab;
-    int pos_encoding; // ATTN_POS_*
-    int qk_norm;
+    int pos_encoding;   // ATTN_POS_*
+    int qk_norm;        // 0/1: qk-norm of every layer's q and k (attention.h, attention/qknorm.c)
+    int qk_norm_kind;   // ATTN_QKNORM_* (layernorm, rmsnorm)
     int residual;       // GPT2_RESID_* (model/residual.h)
     int value_residual; // 0/1 (model/value_residual.h)
     int mlp;            // 1: blocks have an MLP and ln_2; 0: attention-only (those rows have
                         // a layer dimension of 0)
+    // the training objective, not the architecture (model files do not hold it): the z-loss
+    // coefficient; the forward with targets also computes mean_zloss, the backward its gradient
+    float z_loss;
 } GPT2Config;
 
 _Static_assert(2 * GPT2_MAX_LAYERS + 1 <= RESID_MAX_SRC, "residual source slots");
@@ -63,6 +67,8 @@ enum {
     P_VARIANT,     // "<variant>.<tensor>" (L, ...): the layer-level variants' tensors
     P_RESID_QUERY, // "resid.query" (resid_query_rows, C) under residual = attnres | delta
     P_VRES_LAMBDA, // "value_residual.lambda" (L, 2) under value_residual = 1
+    P_QKNORM_Q,    // "qk_norm.q_gain" (L, hs) under qk_norm = 1: the gain of the normalised q
+    P_QKNORM_K,    // "qk_norm.k_gain" (L, hs): of the normalised k
     GPT2_NUM_ROWS
 };
 
@@ -143,6 +149,9 @@ typedef struct {
     float *encoded, *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2, *ln2,
         *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3, *lnf, *lnf_mean, *lnf_rstd,
         *logits, *lse, *losses;
+    // qk_norm = 1: every layer's normalised q, k before the gain (L, B, T, 2C) and the inverse
+    // scales (L, B, T, 2NH), kept for the backward (attn_qknorm_forward); NULL otherwise
+    float *qkn_xhat, *qkn_rstd;
     float* attn_cache[GPT2_MAX_LAYERS];
     // residual = attnres | delta_attnres and value_residual (their own files own these)
     ResidState* resid; // NULL under residual = standard
@@ -151,8 +160,9 @@ typedef struct {
     float *dres, *dln, *dqkv, *datty, *dfch, *dfch_gelu, *dlnf;
     const int* inputs; // of the last forward (kept for backward)
     const int* targets;
-    float mean_loss; // of the last forward with targets, else -1
-    long step;       // training step given to stochastic variants (-1 = eval)
+    float mean_loss;  // of the last forward with targets, else -1 (the cross-entropy only)
+    float mean_zloss; // cfg.z_loss * mean (log Z)^2 of the last forward with targets, else 0
+    long step;        // training step given to stochastic variants (-1 = eval)
     uint64_t seed;
     int nthreads;
     AttnWorkspace* ws;

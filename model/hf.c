@@ -373,6 +373,13 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
     if (flag01(&root, "attnlab_value_residual", path, &cfg->value_residual, err, errcap) ||
         flag01(&root, "attnlab_qk_norm", path, &cfg->qk_norm, err, errcap))
         goto done;
+    cfg->qk_norm_kind = ATTN_QKNORM_LAYERNORM; // (absent from files written before the key)
+    const Jv* qn = jv_get(&root, "attnlab_qk_norm_kind");
+    if (qn && (qn->t != JV_STR || (cfg->qk_norm_kind = attn_qknorm_from_name(qn->s)) < 0)) {
+        snprintf(err, errcap, "%s: key 'attnlab_qk_norm_kind': '%.64s' is not a qk-norm kind", path,
+                 qn->t == JV_STR ? qn->s : "(not a string)");
+        goto done;
+    }
     const Jv* at = jv_get(&root, "attnlab_attention");
     if (attention) {
         if (at && at->t == JV_STR)
@@ -479,18 +486,19 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     char qk[8], vr[8];
     snprintf(qk, sizeof(qk), "%d", c->qk_norm);
     snprintf(vr, sizeof(vr), "%d", c->value_residual);
-    const char* meta[10] = {"attnlab_attention",      m->attention,
+    const char* meta[12] = {"attnlab_attention",      m->attention,
                             "attnlab_pos_encoding",   attn_pos_name(c->pos_encoding),
                             "attnlab_qk_norm",        qk,
                             "attnlab_residual",       resid_name(c->residual),
-                            "attnlab_value_residual", vr};
+                            "attnlab_value_residual", vr,
+                            "attnlab_qk_norm_kind",   attn_qknorm_name(c->qk_norm_kind)};
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     AtomicFile af;
     StWriter w;
     int rc = -1;
     float* buf = NULL;
-    int opened = st_write_begin(&w, path, meta, plain ? 0 : 5, ss, n, err, errcap) == 0;
+    int opened = st_write_begin(&w, path, meta, plain ? 0 : 6, ss, n, err, errcap) == 0;
     free(ss);
     if (!opened) goto done;
     buf = mallocCheck(sizeof(float) * maxT);
@@ -535,10 +543,10 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         if (!plain)
             fprintf(f,
                     ",\n  \"attnlab_attention\": %s,\n  \"attnlab_pos_encoding\": \"%s\",\n"
-                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_residual\": \"%s\",\n"
-                    "  \"attnlab_value_residual\": %d",
-                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
-                    c->value_residual);
+                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_qk_norm_kind\": \"%s\",\n"
+                    "  \"attnlab_residual\": \"%s\",\n  \"attnlab_value_residual\": %d",
+                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm,
+                    attn_qknorm_name(c->qk_norm_kind), resid_name(c->residual), c->value_residual);
         fprintf(f, "\n}\n");
         fclose(f);
         snprintf(path, sizeof(path), "%s/config.json", dir);

@@ -14,12 +14,13 @@
 // read the weights and compute plain GPT-2, silently. ./export refuses such a model unless asked
 // (--allow-nonstandard); hf_export then writes model_type HF_MODEL_TYPE_ATTNLAB and architectures
 // [HF_ARCH_ATTNLAB] (names transformers does not take for GPT-2), records attnlab_attention /
-// attnlab_pos_encoding / attnlab_qk_norm / attnlab_residual / attnlab_value_residual in
-// __metadata__ and config.json (names from the enums' tables: attn_pos_name, resid_name), saves
-// the model's own tensors (variant tensors, the FIRE MLP, resid.query, the value-residual
-// lambdas) as "attnlab.<name>", and warns on stderr. Import takes model_type gpt2 or
-// HF_MODEL_TYPE_ATTNLAB and reads those keys back (an unknown name or a flag other than 0/1 is an
-// error naming the file and the key), so hf:DIR rebuilds the model that was exported.
+// attnlab_pos_encoding / attnlab_qk_norm / attnlab_qk_norm_kind / attnlab_residual /
+// attnlab_value_residual in __metadata__ and config.json (names from the enums' tables:
+// attn_pos_name, attn_qknorm_name, resid_name), saves the model's own tensors (variant tensors,
+// the FIRE MLP, resid.query, the value-residual lambdas, the qk-norm gains) as "attnlab.<name>",
+// and warns on stderr. Import takes model_type gpt2 or HF_MODEL_TYPE_ATTNLAB and reads those keys
+// back (an unknown name or a flag other than 0/1 is an error naming the file and the key), so
+// hf:DIR rebuilds the model that was exported.
 //
 // Import reads the same layout with or without the "transformer." prefix (the original GPT-2
 // checkpoint uses "wte.weight", "h.0.ln_1.weight", ...), in F32, F16, BF16 or F64. The file is

@@ -328,53 +328,82 @@ void crossentropy_forward(float* losses, float* lse, const float* logits, const 
     }
 }
 
-// dz[v - lo] for v in [lo, hi) of one row: exp(z_v - lse) dloss for real entries (less dloss at
-// the target), 0 for padded ones. lo must be a multiple of 16: the vector and scalar forms give
-// the same bits, so any such split of a row gives the bits of the whole row.
-static void ce_backward_span(float* dz, const float* z, float l, int target, float dloss, int lo,
-                             int hi, int V) {
+// dz[v - lo] for v in [lo, hi) of one row: exp(z_v - lse) dsoft for real entries (less dloss at
+// the target), 0 for padded ones; dsoft = dloss without z-loss. lo must be a multiple of 16: the
+// vector and scalar forms give the same bits, so any such split of a row gives the bits of the
+// whole row.
+static void ce_backward_span(float* dz, const float* z, float l, int target, float dsoft,
+                             float dloss, int lo, int hi, int V) {
     int v = lo;
     const int vh = hi < V ? hi : V;
 #if defined(__AVX512F__)
-    const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dloss);
+    const __m512 lv = _mm512_set1_ps(l), dv = _mm512_set1_ps(dsoft);
     for (; v + 16 <= vh; v += 16)
         _mm512_storeu_ps(dz + (v - lo),
                          _mm512_mul_ps(vm_exp16(_mm512_sub_ps(_mm512_loadu_ps(z + v), lv)), dv));
 #elif defined(__AVX2__) && defined(__FMA__)
-    const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dloss);
+    const __m256 lv = _mm256_set1_ps(l), dv = _mm256_set1_ps(dsoft);
     for (; v + 8 <= vh; v += 8)
         _mm256_storeu_ps(dz + (v - lo),
                          _mm256_mul_ps(vm_exp8(_mm256_sub_ps(_mm256_loadu_ps(z + v), lv)), dv));
 #endif
     for (; v < vh; v++)
-        dz[v - lo] = vm_expf(z[v] - l) * dloss;
+        dz[v - lo] = vm_expf(z[v] - l) * dsoft;
     if (target >= lo && target < vh) dz[target - lo] -= dloss;
     for (v = vh > lo ? vh : lo; v < hi; v++)
         dz[v - lo] = 0.0f;
 }
 
-void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
-                           const int* targets, float dloss, int N, int V, int Vp) {
+// The softmax part's factor of a row: d/dz_v [CE + zc lse^2] = p_v (1 + 2 zc lse) - onehot_v.
+// Without z-loss exactly dloss (the cross-entropy's bits, untouched by the z-loss code).
+static float ce_dsoft(float dloss, float zc, float l) {
+    return zc != 0.0f ? (float)((double)dloss * (1.0 + 2.0 * (double)zc * (double)l)) : dloss;
+}
+
+double zloss_mean_sq(const float* lse, int N) {
+    double s = 0.0;
+    for (int r = 0; r < N; r++)
+        s += (double)lse[r] * (double)lse[r];
+    return N > 0 ? s / N : 0.0;
+}
+
+float zloss_mean(const float* lse, int N, float zc) {
+    return (float)((double)zc * zloss_mean_sq(lse, N));
+}
+
+void crossentropy_backward_z(float* dlogits, const float* logits, const float* lse,
+                             const int* targets, float dloss, float zc, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++)
         ce_backward_span(dlogits + (size_t)r * Vp, logits + (size_t)r * Vp, lse[r], targets[r],
-                         dloss, 0, Vp, V);
+                         ce_dsoft(dloss, zc, lse[r]), dloss, 0, Vp, V);
+}
+
+void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
+                           const int* targets, float dloss, int N, int V, int Vp) {
+    crossentropy_backward_z(dlogits, logits, lse, targets, dloss, 0.0f, N, V, Vp);
 }
 
 #define CE_SPAN 1024 // floats of a row computed on the stack, then rounded (a multiple of 16)
 
-void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
-                                const int* targets, float dloss, int N, int V, int Vp) {
+void crossentropy_backward_bf16_z(bf16* dlogits, const float* logits, const float* lse,
+                                  const int* targets, float dloss, float zc, int N, int V, int Vp) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         float tmp[CE_SPAN];
         const float* z = logits + (size_t)r * Vp;
         bf16* dz = dlogits + (size_t)r * Vp;
+        const float ds = ce_dsoft(dloss, zc, lse[r]);
         for (int lo = 0; lo < Vp; lo += CE_SPAN) {
             int hi = lo + CE_SPAN < Vp ? lo + CE_SPAN : Vp;
-            ce_backward_span(tmp, z, lse[r], targets[r], dloss, lo, hi, V);
+            ce_backward_span(tmp, z, lse[r], targets[r], ds, dloss, lo, hi, V);
             for (int v = lo; v < hi; v++)
                 dz[v] = bf16_from_float(tmp[v - lo]);
         }
     }
+}
+
+void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
+                                const int* targets, float dloss, int N, int V, int Vp) {
+    crossentropy_backward_bf16_z(dlogits, logits, lse, targets, dloss, 0.0f, N, V, Vp);
 }

@@ -34,17 +34,29 @@ void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 
 // Cross-entropy over the first V of Vp logits per row (padded logits never count).
-// losses (N) = lse - logits[target]; lse (N) cached for backward.
+// losses (N) = lse - logits[target]; lse (N) cached for backward. losses may be NULL (targets is
+// then not read): lse only, the log-partition log Z of each row (the diagnostics' log_z).
 void crossentropy_forward(float* losses, float* lse, const float* logits, const int* targets, int N,
                           int V, int Vp);
 // dlogits (N,Vp) = (softmax(logits) - onehot(target)) * dloss, padded entries 0.
 // dlogits may alias logits (the fused, in-place form).
 void crossentropy_backward(float* dlogits, const float* logits, const float* lse,
                            const int* targets, float dloss, int N, int V, int Vp);
+// With the z-loss (PaLM; Wortsman et al. 2023) of coefficient zc, the per-row objective
+// CE + zc lse^2: dlogits = (softmax(logits) (1 + 2 zc lse) - onehot(target)) * dloss. zc = 0 gives
+// crossentropy_backward's bits exactly.
+void crossentropy_backward_z(float* dlogits, const float* logits, const float* lse,
+                             const int* targets, float dloss, float zc, int N, int V, int Vp);
+// The z-loss term of N rows from their cached lse: zc * mean(lse^2) (sums in double), and the
+// plain mean of lse^2.
+float zloss_mean(const float* lse, int N, float zc);
+double zloss_mean_sq(const float* lse, int N);
 // The same rounded to bf16 (bf16_from_float of each crossentropy_backward value, bit for bit)
 // in one pass: the fp32 dlogits are never stored (bf16 precisions: the classifier backward's
 // operand).
 void crossentropy_backward_bf16(bf16* dlogits, const float* logits, const float* lse,
                                 const int* targets, float dloss, int N, int V, int Vp);
+void crossentropy_backward_bf16_z(bf16* dlogits, const float* logits, const float* lse,
+                                  const int* targets, float dloss, float zc, int N, int V, int Vp);
 
 #endif

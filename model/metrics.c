@@ -17,6 +17,7 @@
 
 #include "common/gradnorm.h"
 #include "common/util.h"
+#include "model/layers.h"
 #include "model/residual.h"
 
 // ---------------------------------------------------------------------------------------------
@@ -77,6 +78,7 @@ int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, s
     const size_t LH = (size_t)L * NH, NA = (size_t)(5 * L + 1) * n;
     mt->acc = callocCheck(LH, sizeof(AttnAccum));
     mt->max_logit = allocFloats(LH);
+    mt->logz = allocFloats((size_t)mt->chunk * T);
     mt->stat_sum = callocCheck(LH, sizeof(double));
     mt->stat_n = callocCheck(LH, sizeof(long));
     mt->a0_raw = callocCheck(LH * n, sizeof(double));
@@ -94,7 +96,7 @@ void metrics_free(Metrics* mt) {
     void* bufs[] = {mt->probe,     mt->tbuf,    mt->massive_buf, mt->tensor_norm, mt->gq,
                     mt->gk,        mt->gv,      mt->acc,         mt->max_logit,   mt->stat_sum,
                     mt->stat_n,    mt->a0_raw,  mt->a0_norm,     mt->head_kurt,   mt->act_kurt,
-                    mt->act_ratio, mt->act_max, mt->act_massive, mt->items};
+                    mt->act_ratio, mt->act_max, mt->act_massive, mt->items,       mt->logz};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
     json_free(&mt->j);
@@ -275,6 +277,9 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
         for (size_t i = 0; i < LH; i++)
             mt->max_logit[i] = 0.0f;
         mt->collected = 0;
+        mt->logz_sum = 0.0;
+        mt->logz_max = -INFINITY;
+        mt->logz_n = 0;
         memset(mt->route_sum, 0, sizeof(mt->route_sum));
         memset(mt->route_n, 0, sizeof(mt->route_n));
     }
@@ -305,6 +310,17 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
         }
     }
     act_items(mt, m, b0);
+    // log Z of every position, as the training loss computes it (crossentropy_forward's lse over
+    // the real vocabulary), summed in position order
+    const int BT = B * m->cur_T;
+    crossentropy_forward(NULL, mt->logz, m->logits, NULL, BT, m->cfg.vocab_size,
+                         m->cfg.padded_vocab);
+    for (int i = 0; i < BT; i++) {
+        const double z = mt->logz[i];
+        mt->logz_sum += z;
+        if (z > mt->logz_max || isnan(z)) mt->logz_max = z;
+    }
+    mt->logz_n += BT;
     mt->collected = b0 + B;
 }
 
@@ -474,6 +490,9 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         json_null(j, "grad_norm");
     json_num(j, "entropy_mean", ent_mean);
     json_num(j, "max_logit", max_logit);
+    const double lzm = mt->logz_n ? mt->logz_sum / (double)mt->logz_n : NAN;
+    json_num(j, "log_z_mean", lzm);
+    json_num(j, "log_z_max", mt->logz_n ? mt->logz_max : NAN);
     json_int(j, "probe_sequences", n);
     json_int(j, "probe_len", mt->T);
     json_end(j);
@@ -495,10 +514,11 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         }
     }
 
-    // variant-owned parameters: attnp per named slot and layer; other tensors per layer
+    // variant-owned parameters: attnp per named slot and layer; other tensors per layer; and the
+    // qk-norm gains per layer
     for (int i = 0; i < m->nspecs; i++) {
         const ParamSpec* s = &m->specs[i];
-        if (!s->variant_owned) continue;
+        if (!s->variant_owned && s->row != P_QKNORM_Q && s->row != P_QKNORM_K) continue;
         for (int l = 0; l < (s->stacked ? L : 1); l++) {
             const float* p = gpt2_tensor(m, m->params, i, l);
             int nslots = 1, stride = 0;
@@ -548,6 +568,8 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         fprintf(log, "step %ld massive_acts %ld\n", step, massive);
         fprintf(log, "step %ld massive_ratio_max %f\n", step, rmax);
         fprintf(log, "step %ld max_logit %f\n", step, max_logit);
+        fprintf(log, "step %ld log_z_mean %f\n", step, lzm);
+        fprintf(log, "step %ld log_z_max %f\n", step, mt->logz_max);
         fflush(log);
     }
 }

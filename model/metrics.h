@@ -32,6 +32,9 @@
 //                 sequence's block output (Sun et al. 2024); median = the floor(N/2)-th smallest
 //                 (0-based) of the N = T*C magnitudes
 //   massive_ratio per sequence max |x| / median |x| (same median), averaged over the sequences
+//   log_z_mean, log_z_max  over every probe position, of log Z = ln sum_v exp(logit_v), the
+//                 log-partition of the output logits over the real vocabulary (Wortsman et al.
+//                 2023's output-logit divergence: z-loss pushes it to 0); in the "model" record
 //   route max_weight (D11; residual = attnres | delta_attnres only): per sublayer, the mean
 //                 over probe positions of max_i alpha_{i->s}, the largest depth-routing weight
 #ifndef ATTNLAB_METRICS_H
@@ -127,8 +130,11 @@ typedef struct {
     double* tensor_norm; // (nspecs, L): per tensor per layer (unstacked tensors in column 0)
     float *gq, *gk, *gv; // (L, NH)
     // statistics collected over the probe sequences of the current metrics step
-    AttnAccum* acc;               // (L, NH)
-    float* max_logit;             // (L, NH)
+    AttnAccum* acc;            // (L, NH)
+    float* max_logit;          // (L, NH)
+    float* logz;               // (chunk, T) log Z of the positions of one probe forward
+    double logz_sum, logz_max; // over the positions collected (max: NaN-sticky)
+    long logz_n;
     double* stat_sum;             // (L, NH) the row map's own row statistic
     long* stat_n;                 // (L, NH)
     double *a0_raw, *a0_norm;     // (L, NH, nseq)

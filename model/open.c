@@ -23,6 +23,7 @@ static void config_of_sizes(Config* c, const GPT2Config* g, const char* attentio
     c->block_size = g->block_size;
     c->vocab_size = g->vocab_size;
     c->qk_norm = g->qk_norm;
+    util_strlcpy(c->qk_norm_kind, attn_qknorm_name(g->qk_norm_kind), sizeof(c->qk_norm_kind));
     c->value_residual = g->value_residual;
     c->mlp = g->mlp;
     util_strlcpy(c->pos_encoding, attn_pos_name(g->pos_encoding), sizeof(c->pos_encoding));
@@ -123,13 +124,17 @@ static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t err
                     "uses '%s'\n",
                     dir, fatt, o->cfg.attention);
         if (fc.pos_encoding != gc.pos_encoding || fc.residual != gc.residual ||
-            fc.value_residual != gc.value_residual)
+            fc.value_residual != gc.value_residual || fc.qk_norm != gc.qk_norm ||
+            (fc.qk_norm && fc.qk_norm_kind != gc.qk_norm_kind))
             fprintf(stderr,
                     "attnlab: init_from hf:%s: weights trained with pos_encoding = %s, residual = "
-                    "%s, value_residual = %d; this run uses %s, %s, %d (tensors of the other "
-                    "setting are ignored, those of this run's keep their initial values)\n",
+                    "%s, value_residual = %d, qk_norm = %d (%s); this run uses %s, %s, %d, %d (%s) "
+                    "(tensors of the other setting are ignored, those of this run's keep their "
+                    "initial values)\n",
                     dir, attn_pos_name(fc.pos_encoding), resid_name(fc.residual), fc.value_residual,
-                    attn_pos_name(gc.pos_encoding), resid_name(gc.residual), gc.value_residual);
+                    fc.qk_norm, attn_qknorm_name(fc.qk_norm_kind), attn_pos_name(gc.pos_encoding),
+                    resid_name(gc.residual), gc.value_residual, gc.qk_norm,
+                    attn_qknorm_name(gc.qk_norm_kind));
     } else {
         config_of_sizes(&o->cfg, &fc, fatt);
     }

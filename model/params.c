@@ -2,7 +2,8 @@
 // weight decay, Hugging Face name, whether a matmul writes the whole gradient), GPT-2's own
 // tensors first, then the rows a config switches on (.when): the row maps' per-head parameters,
 // FIRE, the attention variants' layer tensors (one row that expands to each variant's
-// layer_tensors), the routed residual's queries and value_residual's mixing weights. The table
+// layer_tensors), the routed residual's queries, value_residual's mixing weights and the qk-norm
+// gains. The table
 // is resolved against a model into GPT2.specs, which init, checkpoints, the optimizer, metrics
 // and the exporters all read (model/gpt2.h).
 #include "model/params.h"
@@ -16,7 +17,7 @@
 // Symbolic sizes of the rows, resolved against the model by dim_of; 0 ends a row's dims. A row
 // whose first dimension is a layer dimension (D_L, D_LM) is stacked: gpt2_tensor slices it by
 // layer, and the Hugging Face names of such rows carry "h.<layer>.".
-enum { D_END, D_VP, D_MAXT, D_L, D_LM, D_C, D_3C, D_4C, D_NH, D_MAXP, D_FIRE, D_RQ, D_2 };
+enum { D_END, D_VP, D_MAXT, D_L, D_LM, D_C, D_3C, D_4C, D_NH, D_MAXP, D_FIRE, D_RQ, D_2, D_HS };
 
 static size_t dim_of(int d, const GPT2Config* c, int maxP) {
     const size_t C = (size_t)c->n_embd;
@@ -43,13 +44,15 @@ static size_t dim_of(int d, const GPT2Config* c, int maxP) {
         return (size_t)attn_fire_nparams(c->n_head);
     case D_RQ:
         return (size_t)resid_query_rows(c->residual, c->n_layer);
+    case D_HS: // the head size
+        return C / (size_t)c->n_head;
     default: // D_2
         return 2;
     }
 }
 
 // Predicates on the model that switch a row on (.when); a row without one is always present.
-enum { ALWAYS, HAS_ROWMAP_PARAMS, HAS_FIRE, HAS_RESID_QUERY, HAS_VALUE_RESIDUAL };
+enum { ALWAYS, HAS_ROWMAP_PARAMS, HAS_FIRE, HAS_RESID_QUERY, HAS_VALUE_RESIDUAL, HAS_QK_NORM };
 
 static int row_present(int when, const GPT2* m) {
     switch (when) {
@@ -61,6 +64,8 @@ static int row_present(int when, const GPT2* m) {
         return resid_query_rows(m->cfg.residual, m->cfg.n_layer) > 0;
     case HAS_VALUE_RESIDUAL:
         return m->cfg.value_residual;
+    case HAS_QK_NORM:
+        return m->cfg.qk_norm;
     default:
         return 1;
     }
@@ -171,6 +176,16 @@ static const ParamRow TABLE[GPT2_NUM_ROWS] = {
                        .dims = {D_L, D_2},
                        .init = PINIT_HALF,
                        .when = HAS_VALUE_RESIDUAL},
+    // qk_norm = 1: the gains of the normalised q and k, one per layer shared by the heads, 1 (a
+    // plain normalisation at step 0), no weight decay (a gain, like the LayerNorm weights)
+    [P_QKNORM_Q] = {.name = "qk_norm.q_gain",
+                    .dims = {D_L, D_HS},
+                    .init = PINIT_ONES,
+                    .when = HAS_QK_NORM},
+    [P_QKNORM_K] = {.name = "qk_norm.k_gain",
+                    .dims = {D_L, D_HS},
+                    .init = PINIT_ONES,
+                    .when = HAS_QK_NORM},
 };
 
 _Static_assert(P_LNFB == GPT2_NUM_LLMC - 1, "GPT-2's rows, in llm.c's order, come first");

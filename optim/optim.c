@@ -12,6 +12,26 @@ static const OptimizerDef* const OPTIMIZERS[] = {&optim_adamw, &optim_sgd, &opti
                                                  &optim_lion};
 #define NOPTIM ((int)(sizeof(OPTIMIZERS) / sizeof(OPTIMIZERS[0])))
 
+static const char* const WD_MODE_NAMES[OPTIM_WD_COUNT] = {
+    [OPTIM_WD_COUPLED] = "coupled",
+    [OPTIM_WD_INDEPENDENT] = "independent",
+};
+
+const char* optim_wd_mode_name(int mode) {
+    return mode >= 0 && mode < OPTIM_WD_COUNT ? WD_MODE_NAMES[mode] : NULL;
+}
+
+int optim_wd_mode_from_name(const char* name) {
+    for (int i = 0; i < OPTIM_WD_COUNT; i++)
+        if (strcmp(name, WD_MODE_NAMES[i]) == 0) return i;
+    return -1;
+}
+
+float optim_decay_coeff(const OptimHParams* h) {
+    if (h->wd_mode != OPTIM_WD_INDEPENDENT) return h->weight_decay;
+    return h->lr_max > 0.0f ? (float)((double)h->weight_decay / (double)h->lr_max) : 0.0f;
+}
+
 const OptimizerDef* optim_lookup(const char* name) {
     if (!name) return NULL;
     for (int i = 0; i < NOPTIM; i++)
@@ -54,7 +74,7 @@ void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRang
         size_t a = r->offset > lo ? r->offset : lo;
         size_t e = r->offset + r->size < hi ? r->offset + r->size : hi;
         if (e <= a) continue;
-        float wd = r->decay ? h->weight_decay : 0.0f;
+        float wd = r->decay ? optim_decay_coeff(h) : 0.0f;
         float* state = o->state ? o->state + (a - lo) : NULL;
         if (o->def->update_fused) {
             o->def->update_fused(params + a, grads + a, state, o->n, e - a, lr, wd, h, t, gscale,

@@ -15,9 +15,29 @@
 #include "common/run_state.h"
 #include "common/util.h"
 
+// Weight decay modes (config key weight_decay_mode; the names in optim/optim.c's table).
+// Every optimizer here decays as p -= lr_t (u + wd p), u its update direction and lr_t the
+// scheduled learning rate, with wd passed to its update as:
+//   coupled (default):  wd = weight_decay: the decay is scaled by lr_t (AdamW as PyTorch and Optax
+//                       implement it);
+//   independent:        wd = weight_decay / lr_max, lr_max the peak learning rate (the config's
+//                       lr), so that lr_t wd p = s_t weight_decay p with s_t = lr_t / lr_max the
+//                       schedule: p <- p - s_t lr_max u - s_t weight_decay p, Wortsman et al. 2023
+//                       (arXiv 2309.14322, Sec. 3.2.2) "independent decay" (Loshchilov & Hutter's
+//                       recommendation): the decay follows the schedule but not the peak lr.
+//                       lr_max = 0 (nothing moves): no decay.
+typedef enum { OPTIM_WD_COUPLED, OPTIM_WD_INDEPENDENT, OPTIM_WD_COUNT } OptimWdMode;
+const char* optim_wd_mode_name(int mode);      // NULL out of range
+int optim_wd_mode_from_name(const char* name); // -1 if unknown
+
 typedef struct {
     float beta1, beta2, eps, weight_decay;
+    int wd_mode;  // OptimWdMode (0: coupled)
+    float lr_max; // the peak learning rate, for wd_mode = independent
 } OptimHParams;
+
+// The coefficient a decayed range passes to the update as wd (see OptimWdMode).
+float optim_decay_coeff(const OptimHParams* h);
 
 typedef struct {
     size_t offset, size; // a contiguous slice of the parameter buffer

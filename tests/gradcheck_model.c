@@ -53,9 +53,11 @@ typedef struct {
 
 static double net_loss(Net* n) {
     gpt2_forward(n->m, n->in, n->tg, n->B, n->T);
+    // the objective the backward differentiates: cross-entropy plus z_loss (log Z)^2 per token
+    const double z = n->m->cfg.z_loss;
     double s = 0;
     for (int i = 0; i < n->B * n->T; i++)
-        s += n->m->losses[i];
+        s += n->m->losses[i] + z * (double)n->m->lse[i] * (double)n->m->lse[i];
     return s / (n->B * n->T);
 }
 
@@ -133,6 +135,8 @@ static void perturb(GPT2* m, Rng* r) {
                 p[k] += 0.1f * z;
             else if (i == P_LN1W || i == P_LN2W || i == P_LNFW)
                 p[k] = 1.0f + 0.1f * z;
+            else if (s->row == P_QKNORM_Q || s->row == P_QKNORM_K)
+                p[k] = 1.0f + 0.3f * z; // qk-norm gains: around 1, not a bias's 0
             else if (s->ndim == 1 || (s->stacked && s->ndim == 2))
                 p[k] = 0.1f * z; // biases, LayerNorm shifts
             else

@@ -1,6 +1,8 @@
 // tests/test_enum_names.c: each enum's names have one table beside the enum (position encodings:
 // attention/attention.c attn_pos_name; residual modes: model/residual.c resid_name; matmul
-// precision: common/matmul.c mm_precision_name), and the config keys that take them must agree:
+// precision: common/matmul.c mm_precision_name; qk-norm kinds: attention/qknorm.c attn_qknorm_name;
+// weight-decay modes: optim/optim.c optim_wd_mode_name), and the config keys that take them must
+// agree:
 //   - every enum value has a non-empty name, the names are distinct, x_from_name inverts x_name,
 //     out-of-range values have no name and unknown words no value;
 //   - the "a|b|c" choices of the config key (common/config_table.c) are exactly the table's names
@@ -19,6 +21,7 @@
 #include "common/config.h"
 #include "common/matmul.h"
 #include "model/residual.h"
+#include "optim/optim.h"
 #include "tests/testutil.h"
 
 typedef const char* (*NameFn)(int);
@@ -119,6 +122,18 @@ START_TEST(test_precisions) {
 }
 END_TEST
 
+START_TEST(test_qknorm_kinds_and_decay_modes) {
+    check_table("qk_norm_kind", attn_qknorm_name, attn_qknorm_from_name, ATTN_QKNORM_COUNT);
+    check_key("qk_norm_kind", attn_qknorm_name, attn_qknorm_from_name, ATTN_QKNORM_COUNT, NULL);
+    ck_assert_str_eq(config_field("qk_norm_kind")->def, "layernorm"); // the paper's
+    check_table("weight_decay_mode", optim_wd_mode_name, optim_wd_mode_from_name, OPTIM_WD_COUNT);
+    check_key("weight_decay_mode", optim_wd_mode_name, optim_wd_mode_from_name, OPTIM_WD_COUNT,
+              NULL);
+    ck_assert_int_eq(optim_wd_mode_from_name(config_field("weight_decay_mode")->def),
+                     OPTIM_WD_COUPLED);
+}
+END_TEST
+
 START_TEST(test_variant_choices) {
     int nchoice = 0;
     for (int i = 0; i < attn_count(); i++) {
@@ -166,6 +181,7 @@ static Suite* enum_names_suite(void) {
     tcase_add_test(tc, test_position_encodings);
     tcase_add_test(tc, test_residual_modes);
     tcase_add_test(tc, test_precisions);
+    tcase_add_test(tc, test_qknorm_kinds_and_decay_modes);
     tcase_add_test(tc, test_variant_choices);
     suite_add_tcase(s, tc);
     return s;

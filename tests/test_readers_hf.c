@@ -11,7 +11,8 @@
 //     JSON header, data).
 //   - attention setup: the per-layer spec forms, ranges and gaps; attn.inner that is not a row
 //     map; an out-of-range attn.* value (naming where it was set); an unknown attn.* key with and
-//     without a close match; n_layer above the build's maximum; qk_norm = 1.
+//     without a close match; n_layer above the build's maximum; qk_norm = 1 (layernorm) with a
+//     head size of 1.
 //   - ./train --print-config makes the checks training makes before step 1 (attention name,
 //     attn.* keys and values, data globs), exit 2 with the same message, nothing
 //     written.
@@ -210,7 +211,7 @@ START_TEST(test_attention_setup_errors) {
                "did you mean 'attn.theta_init'?");
     setup_case("attention=qqqqqqqqqqqq", "unknown variant 'qqqqqqqqqqqq'", "--list-attention");
     setup_case("n_layer=65", "key 'n_layer'", "64");
-    setup_case("qk_norm=1", "key 'qk_norm'", "not supported");
+    setup_case("qk_norm=1 n_head=16", "key 'qk_norm'", "head size of at least 2");
 }
 END_TEST
 

@@ -19,7 +19,9 @@
 // convolutions in layer 1 (attn.conv_first = 1) and the depth rescale, next to softmax under
 // alibi; diff
 // next to lucid under rope (both halves rotated as heads of their own; the preconditioner on the
-// rotated keys).
+// rotated keys); qk_norm = 1 (both kinds, its gains written as qk_norm.q_gain / qk_norm.k_gain)
+// under learned, rope, xpos, alibi (with value_residual), fire and none, on softmax and on
+// ssmax/gated, diff, deltanet and mta layers.
 // Parameters are the GPT-2 init plus N(0, 0.1) noise (N(0, 0.4) on the MLP input weights, so the
 // GELU's cubic term matters); the tolerance is tight enough that a GELU constant 0.05 instead of
 // 0.044715 or a LayerNorm epsilon 1e-3 instead of 1e-5 in model/layers.c fails (docs/testing.md).
@@ -72,7 +74,7 @@ static void write_hp(FILE* f, const AttnVariant* v, const AttnHParams* hp) {
 }
 
 static void save(const char* dir, const char* name, const float* x, const int* shape, int ndim) {
-    char path[16384], err[512]; // dir is one of the test's directory names (< 600 bytes)
+    char path[32768], err[512]; // dir is one of the test's directory names (< 600 bytes)
     snprintf(path, sizeof(path), "%s/%s.npy", dir, name);
     ck_assert_msg(npy_write(path, x, shape, ndim, 0, err, sizeof(err)) == 0, "%s", err);
 }
@@ -108,6 +110,13 @@ static const ModelCase MODELS[] = {
     {"mta", "rope", NULL},
     {"0:softmax,1:mta", "alibi", "attn.cq=3 attn.kw=2 attn.conv_first=1 attn.rescale=on"},
     {"0:diff,1:lucid", "rope", "attn.inner=ssmax"},
+    // qk-norm (both kinds) under every position encoding, on plain and layer-level attention
+    {"softmax", "learned", "qk_norm=1"},
+    {"softmax", "rope", "qk_norm=1 qk_norm_kind=rmsnorm"},
+    {"softmax", "xpos", "qk_norm=1"},
+    {"0:ssmax,1:gated", "alibi", "qk_norm=1 qk_norm_kind=rmsnorm value_residual=1"},
+    {"0:diff,1:softmax", "fire", "qk_norm=1"},
+    {"0:deltanet,1:mta", "none", "qk_norm=1"},
 };
 
 static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
@@ -151,7 +160,7 @@ static void build(GPT2* m, const ModelCase* mc, int maxT, uint64_t seed) {
 
 // model.json, the parameters and the per-layer attention of m into dir
 static void write_model(const GPT2* m, const char* dir, const char* pos) {
-    char path[16384];
+    char path[32768];
     for (int s = 0; s < GPT2_NUM_LLMC; s++) {
         const ParamSpec* sp = &m->specs[s];
         if (sp->size == 0) continue; // ln_2 and the MLP of an attention-only model
@@ -168,10 +177,13 @@ static void write_model(const GPT2* m, const char* dir, const char* pos) {
             m->cfg.n_embd, m->cfg.vocab_size, pos, m->cfg.mlp);
     // residual-path tensors (model-owned, after the llm.c ones): saved under their own names
     static const char* const RES[] = {"standard", "attnres", "delta_attnres"};
+    fprintf(f, "\"qk_norm\":%d,\"qk_norm_kind\":\"%s\",", m->cfg.qk_norm,
+            attn_qknorm_name(m->cfg.qk_norm_kind));
     fprintf(f, "\"residual\":\"%s\",\"value_residual\":%d,\"layers\":[", RES[m->cfg.residual],
             m->cfg.value_residual);
-    const int rs[2] = {m->row_spec[P_RESID_QUERY], m->row_spec[P_VRES_LAMBDA]};
-    for (int k = 0; k < 2; k++) {
+    const int rs[4] = {m->row_spec[P_RESID_QUERY], m->row_spec[P_VRES_LAMBDA],
+                       m->row_spec[P_QKNORM_Q], m->row_spec[P_QKNORM_K]};
+    for (int k = 0; k < 4; k++) {
         if (rs[k] < 0) continue;
         const ParamSpec* sp = &m->specs[rs[k]];
         int shape[2] = {(int)sp->shape[0], (int)sp->shape[1]};
@@ -223,7 +235,7 @@ START_TEST(test_model_logits_match_reference) {
     ck_assert_msg(have_numpy(), PY " with numpy is required for the independent references: "
                                    "sudo apt-get install python3-numpy (or bash scripts/deps)");
     enum { B = 2, T = 24, maxT = 32, NM = sizeof(MODELS) / sizeof(MODELS[0]) };
-    char dirs[NM][600], cmd[16384], path[16384], err[512];
+    char dirs[NM][600], cmd[32768], path[32768], err[512];
     float* logits[NM];
     int V = 0;
     int n = snprintf(cmd, sizeof(cmd), PY " %s/tests/ref/ref_gpt2.py --npy-dir", test_repo_root());

@@ -165,7 +165,10 @@ def forward_logits(m, inputs):
     the embedding and the earlier sublayer outputs with pseudo-query row s of m["resid_query"];
     delta_attnres (Luo et al. 2026) adds a routed mix of those deltas (row s - 1) to the residual
     stream for sublayers 1 .. 2L-1. m["value_residual"] (ResFormer, Zhou et al. 2024): layer l >= 1
-    attends with values lambda[l,0] V_l + lambda[l,1] V_0 (m["vres_lambda"], (L, 2))."""
+    attends with values lambda[l,0] V_l + lambda[l,1] V_0 (m["vres_lambda"], (L, 2)).
+    m["qk_norm"] (layernorm | rmsnorm; qk-layernorm, Wortsman et al. 2023): every layer's q and k
+    are normalised per head with the layer's gains m["qk_gain"][l] = (q gain, k gain) before the
+    attention (tests/ref/ref_qknorm.py)."""
     B, T = inputs.shape
     C, NH = m["C"], m["NH"]
     pos = m.get("pos", "learned")
@@ -194,6 +197,10 @@ def forward_logits(m, inputs):
                 lam = m["vres_lambda"][li]
                 qkv = np.concatenate([qkv[..., :2 * C], lam[0] * qkv[..., 2 * C:] + lam[1] * v0],
                                      -1)
+        if m.get("qk_norm"):
+            import ref_qknorm  # tests/ref/ref_qknorm.py, next to this file
+            gq, gk = m["qk_gain"][li]
+            qkv = ref_qknorm.qknorm(qkv, gq, gk, NH, m["qk_norm"])
         if "attn" in m:
             import ref_layers  # tests/ref/ref_layers.py, next to this file
             a = m["attn"][li]
@@ -233,7 +240,8 @@ def load_npy_dir(d):
     tensors in llm.c's shapes (Linear weights (out, in); with "mlp": 0 the blocks are
     attention-only and ln2*/fc* are absent), DIR/L<l>.rowp.npy (NH, P) and DIR/L<l>.t.<name>.npy
     per layer, DIR/L<l>.fire.npy (the layer's FIRE vector) under pos = fire; with "residual" (attnres | delta_attnres) DIR/resid.query.npy, with
-    "value_residual": 1 DIR/value_residual.lambda.npy."""
+    "value_residual": 1 DIR/value_residual.lambda.npy, with "qk_norm": 1 (and "qk_norm_kind")
+    DIR/qk_norm.q_gain.npy and DIR/qk_norm.k_gain.npy (L, hs)."""
     with open(os.path.join(d, "model.json")) as f:
         cfg = json.load(f)
     L, NH, C, V = cfg["L"], cfg["NH"], cfg["C"], cfg["V"]
@@ -267,6 +275,11 @@ def load_npy_dir(d):
         out["value_residual"] = 1
         out["vres_lambda"] = np.load(os.path.join(d, "value_residual.lambda.npy")).astype(
             np.float64)
+    if cfg.get("qk_norm"):
+        out["qk_norm"] = cfg.get("qk_norm_kind", "layernorm")
+        gq = np.load(os.path.join(d, "qk_norm.q_gain.npy")).astype(np.float64)
+        gk = np.load(os.path.join(d, "qk_norm.k_gain.npy")).astype(np.float64)
+        out["qk_gain"] = [(gq[l], gk[l]) for l in range(L)]
     return out
 
 
