@@ -177,7 +177,9 @@ START_TEST(test_defaults) {
                                        "precision",
                                        "zero",
                                        "dp_reduce",
-                                       "dist_timeout"};
+                                       "dist_timeout",
+                                       "mc_data",
+                                       "mc_examples"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
         ck_assert_msg(config_field(KEYS[i]) != NULL, "%s", KEYS[i]);
