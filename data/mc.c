@@ -19,8 +19,10 @@
 #include "common/json_read.h"
 #include "common/util.h"
 
-#define MC_FILE_MAX                                                                                \
-    ((size_t)1 << 30) // HellaSwag's validation split is 3.6 MB (llm.c), 11 MB (JSONL)
+// HellaSwag's validation split is 3.6 MB (llm.c's file) or 11 MB (JSONL); an example's JSONL line
+// is below 2 KB
+#define MC_FILE_MAX ((size_t)1 << 30)
+#define MC_LINE_MAX (1 << 20)
 
 // ---------------------------------------------------------------------------------------------
 // examples
@@ -134,6 +136,13 @@ static int load_llmc(McSet* s, const char* text, size_t len, const Tokenizer* to
         return -1;
     }
     const Words w = {u + 4 * MC_HEADER_INTS, (len - 4 * MC_HEADER_INTS) / 2};
+    if ((size_t)n > w.nw / 11) { // an example is at least 11 uint16s
+        snprintf(err, errcap,
+                 "%s: the header announces %d examples, more than the %zu bytes after it can "
+                 "hold (a truncated file or a corrupt header)",
+                 f, (int)n, 2 * w.nw);
+        return -1;
+    }
     s->ex = callocCheck((size_t)n, sizeof(McExample));
     s->have_bytes = tok != NULL;
     size_t pos = 0;
@@ -286,9 +295,9 @@ static int encode(Tokenizer* tok, const char* prefix, const char* text, int** id
     char* s = mallocCheck(a + b + 1);
     memcpy(s, prefix, a);
     memcpy(s + a, text, b + 1);
-    size_t n = tokenizer_encode(tok, s, a + b, 0, ids);
+    size_t n = tokenizer_encode(tok, s, a + b, 0, ids); // <= a + b + 1 <= MC_LINE_MAX + 1
     free(s);
-    return n > INT32_MAX / 4 ? INT32_MAX / 4 : (int)n;
+    return (int)n;
 }
 
 // One JSONL line, example i, into e. 0, or -1 with err.
@@ -395,6 +404,11 @@ static int load_jsonl(McSet* s, char* text, size_t len, Tokenizer* tok, int voca
         if (k == ll) continue; // a blank line
         char where[1200], perr[300];
         snprintf(where, sizeof(where), "%s: line %ld (example %d)", s->path, line, s->n);
+        if (ll > MC_LINE_MAX) {
+            snprintf(err, errcap, "%s: %zu bytes, longer than the %d a line may hold", where, ll,
+                     MC_LINE_MAX);
+            return -1;
+        }
         Jv o;
         if (json_parse(&o, ln, ll, perr, sizeof(perr))) {
             snprintf(err, errcap, "%s: malformed JSON: %s", where, perr);
@@ -519,8 +533,11 @@ int mc_run(const McSet* s, int limit, int window, McScoreFn fn, void* model, McR
             cx[c] = e->ctx + (e->ctx_len - keep);
             cl[c] = keep;
         }
-        if (fn(model, cx, cl, (const int* const*)e->comp, e->comp_len, e->ncomp, ll)) {
-            snprintf(err, errcap, "%s: example %d: the model cannot score it", s->path, i);
+        const int rc = fn(model, cx, cl, (const int* const*)e->comp, e->comp_len, e->ncomp, ll);
+        if (rc) {
+            snprintf(err, errcap, "%s: example %d: %s", s->path, i,
+                     rc == -2 ? "the model gives a non-finite log-likelihood (diverged weights?)"
+                              : "a row is longer than the model's window");
             return -1;
         }
         mc_pick(ll, e->comp_len, s->have_bytes ? e->comp_bytes : NULL, e->ncomp, pick);

@@ -93,7 +93,8 @@ void mc_pick(const double* ll, const int* ntok, const int* nbytes, int n, int pi
 
 // Scores completions: ll[c] = sum over completion c's tokens of log p(token | what precedes it),
 // for c < n, where completion c follows the context ctx[c][0..ctx_len[c]) (the example's context,
-// already cut to the window). 0, or -1 when the model cannot score them.
+// already cut to the window). 0; -1 when a row is longer than the model can read; -2 when a
+// log-likelihood is not finite.
 typedef int (*McScoreFn)(void* model, const int* const* ctx, const int* ctx_len,
                          const int* const* comp, const int* comp_len, int n, double* ll);
 

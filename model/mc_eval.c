@@ -16,6 +16,7 @@ int mc_eval_score(void* model, const int* const* ctx, const int* ctx_len, const 
     for (int c = 0; c < n; c++)
         if (ctx_len[c] < 1 || comp_len[c] < 1 || ctx_len[c] + comp_len[c] - 1 > m->T) return -1;
     const long saved = m->step;
+    int rc = 0;
     m->step = -1;
     int* in = mallocCheck(sizeof(int) * (size_t)m->B * (size_t)m->T);
     for (int c0 = 0; c0 < n; c0 += m->B) {
@@ -46,9 +47,10 @@ int mc_eval_score(void* model, const int* const* ctx, const int* ctx_len, const 
                 sum += (double)lg[comp[c][j]] - mx - log(z);
             }
             ll[c] = sum;
+            if (!isfinite(sum)) rc = -2;
         }
     }
     free(in);
     m->step = saved;
-    return 0;
+    return rc;
 }

@@ -10,8 +10,8 @@
 // the log-softmax over the vocab_size real ids in double. Rows go through gpt2_forward in groups
 // of at most the activations' B, padded with id 0 to the group's longest row (causal attention:
 // the padding follows every position that is read). Runs in evaluation mode (step -1) and restores
-// m->step. 0, or -1 when a row is longer than the activations' T (the window the caller must
-// respect).
+// m->step. 0; -1 when a row is longer than the activations' T (the window the caller must
+// respect); -2 when a log-likelihood is not finite (NaN or infinite logits).
 int mc_eval_score(void* model, const int* const* ctx, const int* ctx_len, const int* const* comp,
                   const int* comp_len, int n, double* ll);
 

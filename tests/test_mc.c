@@ -201,6 +201,9 @@ START_TEST(test_llmc_corruption) {
     set32(b.buf + 8, 6); // one more example announced than written
     REFUSED(&b, 257, "example 5:", "truncated");
     FRESH();
+    set32(b.buf + 8, 2000000000); // refused by the file's size, not by running out of memory
+    REFUSED(&b, 257, "announces 2000000000 examples");
+    FRESH();
     set16(b.buf + good.start[2] + 6, 3); // label 3 of 3 completions
     REFUSED(&b, 257, "example 2:", "label 3, but it has 3 completions");
     FRESH();
@@ -291,6 +294,13 @@ START_TEST(test_jsonl_corruption) {
                   "ending 1 is not a non-empty string");
     JSONL_REFUSED(OK_LINE, 100, "line 1 (example 0)", "is >= vocab_size 100");
     JSONL_REFUSED("\n\n", 257, "no examples");
+    char* huge = malloc((1 << 20) + 64);
+    memset(huge, ' ', (1 << 20) + 32);
+    memcpy(huge, "{\"ctx\": \"", 9);
+    memcpy(huge + (1 << 20) + 20, "x\"}\n", 5);
+    huge[(1 << 20) + 25] = '\0';
+    JSONL_REFUSED(huge, 257, "line 1 (example 0)", "longer than the 1048576 a line may hold");
+    free(huge);
     // no tokenizer for a file that must be tokenised
     char path[1200], err[2048];
     snprintf(path, sizeof(path), "%s/ok.jsonl", test_tmpdir());
@@ -450,6 +460,7 @@ typedef struct {
     const int* ctx0[16]; // the first call's context pointers and lengths
     int len0[16];
     int calls;
+    int fail; // returned instead of 0 when set
 } Fake;
 
 static int fake_score(void* model, const int* const* ctx, const int* ctx_len,
@@ -465,12 +476,12 @@ static int fake_score(void* model, const int* const* ctx, const int* ctx_len,
         ll[c] = f->ll[f->k++];
     }
     f->calls++;
-    return 0;
+    return f->fail;
 }
 
 START_TEST(test_run_tally_and_window) {
     // three examples of 3 completions: ctx 10 tokens, completions 2, 5 and 3 tokens; the
-    // log-likelihoods make example 0 right under acc only, example 1 under acc_norm and
+    // log-likelihoods make example 0 right under acc and acc_norm, example 1 under acc_norm and
     // acc_norm_bytes, example 2 under all three
     TEx ex[3];
     memset(ex, 0, sizeof(ex));
@@ -535,6 +546,14 @@ START_TEST(test_run_tally_and_window) {
     ck_assert_int_eq(r.truncated, 1);
     ck_assert_int_eq(f.len0[0], 10);
     ck_assert_int_eq(f.len0[1], 9);
+    // a scorer's failure names the example: a non-finite log-likelihood, a row too long
+    for (int code = -2; code <= -1; code++) {
+        f = (Fake){.ll = ll, .fail = code};
+        ck_assert_int_eq(mc_run(&s, 0, 8, fake_score, &f, &r, err, sizeof(err)), -1);
+        ck_assert_msg(strstr(err, path) && strstr(err, "example 0:") &&
+                          strstr(err, code == -2 ? "non-finite" : "longer than"),
+                      "%s", err);
+    }
     // a completion longer than the window cannot be scored
     ck_assert_int_eq(mc_check_window(&s, 0, 4, err, sizeof(err)), -1);
     ck_assert_msg(strstr(err, path) && strstr(err, "example 0: completion 1 has 5 tokens"), "%s",
