@@ -177,13 +177,15 @@ START_TEST(test_scores_match_reference) {
     tokenizer_free(tok);
     gpt2_free(&m);
 
-    // ./evaluate: the same counts (its window is block_size; a larger --window is capped to it)
-    const char* args[2] = {"", "--window 1000"};
+    // ./evaluate: the same counts (its window is block_size; a larger --window is capped to it),
+    // and the same output on 1 and 2 threads
+    const char* args[2] = {"--threads 1", "--threads 2 --window 1000"};
+    char outs[2][16384];
     for (int a = 0; a < 2; a++) {
-        char ev[3000], out[16384];
-        snprintf(ev, sizeof(ev), "--checkpoint %s --multiple-choice %s --threads 1 %s", ckpt, evalf,
-                 args[a]);
-        ck_assert_msg(rd_run("evaluate", ev, out, sizeof(out)) == 0, "%s", out);
+        char ev[3000];
+        char* out = outs[a];
+        snprintf(ev, sizeof(ev), "--checkpoint %s --multiple-choice %s %s", ckpt, evalf, args[a]);
+        ck_assert_msg(rd_run("evaluate", ev, out, sizeof(outs[a])) == 0, "%s", out);
         int k[3], n;
         parse_counts(out, k, &n);
         ck_assert_int_eq(n, NEX);
@@ -192,6 +194,7 @@ START_TEST(test_scores_match_reference) {
         ck_assert_int_eq(k[2], json_count(&ref, "acc_norm_bytes"));
         ck_assert_msg(strstr(out, "window 24 tokens"), "%s", out);
     }
+    ck_assert_str_eq(outs[0], outs[1]);
     // --examples N scores the first N; a corrupt file is refused naming it and the example
     char ev[3000], out[16384];
     snprintf(ev, sizeof(ev), "--checkpoint %s --multiple-choice %s --examples 3", ckpt, evalf);
