@@ -38,9 +38,11 @@
 #include "common/spike.h"
 #include "common/util.h"
 #include "data/dataloader.h"
+#include "data/mc.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
+#include "model/mc_eval.h"
 #include "model/memory.h"
 #include "model/metrics.h"
 #include "model/open.h"
@@ -64,6 +66,7 @@ typedef struct {
     int nranges;
     LrSchedule sched;
     Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
+    McSet mc;       // mc_data, scored at every evaluation (data/mc.h); n = 0 without one
     LoopState ls;
     DataLoaderState data_pos; // the training loader's position as last saved or loaded
     int resumed;
@@ -244,6 +247,9 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     t->tok = tokenizer_load(c->tokenizer, c->tokenizer_dir, terr, sizeof(terr));
     if (!t->tok && c->sample_every > 0)
         fprintf(stderr, "attnlab: samples will print token ids: %s\n", terr);
+    if (c->mc_data[0] && (mc_load(&t->mc, c->mc_data, t->tok, c->vocab_size, err, errcap) ||
+                          mc_check_window(&t->mc, c->mc_examples, Tmax, err, errcap)))
+        return -1;
     rng_seed(&t->ls.rng, (uint64_t)c->seed ^ 0x5eedULL);
     t->ls.best_val = -1.0f;
     gpt2_set_precision(m, prec);
@@ -263,6 +269,7 @@ static void teardown(Trainer* t) {
     if (t->have_val) dataloader_free(&t->val);
     optim_free(&t->opt);
     if (t->tok) tokenizer_free(t->tok);
+    mc_free(&t->mc);
     free(t->inputs);
     free(t->targets);
     free(t->config_text);
@@ -511,6 +518,10 @@ static int train(Trainer* t) {
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
         }
+        if (root && t->mc.n && ((c->eval_every > 0 && step % c->eval_every == 0) || last) &&
+            mc_log(&t->mc, c->mc_examples, m->T, mc_eval_score, m, step, &t->rl, &t->j, err,
+                   sizeof(err)))
+            die(EXIT_USAGE, "%s", err); // rank 0 alone evaluates
         if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
             write_sample(t, step);
         if (last) break;

@@ -33,6 +33,7 @@ typedef struct {
     int n_attn;
     // ---- data
     char train_data[CONFIG_STR], val_data[CONFIG_STR]; // globs of llm.c shards
+    char mc_data[CONFIG_STR];                          // multiple-choice set (data/mc.h)
     char tokenizer[32];                                // gpt2 | byte
     char tokenizer_dir[CONFIG_STR];                    // where vocab.bpe / encoder.json live
     int shuffle;                                       // 0 sequential, 1 seeded shuffle
@@ -63,6 +64,7 @@ typedef struct {
     char nan_policy[16]; // stop | skip
     int max_skips;       // with nan_policy=skip: stop after this many consecutive skips
     int eval_seq_len;    // 0 = seq_len
+    int mc_examples;     // mc_data examples per evaluation; 0 = all
 } Config;
 
 typedef enum { CF_INT, CF_LONG, CF_FLOAT, CF_STR } ConfigType;

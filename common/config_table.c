@@ -73,6 +73,9 @@ const ConfigField CONFIG_FIELDS[] = {
           "glob of training shards (llm.c .bin files), e.g. data_cache/x/train_*.bin"),
     F_STR("val_data", val_data, "", 0, NULL, "data",
           "glob of validation shards; empty: no validation"),
+    F_STR("mc_data", mc_data, "", 0, NULL, "data",
+          "multiple-choice set (llm.c evaluation file or HellaSwag JSONL) scored at every "
+          "evaluation: acc, acc_norm, acc_norm_bytes in metrics.jsonl; empty: none"),
     F_STR("tokenizer", tokenizer, "gpt2", 1, "gpt2|byte", "data",
           "GPT-2 byte-level BPE, or raw bytes (ids 0-255)"),
     F_STR("tokenizer_dir", tokenizer_dir, "data_cache/gpt2", 1, NULL, "data",
@@ -151,6 +154,8 @@ const ConfigField CONFIG_FIELDS[] = {
     F_INT("eval_every", eval_every, "50", 0, 1e9, "output",
           "validation loss every N steps (and at the end); 0: never"),
     F_INT("eval_steps", eval_steps, "10", 1, 1e6, "output", "validation batches per evaluation"),
+    F_INT("mc_examples", mc_examples, "0", 0, 1e9, "output",
+          "mc_data examples per evaluation (the first N); 0: all"),
     F_INT("metrics_every", metrics_every, "50", 0, 1e9, "output",
           "attention diagnostics (entropy, sink rate, kurtosis, head grad norms) every N "
           "steps; 0: never"),

@@ -16,8 +16,10 @@ int runlog_open(RunLog* r, const char* out_dir, long resumed_at, char* err, size
              out_dir ? "/metrics.jsonl" : "");
     snprintf(r->log_path, sizeof(r->log_path), "%s%s", out_dir ? out_dir : "/dev/null",
              out_dir ? "/main.log" : "");
+    // the records the resumed run writes again at its first step: validation, multiple choice
     if (out_dir && resumed_at >= 0 &&
-        jsonl_keep_steps(r->jsonl_path, resumed_at, "\"val_loss\":", err, errcap))
+        (jsonl_keep_steps(r->jsonl_path, resumed_at, "\"val_loss\":", err, errcap) ||
+         jsonl_keep_steps(r->jsonl_path, resumed_at, "\"kind\":\"mc\"", err, errcap)))
         return -1;
     const char* mode = resumed_at >= 0 ? "a" : "w";
     const char* bad = (r->jsonl = fopen(r->jsonl_path, mode)) == NULL ? r->jsonl_path

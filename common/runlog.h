@@ -17,7 +17,8 @@ typedef struct {
 
 // Open OUT/metrics.jsonl and OUT/main.log (out_dir NULL: both /dev/null). resumed_at >= 0 appends
 // after cutting metrics.jsonl back to that step (jsonl_keep_steps: the resumed run writes the
-// step's validation record again; a cut last line is dropped); -1 truncates. 0, or -1 with err.
+// step's validation and multiple-choice records again; a cut last line is dropped); -1
+// truncates. 0, or -1 with err.
 int runlog_open(RunLog* r, const char* out_dir, long resumed_at, char* err, size_t errcap);
 // One record: j as a line of metrics.jsonl (flushed), checked.
 void runlog_record(RunLog* r, const JsonBuf* j);

@@ -186,7 +186,10 @@ START_TEST(test_defaults) {
                                        "overwrite",
                                        "resume_change",
                                        "decay_steps",
-                                       "decay_fraction"};
+                                       "decay_fraction",
+
+                                       "mc_data",
+                                       "mc_examples"};
     int nkeys = (int)(sizeof(KEYS) / sizeof(KEYS[0]));
     for (int i = 0; i < nkeys; i++)
         ck_assert_msg(config_field(KEYS[i]) != NULL, "%s", KEYS[i]);

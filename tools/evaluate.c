@@ -7,9 +7,18 @@
 //     over all positions, over the positions inside the training length (t < seq_len) and over
 //     the positions beyond it (t >= seq_len; "-" when there are none). Each length reads its
 //     first --batches batches of B sequences from the start of the data, in order.
+//     Beside the loss in nats per token, the bits per byte of the text evaluated (over all
+//     positions: the targets' bytes, decoded with the checkpoint's tokenizer, end-of-text counting
+//     0; "-" without the tokenizer files), so byte-level and BPE models compare.
 //   ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S] [--threads N]
 //     Passkey retrieval: accuracy of recalling a one-token key placed at the start, middle or
 //     end of a long filler context.
+//   ./evaluate --checkpoint PATH --multiple-choice FILE [--examples N] [--window N] [--threads N]
+//     Multiple-choice accuracy (HellaSwag: llm.c's evaluation file or HellaSwag's JSONL, read by
+//     data/mc.h, tokenised with the checkpoint's tokenizer; scored by model/mc_eval.h): acc,
+//     acc_norm (llm.c: mean log-likelihood per token) and acc_norm_bytes (lm-evaluation-harness:
+//     per byte of the ending) over the first N examples (default all), the context cut from the
+//     left to a window of N tokens (default block_size). docs/evaluation.md.
 //
 // The training length is the checkpoint's seq_len; an llm.c file or an hf:DIR has none, and its
 // block_size stands in. A run that evaluates no length at all (every one longer than block_size,
@@ -46,9 +55,11 @@
 #include "common/rng.h"
 #include "common/util.h"
 #include "data/dataloader.h"
+#include "data/mc.h"
 #include "data/passkey.h"
 #include "data/tokenizer.h"
 #include "model/gpt2.h"
+#include "model/mc_eval.h"
 #include "model/open.h"
 
 static void usage(FILE* f) {
@@ -56,13 +67,17 @@ static void usage(FILE* f) {
             "usage: ./evaluate --checkpoint PATH --data GLOB [--lengths 1,2,4 | --seq-len N,...]\n"
             "                  [--batches N] [--batch-size B] [--threads N]\n"
             "       ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S]\n"
-            "                  [--threads N]\n\n"
+            "                  [--threads N]\n"
+            "       ./evaluate --checkpoint PATH --multiple-choice FILE [--examples N]\n"
+            "                  [--window N] [--threads N]\n\n"
             "Loss at multiples of the training length (seq_len of the checkpoint; block_size for\n"
             "llmc: and hf: models) or at lengths in tokens (--seq-len), reported over all\n"
-            "positions, inside the training length and beyond it; and a passkey retrieval probe\n"
-            "(accuracy by needle position: start, middle, end). Lengths must be <= the\n"
-            "checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or input (also when\n"
-            "no length could be evaluated).\n");
+            "positions, inside the training length and beyond it, with the bits per byte of the\n"
+            "text; a passkey retrieval probe (accuracy by needle position: start, middle, end);\n"
+            "multiple-choice accuracy (HellaSwag: llm.c's evaluation file or its JSONL): acc,\n"
+            "acc_norm (per token, llm.c) and acc_norm_bytes (per byte, lm-evaluation-harness's\n"
+            "acc_norm). Lengths must be <= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O,\n"
+            "2 bad usage or input (also when no length could be evaluated).\n");
 }
 
 // Build the model saved in `path` (its config, attention and parameters).
@@ -109,8 +124,11 @@ static int eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char
     printf("# checkpoint: attention=%s pos_encoding=%s seq_len=%d block_size=%d; %d batches of "
            "%d sequences per length\n",
            cfg->attention, pe, T0, maxT, batches, B);
-    printf("%-8s %-7s %-10s %-12s %-12s %s\n", "length", "factor", "val_loss", "loss_t<train",
-           "loss_t>=train", "tokens");
+    char terr[512];
+    Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, terr, sizeof(terr));
+    if (!tok) printf("# no bits per byte: %s\n", terr);
+    printf("%-8s %-7s %-10s %-12s %-12s %-8s %-8s %s\n", "length", "factor", "val_loss",
+           "loss_t<train", "loss_t>=train", "tokens", "bpb", "bytes");
     if (Tmax > 0) gpt2_alloc_acts(m, B, Tmax, nthreads);
     int* in = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
     int* tg = mallocCheck(sizeof(int) * (size_t)B * (Tmax > 0 ? Tmax : 1));
@@ -138,12 +156,15 @@ static int eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char
         }
         double all = 0, in_train = 0, beyond = 0;
         size_t n_in = 0, n_out = 0;
+        long long bytes = 0; // of the targets' text; -1: unknown
         for (int k = 0; k < batches; k++) {
             dataloader_next(&dl, in, tg);
             if (tokens_check_range(in, (size_t)B * T, m->cfg.vocab_size, glob, err, sizeof(err)) ||
                 tokens_check_range(tg, (size_t)B * T, m->cfg.vocab_size, glob, err, sizeof(err)))
                 die(EXIT_USAGE, "%s", err);
             gpt2_forward(m, in, tg, B, T);
+            const long long nb = tok ? mc_text_bytes(tok, tg, (size_t)B * T) : -1;
+            bytes = bytes < 0 || nb < 0 ? -1 : bytes + nb;
             for (int b = 0; b < B; b++) {
                 for (int t = 0; t < T; t++) {
                     double l = m->losses[(size_t)b * T + t];
@@ -165,13 +186,19 @@ static int eval_lengths(GPT2* m, const Config* cfg, const char* glob, const char
             snprintf(bey, sizeof(bey), "%.4f", beyond / (double)n_out);
         else
             snprintf(bey, sizeof(bey), "-");
-        printf("%-8d %-7s %-10.4f %-12.4f %-12s %zu\n", T, fs, all / ntot, in_train / (double)n_in,
-               bey, n_in + n_out);
+        char bpb[32] = "-", nbytes[32] = "-";
+        if (bytes > 0) {
+            snprintf(bpb, sizeof(bpb), "%.4f", mc_bits_per_byte(all / ntot, ntot, (double)bytes));
+            snprintf(nbytes, sizeof(nbytes), "%lld", bytes);
+        }
+        printf("%-8d %-7s %-10.4f %-12.4f %-12s %-8zu %-8s %s\n", T, fs, all / ntot,
+               in_train / (double)n_in, bey, n_in + n_out, bpb, nbytes);
         fflush(stdout);
         done++;
     }
     free(in);
     free(tg);
+    if (tok) tokenizer_free(tok);
     return done;
 }
 
@@ -235,8 +262,47 @@ static void eval_passkey(GPT2* m, const Config* cfg, int T, int trials, uint64_t
     if (tok) tokenizer_free(tok);
 }
 
+// ---------------------------------------------------------------------------------------------
+// multiple choice (data/mc.h reads and tallies, model/mc_eval.h scores)
+
+static void eval_mc(GPT2* m, const Config* cfg, const char* path, int limit, int window,
+                    int nthreads) {
+    char terr[512], err[2048];
+    Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, terr, sizeof(terr));
+    McSet s;
+    if (mc_load(&s, path, tok, m->cfg.vocab_size, err, sizeof(err)))
+        die(EXIT_USAGE, "%s%s%s", err, tok ? "" : "; the tokenizer: ", tok ? "" : terr);
+    const int W = window > 0 && window < m->cfg.block_size ? window : m->cfg.block_size;
+    if (mc_check_window(&s, limit, W, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    gpt2_alloc_acts(m, mc_most_completions(&s, limit), mc_longest_row(&s, limit, W), nthreads);
+    McResult r = {.ll = NULL};
+    if (mc_run(&s, limit, W, mc_eval_score, m, &r, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    printf("# multiple choice: %s (%s, tokenizer %s), %d of %d examples, window %d tokens, %d "
+           "with the context cut from the left\n",
+           path, s.format, tok ? tokenizer_kind(tok) : "not loaded", r.n, s.n, W, r.truncated);
+    printf("%-15s %-7s %-9s %s\n", "metric", "value", "correct", "prediction");
+    static const char* names[3] = {"acc", "acc_norm", "acc_norm_bytes"};
+    static const char* rules[3] = {
+        "argmax of the summed log-likelihood (llm.c acc, lm-eval acc)",
+        "argmax of the mean log-likelihood per token (llm.c acc_norm)",
+        "argmax of the log-likelihood per byte of the ending (lm-eval acc_norm)"};
+    for (int k = 0; k < 3; k++) {
+        if (k == 2 && !r.have_bytes) {
+            printf("%-15s %-7s %-9s %s (no tokenizer to decode the completions: %s)\n", names[k],
+                   "-", "-", rules[k], terr);
+            continue;
+        }
+        char cnt[32];
+        snprintf(cnt, sizeof(cnt), "%d/%d", r.correct[k], r.n);
+        printf("%-15s %-7.4f %-9s %s\n", names[k], mc_accuracy(&r, k), cnt, rules[k]);
+    }
+    mc_free(&s);
+    if (tok) tokenizer_free(tok);
+}
+
 int main(int argc, char** argv) {
-    const char *ckpt = NULL, *data = NULL, *lengths = "1,2,4";
+    const char *ckpt = NULL, *data = NULL, *lengths = "1,2,4", *mc = NULL;
+    int mc_examples = 0, mc_window = 0;
     int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20, len_tokens = 0;
     long long seed = 1234;
     for (int i = 1; i < argc; i++) {
@@ -247,6 +313,12 @@ int main(int argc, char** argv) {
             return 0;
         } else if (!strcmp(a, "--passkey")) {
             passkey = 1;
+        } else if (more && !strcmp(a, "--multiple-choice")) {
+            mc = argv[++i];
+        } else if (more && !strcmp(a, "--examples")) {
+            mc_examples = (int)util_cli_long("--examples", argv[++i], 1, 1 << 30);
+        } else if (more && !strcmp(a, "--window")) {
+            mc_window = (int)util_cli_long("--window", argv[++i], 1, 1 << 20);
         } else if (more && !strcmp(a, "--checkpoint")) {
             ckpt = argv[++i];
         } else if (more && !strcmp(a, "--data")) {
@@ -278,9 +350,13 @@ int main(int argc, char** argv) {
         usage(stderr);
         die(EXIT_USAGE, "--checkpoint is required");
     }
-    if (!passkey && !data) {
+    if (!passkey && !data && !mc) {
         usage(stderr);
-        die(EXIT_USAGE, "give --data GLOB (loss by length) or --passkey");
+        die(EXIT_USAGE, "give --data GLOB (loss by length), --passkey or --multiple-choice FILE");
+    }
+    if (mc && (passkey || data)) {
+        usage(stderr);
+        die(EXIT_USAGE, "--multiple-choice runs alone: not with --data or --passkey");
     }
     mm_init_threads();
     if (threads <= 0) threads = omp_get_max_threads();
@@ -289,7 +365,9 @@ int main(int argc, char** argv) {
     memset(&m, 0, sizeof(m));
     Config cfg;
     load_model(&m, &cfg, ckpt);
-    if (passkey)
+    if (mc)
+        eval_mc(&m, &cfg, mc, mc_examples, mc_window, threads);
+    else if (passkey)
         eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed, threads);
     else if (!eval_lengths(&m, &cfg, data, lengths, len_tokens, batches, B > 0 ? B : cfg.batch_size,
                            threads))
