@@ -2,6 +2,7 @@
 // cadences (eta.h).
 #include "common/eta.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +35,10 @@ long eta_occurrences(long from, long to, const long every[2], int at_end) {
     if (b) n += multiples(from, to, b);
     if (a && b) { // inclusion-exclusion: the common multiples were counted twice
         const long g = gcd(a, b);
-        if (a / g <= to / b) n -= multiples(from, to, a / g * b); // else lcm > to: none
+        if (a / g <= LONG_MAX / b)
+            n -= multiples(from, to, a / g * b);
+        else if (from < 0 && to >= 0) // the lcm overflows: 0 is the only common multiple
+            n--;
     }
     const int end_counted = (a && to % a == 0) || (b && to % b == 0);
     if (at_end && !end_counted) n++;
