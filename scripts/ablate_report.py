@@ -40,6 +40,8 @@ import os
 import re
 import sys
 
+import syspython  # scripts/syspython.py
+
 SPIKE_FACTOR = 5.0   # a gradient-norm spike: > 5x the running median of the earlier steps
 SPIKE_MIN_HISTORY = 10
 # The positive controls (docs/ablations.md, "Calibrated sink control"): a run shows attention
@@ -602,6 +604,9 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if len(sys.argv) == 2 else 2)
+    # the plots (ablate_plots.py) need matplotlib: under another python3, re-run under
+    # /usr/bin/python3 (scripts/syspython.py); without it anywhere, the report has no plots
+    syspython.need("ablate_report.py", "matplotlib", required=False)
     out = sys.argv[1]
     if not os.path.exists(os.path.join(out, "ablate_sweep.tsv")):
         sys.exit("%s: no ablate_sweep.tsv (not a sweep directory made by scripts/ablate)" % out)
