@@ -76,7 +76,7 @@ typedef struct {
     int nthreads;
     MMPeak peak;        // matmul FLOP/s in this run's precision (MFU is against it)
     PeakStats peak_how; // how that peak was measured: trials, spread, cache (common/peak.h)
-    Eta eta;     // step and phase costs, for the ETA (common/eta.h)
+    Eta eta;            // step and phase costs, for the ETA (common/eta.h)
     char precision_info[384];
 } Trainer;
 
@@ -548,8 +548,8 @@ static int train(Trainer* t) {
 
         // ---- logs: throughput, MFU, loss spikes, the step record
         double dt = util_now() - t0;
-        eta_step(&t->eta, dt, step == start); // the first step warms caches up
-        double tok_s = (double)BT * accum * N / dt;                   // the global batch
+        eta_step(&t->eta, dt, step == start);       // the first step warms caches up
+        double tok_s = (double)BT * accum * N / dt; // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
         double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->rl.log);
         spike_check(&spikes, loss, step + 1, root, &t->j, &t->rl); // a spike: stderr, a record

@@ -48,14 +48,16 @@ long eta_occurrences(long from, long to, const long every[2], int at_end) {
 void eta_init(Eta* e, int have_val, long eval_every, long sample_every, long metrics_every,
               long dump_every, long checkpoint_every) {
     memset(e, 0, sizeof(*e));
-    e->ph[ETA_EVAL] = (EtaPhase){.every = {eval_every, 0}, .at_end = 1, .on = have_val, .pending = 1};
+    e->ph[ETA_EVAL] =
+        (EtaPhase){.every = {eval_every, 0}, .at_end = 1, .on = have_val, .pending = 1};
     e->ph[ETA_SAMPLE] =
         (EtaPhase){.every = {sample_every, 0}, .at_end = 1, .on = sample_every > 0, .pending = 1};
     e->ph[ETA_DIAG] = (EtaPhase){.every = {metrics_every, dump_every},
                                  .at_end = 1,
                                  .on = metrics_every > 0 || dump_every > 0,
                                  .pending = 0};
-    e->ph[ETA_CKPT] = (EtaPhase){.every = {checkpoint_every, 0}, .at_end = 1, .on = 1, .pending = 1};
+    e->ph[ETA_CKPT] =
+        (EtaPhase){.every = {checkpoint_every, 0}, .at_end = 1, .on = 1, .pending = 1};
 }
 
 void eta_step(Eta* e, double seconds, int first) {
@@ -80,7 +82,8 @@ double eta_seconds(const Eta* e, long done, long total, int* untimed) {
     for (int p = 0; p < ETA_NPHASES; p++) {
         const EtaPhase* ph = &e->ph[p];
         if (!ph->on) continue;
-        const long left = eta_occurrences(ph->pending ? done - 1 : done, total, ph->every, ph->at_end);
+        const long left =
+            eta_occurrences(ph->pending ? done - 1 : done, total, ph->every, ph->at_end);
         if (left == 0) continue;
         if (ph->count == 0)
             nu++;

@@ -16,11 +16,11 @@
 enum { ETA_EVAL, ETA_SAMPLE, ETA_DIAG, ETA_CKPT, ETA_NPHASES };
 
 typedef struct {
-    long every[2]; // intervals in steps (<= 0: unused)
-    int at_end;    // also at the last boundary
-    int on;        // the phase runs in this run at all
-    int pending;   // when the ETA is printed after n steps, this phase's boundary-n run is still
-                   // to come (evaluation, samples, checkpoints: 1; diagnostics run before: 0)
+    long every[2];  // intervals in steps (<= 0: unused)
+    int at_end;     // also at the last boundary
+    int on;         // the phase runs in this run at all
+    int pending;    // when the ETA is printed after n steps, this phase's boundary-n run is still
+                    // to come (evaluation, samples, checkpoints: 1; diagnostics run before: 0)
     double seconds; // measured so far
     long count;     // occurrences measured so far
 } EtaPhase;
@@ -55,8 +55,8 @@ double eta_seconds(const Eta* e, long done, long total, int* untimed);
 // bound (a phase with occurrences left is not timed yet).
 void eta_format(const Eta* e, long done, long total, char* buf, int cap);
 
-// "training steps 3m10s (400x), evaluation 12.3s (6x), diagnostics 4.1s (10x), checkpoints 2.0s (3x)": every phase that ran,
-// into buf; "" when none did.
+// "training steps 3m10s (400x), evaluation 12.3s (6x), diagnostics 4.1s (10x), checkpoints 2.0s
+// (3x)": every phase that ran, into buf; "" when none did.
 void eta_summary(const Eta* e, char* buf, int cap);
 
 #endif

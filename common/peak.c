@@ -41,8 +41,7 @@ void peak_key(char* buf, size_t cap, int nthreads, const char* precision_info) {
 }
 
 int peak_cache_path(char* buf, size_t cap, const char* key) {
-    const char *d = getenv("ATTNLAB_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"),
-               *h = getenv("HOME");
+    const char *d = getenv("ATTNLAB_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
     char dir[900];
     buf[0] = '\0';
     if (d && *d) {
@@ -80,9 +79,9 @@ int peak_cache_read(const char* path, const char* key, PeakStats* out, char* err
         snprintf(err, errcap, "%s", rerr);
         return -1;
     }
-    static const char* const NAMES[] = {"key",     "peak_gflops", "median_gflops",
-                                        "min_gflops", "max_gflops", "trials",
-                                        "seconds", "load",        "measured"};
+    static const char* const NAMES[] = {"key",        "peak_gflops", "median_gflops",
+                                        "min_gflops", "max_gflops",  "trials",
+                                        "seconds",    "load",        "measured"};
     enum { NNAMES = 9, TRIALS = 5, LOAD = 7, WHEN = 8 };
     int seen[NNAMES] = {0}, rc = 0, lineno = 0, same_key = 0;
     double v[NNAMES] = {0};
@@ -104,7 +103,9 @@ int peak_cache_read(const char* path, const char* key, PeakStats* out, char* err
         }
         if (k < 0 || seen[k]) {
             snprintf(err, errcap, "%s:%d: %s", path, lineno,
-                     !eq ? "not a 'name = value' line" : k < 0 ? "unknown name" : "repeated name");
+                     !eq     ? "not a 'name = value' line"
+                     : k < 0 ? "unknown name"
+                             : "repeated name");
             rc = -1;
             break;
         }
@@ -116,9 +117,12 @@ int peak_cache_read(const char* path, const char* key, PeakStats* out, char* err
             snprintf(ps.when, sizeof(ps.when), "%s", val);
         } else if (util_parse_double(val, &v[k]) || (k == LOAD ? v[k] < -1 : v[k] <= 0) ||
                    (k == TRIALS && (v[k] > 1e6 || v[k] != (double)(long)v[k]))) {
-            snprintf(err, errcap, "%s:%d: '%s' must be a finite %s number, not '%s'", path,
-                     lineno, NAMES[k],
-                     k == TRIALS ? "positive whole" : k == LOAD ? "(>= -1)" : "positive", val);
+            snprintf(err, errcap, "%s:%d: '%s' must be a finite %s number, not '%s'", path, lineno,
+                     NAMES[k],
+                     k == TRIALS ? "positive whole"
+                     : k == LOAD ? "(>= -1)"
+                                 : "positive",
+                     val);
             rc = -1;
         }
     }
@@ -164,8 +168,8 @@ int peak_cache_write(const char* path, const char* key, const PeakStats* ps, cha
                      "MFU; delete this file to measure again\n"
                      "key = %s\npeak_gflops = %.6f\nmedian_gflops = %.6f\nmin_gflops = %.6f\n"
                      "max_gflops = %.6f\ntrials = %d\nseconds = %.3f\nload = %.2f\nmeasured = %s\n",
-                     key, ps->peak / 1e9, ps->median / 1e9, ps->min / 1e9, ps->max / 1e9, ps->trials, ps->seconds,
-                     ps->load, ps->when);
+                     key, ps->peak / 1e9, ps->median / 1e9, ps->min / 1e9, ps->max / 1e9,
+                     ps->trials, ps->seconds, ps->load, ps->when);
     if (n < 0 || (size_t)n >= sizeof(text)) {
         snprintf(err, errcap, "%s: the key is too long to cache", path);
         return -1;
@@ -217,8 +221,9 @@ int peak_get(PeakStats* out, int nthreads, const char* precision_info, char* err
     if (!on) return 0;
     char werr[1400];
     if (peak_cache_write(path, key, out, werr, sizeof(werr)))
-        fprintf(stderr, "attnlab: the matmul peak was not cached (it is measured again next run): "
-                        "%s\n",
+        fprintf(stderr,
+                "attnlab: the matmul peak was not cached (it is measured again next run): "
+                "%s\n",
                 werr);
     else
         snprintf(out->path, sizeof(out->path), "%s", path);

@@ -18,7 +18,8 @@
 // DIR $ATTNLAB_CACHE_DIR, else $XDG_CACHE_HOME/attnlab, else $HOME/.cache/attnlab;
 // ATTNLAB_CACHE_DIR=off measures in every run and caches nothing. Delete the file to measure
 // again. The file is "name = value" lines (# comments): key, peak_gflops (the 90th percentile),
-// median_gflops, min_gflops, max_gflops, trials, seconds, load, measured. A malformed one is refused, naming file:line.
+// median_gflops, min_gflops, max_gflops, trials, seconds, load, measured. A malformed one is
+// refused, naming file:line.
 #ifndef ATTNLAB_PEAK_H
 #define ATTNLAB_PEAK_H
 

@@ -95,9 +95,16 @@ START_TEST(test_run_header_records_the_machine) {
     char dir[1024], path[1100], want[4096], cpu[256], isa[256];
     util_strlcpy(dir, test_tmpdir(), sizeof(dir));
     cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
-    const PeakStats ps = {.peak = 2.5e9, .median = 2.0e9, .min = 1.5e9, .max = 3.0e9,
-                          .trials = 64, .seconds = 1.3, .load = 0.5, .cached = 1,
-                          .when = "2026-12-05 14:20 UTC", .path = "/c/peak-x.txt"};
+    const PeakStats ps = {.peak = 2.5e9,
+                          .median = 2.0e9,
+                          .min = 1.5e9,
+                          .max = 3.0e9,
+                          .trials = 64,
+                          .seconds = 1.3,
+                          .load = 0.5,
+                          .cached = 1,
+                          .when = "2026-12-05 14:20 UTC",
+                          .path = "/c/peak-x.txt"};
     RunHeader h = {.model = &m,
                    .cfg = &c,
                    .precision_info = "fp32 (test)",
@@ -126,10 +133,11 @@ START_TEST(test_run_header_records_the_machine) {
     snprintf(path, sizeof(path), "%s/main.log", dir);
     size_t n;
     char* log = test_read_text(path, &n);
-    snprintf(want, sizeof(want),
-             "# precision: fp32 (test) | fp32 peak 2.5 GFLOP/s\n# peak: %s\n# cpu: %s | flags: %s | "
-             "3 threads\n# data parallel: 2 ranks, global batch 4\n",
-             how, cpu, isa);
+    snprintf(
+        want, sizeof(want),
+        "# precision: fp32 (test) | fp32 peak 2.5 GFLOP/s\n# peak: %s\n# cpu: %s | flags: %s | "
+        "3 threads\n# data parallel: 2 ranks, global batch 4\n",
+        how, cpu, isa);
     ck_assert_str_eq(log, want);
     free(log);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);

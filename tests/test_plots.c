@@ -103,7 +103,8 @@ START_TEST(test_export_metrics_refuses_bad_lines) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char path[1100], text[512], cmd[4096], out[1100], err[1100];
         snprintf(path, sizeof(path), "%s/m%zu.jsonl", dir, i);
-        snprintf(text, sizeof(text), "{\"step\":0,\"val_loss\":1}\n\n%s\n{\"step\":2,\"val_loss\":2}\n",
+        snprintf(text, sizeof(text),
+                 "{\"step\":0,\"val_loss\":1}\n\n%s\n{\"step\":2,\"val_loss\":2}\n",
                  cases[i].line3);
         test_write_text(path, text, strlen(text));
         snprintf(out, sizeof(out), "%s/out%zu", dir, i);
@@ -128,8 +129,8 @@ END_TEST
 
 // RUN/metrics.jsonl with train losses t1, t2 at steps 1, 2 and a model record at step 2, and
 // RUN/config.conf with the attention and the seed.
-static void write_run(const char* dir, const char* name, const char* attention, int seed,
-                      double t1, double t2) {
+static void write_run(const char* dir, const char* name, const char* attention, int seed, double t1,
+                      double t2) {
     char p[1100], text[1024];
     snprintf(p, sizeof(p), "%s/%s", dir, name);
     ck_assert_int_eq(mkdir(p, 0755), 0);
@@ -151,8 +152,7 @@ static void write_run(const char* dir, const char* name, const char* attention, 
 
 START_TEST(test_plot_run_several_runs) {
     if (!test_have_python("matplotlib")) {
-        fprintf(stderr, "test_plot_run_several_runs: %s has no matplotlib: not run\n",
-                TEST_PYTHON);
+        fprintf(stderr, "test_plot_run_several_runs: %s has no matplotlib: not run\n", TEST_PYTHON);
         return;
     }
     const char* dir = test_tmpdir();
@@ -162,8 +162,9 @@ START_TEST(test_plot_run_several_runs) {
     write_run(dir, "ssmax", "ssmax", 1, 10.5, 6.5);
     char cmd[4096], cmp[1100];
     snprintf(cmp, sizeof(cmp), "%s/cmp", dir);
-    snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_run %s/soft1 %s/soft2 %s/soft3 %s/ssmax --out %s "
-                               ">%s/out.txt",
+    snprintf(cmd, sizeof(cmd),
+             "%s %s/scripts/plot_run %s/soft1 %s/soft2 %s/soft3 %s/ssmax --out %s "
+             ">%s/out.txt",
              TEST_PYTHON, test_repo_root(), dir, dir, dir, dir, cmp, dir);
     ck_assert_int_eq(run_cmd(cmd), 0);
     char* out = read_file(dir, "out.txt");
@@ -177,28 +178,29 @@ START_TEST(test_plot_run_several_runs) {
     // the band's numbers: softmax's train loss mean (10+12+11)/3 = 11 at step 1 and
     // (8+7+9)/3 = 8 at step 2, band [10, 12] and [7, 9]; ssmax one line, no band
     char script[4096];
-    snprintf(script, sizeof(script),
-             "import sys\n"
-             "from importlib.machinery import SourceFileLoader\n"
-             "sys.path.insert(0, '%s/scripts')\n"
-             "pr = SourceFileLoader('pr', '%s/scripts/plot_run').load_module()\n"
-             "d = '%s'\n"
-             "data = [(d + '/' + r, pr.load_records(d + '/' + r + '/metrics.jsonl'),\n"
-             "         pr.load_config(d + '/' + r)) for r in ('soft1', 'soft2', 'soft3', 'ssmax')]\n"
-             "g = pr.group_runs(data)\n"
-             "assert [len(m) for _, m in g] == [3, 1], g\n"
-             "class Ax:\n"
-             "    def __init__(s): s.lines, s.bands = [], []\n"
-             "    def plot(s, xs, ys, *a, **k): s.lines.append((list(xs), list(ys)))\n"
-             "    def fill_between(s, xs, lo, hi, **k): s.bands.append((list(xs), list(lo), "
-             "list(hi)))\n"
-             "sel = lambda r: 'train_loss' in r\n"
-             "ax = Ax(); pr.draw_group(ax, g[0][1], sel, 'train_loss', 'b', 'x')\n"
-             "assert ax.lines == [([1, 2], [11.0, 8.0])], ax.lines\n"
-             "assert ax.bands == [([1, 2], [10.0, 7.0], [12.0, 9.0])], ax.bands\n"
-             "ax = Ax(); pr.draw_group(ax, g[1][1], sel, 'train_loss', 'b', 'x')\n"
-             "assert ax.lines == [([1, 2], [10.5, 6.5])] and ax.bands == [], (ax.lines, ax.bands)\n",
-             test_repo_root(), test_repo_root(), dir);
+    snprintf(
+        script, sizeof(script),
+        "import sys\n"
+        "from importlib.machinery import SourceFileLoader\n"
+        "sys.path.insert(0, '%s/scripts')\n"
+        "pr = SourceFileLoader('pr', '%s/scripts/plot_run').load_module()\n"
+        "d = '%s'\n"
+        "data = [(d + '/' + r, pr.load_records(d + '/' + r + '/metrics.jsonl'),\n"
+        "         pr.load_config(d + '/' + r)) for r in ('soft1', 'soft2', 'soft3', 'ssmax')]\n"
+        "g = pr.group_runs(data)\n"
+        "assert [len(m) for _, m in g] == [3, 1], g\n"
+        "class Ax:\n"
+        "    def __init__(s): s.lines, s.bands = [], []\n"
+        "    def plot(s, xs, ys, *a, **k): s.lines.append((list(xs), list(ys)))\n"
+        "    def fill_between(s, xs, lo, hi, **k): s.bands.append((list(xs), list(lo), "
+        "list(hi)))\n"
+        "sel = lambda r: 'train_loss' in r\n"
+        "ax = Ax(); pr.draw_group(ax, g[0][1], sel, 'train_loss', 'b', 'x')\n"
+        "assert ax.lines == [([1, 2], [11.0, 8.0])], ax.lines\n"
+        "assert ax.bands == [([1, 2], [10.0, 7.0], [12.0, 9.0])], ax.bands\n"
+        "ax = Ax(); pr.draw_group(ax, g[1][1], sel, 'train_loss', 'b', 'x')\n"
+        "assert ax.lines == [([1, 2], [10.5, 6.5])] and ax.bands == [], (ax.lines, ax.bands)\n",
+        test_repo_root(), test_repo_root(), dir);
     ck_assert_int_eq(test_run_python(dir, script, ""), 0);
     // a bad line of one run: exit 2 naming its file and line
     char p[1100];
@@ -238,7 +240,8 @@ START_TEST(test_scripts_reexec_under_system_python) {
     snprintf(cmd, sizeof(cmd), "%s/bin/python3 -c 'import matplotlib' 2>/dev/null", venv);
     ck_assert_int_ne(run_cmd(cmd), 0);
     write_run(dir, "run", "softmax", 1, 10.0, 8.0);
-    snprintf(cmd, sizeof(cmd), "env -u ATTNLAB_PYTHON %s/bin/python3 %s/scripts/plot_run %s/run >%s/out.txt 2>&1",
+    snprintf(cmd, sizeof(cmd),
+             "env -u ATTNLAB_PYTHON %s/bin/python3 %s/scripts/plot_run %s/run >%s/out.txt 2>&1",
              venv, test_repo_root(), dir, dir);
     int rc = run_cmd(cmd);
     char* out = read_file(dir, "out.txt");
@@ -261,8 +264,9 @@ START_TEST(test_scripts_reexec_under_system_python) {
     ck_assert_msg(rc == 0 && strcmp(out, want) == 0, "exit %d: %s", rc, out);
     free(out);
     // an interpreter without matplotlib named as the one to use: exit 2, saying what to run
-    snprintf(cmd, sizeof(cmd), "ATTNLAB_PYTHON=%s/bin/python3 %s/bin/python3 %s/scripts/plot_run "
-                               "%s/run 2>%s/err.txt",
+    snprintf(cmd, sizeof(cmd),
+             "ATTNLAB_PYTHON=%s/bin/python3 %s/bin/python3 %s/scripts/plot_run "
+             "%s/run 2>%s/err.txt",
              venv, venv, test_repo_root(), dir, dir);
     ck_assert_int_eq(run_cmd(cmd), 2);
     char* err = read_file(dir, "err.txt");

@@ -25,10 +25,10 @@ START_TEST(test_eta_occurrences) {
     const long none[2] = {0, 0}, five[2] = {5, 0}, four_six[2] = {4, 6}, twenty_fifty[2] = {20, 50};
     ck_assert_int_eq(eta_occurrences(0, 100, none, 1), 1); // only the end
     ck_assert_int_eq(eta_occurrences(0, 100, none, 0), 0);
-    ck_assert_int_eq(eta_occurrences(100, 100, five, 1), 0); // nothing left
-    ck_assert_int_eq(eta_occurrences(-1, 10, five, 0), 3);   // 0, 5, 10
-    ck_assert_int_eq(eta_occurrences(-1, 10, five, 1), 3);   // 10 is a multiple: not twice
-    ck_assert_int_eq(eta_occurrences(0, 12, five, 1), 3);    // 5, 10, and the end 12
+    ck_assert_int_eq(eta_occurrences(100, 100, five, 1), 0);  // nothing left
+    ck_assert_int_eq(eta_occurrences(-1, 10, five, 0), 3);    // 0, 5, 10
+    ck_assert_int_eq(eta_occurrences(-1, 10, five, 1), 3);    // 10 is a multiple: not twice
+    ck_assert_int_eq(eta_occurrences(0, 12, five, 1), 3);     // 5, 10, and the end 12
     ck_assert_int_eq(eta_occurrences(7, 13, four_six, 1), 3); // 8, 12 (4 and 6), the end 13
     ck_assert_int_eq(eta_occurrences(7, 13, four_six, 0), 2);
     // 40, 50, 60, 80, 100: 100 is a multiple of both intervals and the end, counted once
@@ -144,8 +144,14 @@ START_TEST(test_peak_cache_roundtrip_and_refusals) {
     const char* dir = test_tmpdir();
     char path[1100], err[2048];
     snprintf(path, sizeof(path), "%s/sub/peak-test.txt", dir); // the directory is created
-    PeakStats w = {.peak = 120.5e9, .median = 100.25e9, .min = 60.5e9, .max = 131e9,
-                   .trials = 128, .seconds = 1.5, .load = 2.25, .when = "2026-12-05 14:20 UTC"};
+    PeakStats w = {.peak = 120.5e9,
+                   .median = 100.25e9,
+                   .min = 60.5e9,
+                   .max = 131e9,
+                   .trials = 128,
+                   .seconds = 1.5,
+                   .load = 2.25,
+                   .when = "2026-12-05 14:20 UTC"};
     ck_assert_msg(peak_cache_write(path, "key A", &w, err, sizeof(err)) == 0, "%s", err);
     PeakStats r;
     memset(&r, 0, sizeof(r));
@@ -203,8 +209,14 @@ START_TEST(test_peak_get_uses_the_cache) {
     peak_key(key, sizeof(key), 2, "fp32 (test kernels)");
     ck_assert(strstr(key, "threads=2; precision=fp32 (test kernels); linux=") != NULL);
     ck_assert_int_eq(peak_cache_path(path, sizeof(path), key), 0);
-    PeakStats w = {.peak = 7.25e9, .median = 7e9, .min = 6e9, .max = 8e9, .trials = 70,
-                   .seconds = 1.5, .load = 0.5, .when = "then"};
+    PeakStats w = {.peak = 7.25e9,
+                   .median = 7e9,
+                   .min = 6e9,
+                   .max = 8e9,
+                   .trials = 70,
+                   .seconds = 1.5,
+                   .load = 0.5,
+                   .when = "then"};
     ck_assert_msg(peak_cache_write(path, key, &w, err, sizeof(err)) == 0, "%s", err);
     PeakStats g;
     ck_assert_msg(peak_get(&g, 2, "fp32 (test kernels)", err, sizeof(err)) == 0, "%s", err);
@@ -256,8 +268,14 @@ START_TEST(test_train_reports_cached_peak_and_phases) {
     char key[1024];
     util_strlcpy(key, k + 6, sizeof(key));
     free(text);
-    PeakStats w = {.peak = 1.2345e12, .median = 1e12, .min = 1e11, .max = 2e12, .trials = 99,
-                   .seconds = 2, .load = 0.25, .when = "2026-01-02 03:04 UTC"};
+    PeakStats w = {.peak = 1.2345e12,
+                   .median = 1e12,
+                   .min = 1e11,
+                   .max = 2e12,
+                   .trials = 99,
+                   .seconds = 2,
+                   .load = 0.25,
+                   .when = "2026-01-02 03:04 UTC"};
     ck_assert_msg(peak_cache_write(file, key, &w, err, sizeof(err)) == 0, "%s", err);
     snprintf(c.out_dir, sizeof(c.out_dir), "%s/run2", dir);
     test_train_ok(&c);
