@@ -31,8 +31,10 @@
 #include "common/config.h"
 #include "common/cpuinfo.h"
 #include "common/dist.h"
+#include "common/eta.h"
 #include "common/json.h"
 #include "common/matmul.h"
+#include "common/peak.h"
 #include "common/run_state.h"
 #include "common/runlog.h"
 #include "common/spike.h"
@@ -79,7 +81,9 @@ typedef struct {
     Metrics mt;
     char* config_text; // the resolved config: OUT/config.conf and every model file
     int nthreads;
-    MMPeak peak; // measured matmul FLOP/s in this run's precision (MFU is against it)
+    MMPeak peak;        // matmul FLOP/s in this run's precision (MFU is against it)
+    PeakStats peak_how; // how that peak was measured: trials, spread, cache (common/peak.h)
+    Eta eta;            // step and phase costs, for the ETA (common/eta.h)
     char precision_info[384];
 } Trainer;
 
@@ -256,7 +260,8 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
     t->config_text = gpt2_config_text(m, c, t->precision_info);
     if (t->have_train) // the training files, so that resume = 1 can refuse changed data
         run_state_append_data_text(&t->config_text, t->train.files, t->train.nfiles);
-    t->peak.flops = mm_measure_peak(nthreads, 8);
+    if (peak_get(&t->peak_how, nthreads, t->precision_info, err, errcap)) return -1;
+    t->peak.flops = t->peak_how.peak;
     return setup_data_parallel(t, err, errcap);
 }
 
@@ -452,6 +457,7 @@ static void open_logs(Trainer* t, long start) {
                          .cfg = c,
                          .precision_info = t->precision_info,
                          .peak_flops = t->peak.flops,
+                         .peak = &t->peak_how,
                          .nthreads = t->nthreads,
                          .dp_line = t->dp ? strstr(t->config_text, "# data parallel:") : NULL,
                          .start = start,
@@ -497,8 +503,9 @@ static int train(Trainer* t) {
     diagnostics_init(t);
     const int B = c->batch_size, T = c->seq_len, accum = c->grad_accum;
     const size_t BT = (size_t)B * T;
-    double t_sum = 0;
-    int t_n = 0, rc = 0, req = REQ_NONE, usr1_done = 0; // SIGUSR1 checkpoints made
+    eta_init(&t->eta, t->have_val, c->eval_every, c->sample_every, c->metrics_every,
+             c->dump_attention_every, c->checkpoint_every);
+    int rc = 0, req = REQ_NONE, usr1_done = 0; // SIGUSR1 checkpoints made
     long step = start;
     SpikeWindow spikes = {.n = 0};
     const int root = dist_is_root(), N = dp_size(t->dp);
@@ -507,6 +514,7 @@ static int train(Trainer* t) {
     for (;; step++) {
         const int last = step >= c->max_steps;
         // ---- evaluation and samples (at step 0, every eval_every / sample_every, and the end)
+        double p0 = util_now(); // (each phase's cost goes into the ETA)
         if (root && t->have_val && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
             float vl = evaluate(t);
             if (t->ls.best_val < 0 || vl < t->ls.best_val) t->ls.best_val = vl;
@@ -517,13 +525,20 @@ static int train(Trainer* t) {
             fprintf(t->rl.log, "step %ld val_loss %f\n", step, (double)vl);
             printf("step %ld | val loss %.4f\n", step, (double)vl);
             fflush(stdout);
+            eta_add(&t->eta, ETA_EVAL, util_now() - p0);
         }
-        if (root && t->mc.n && ((c->eval_every > 0 && step % c->eval_every == 0) || last) &&
-            mc_log(&t->mc, c->mc_examples, m->T, mc_eval_score, m, step, &t->rl, &t->j, err,
-                   sizeof(err)))
-            die(EXIT_USAGE, "%s", err); // rank 0 alone evaluates
-        if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last))
+        if (root && t->mc.n && ((c->eval_every > 0 && step % c->eval_every == 0) || last)) {
+            p0 = util_now(); // rank 0 alone evaluates
+            if (mc_log(&t->mc, c->mc_examples, m->T, mc_eval_score, m, step, &t->rl, &t->j, err,
+                       sizeof(err)))
+                die(EXIT_USAGE, "%s", err);
+            eta_add(&t->eta, ETA_EVAL, util_now() - p0);
+        }
+        if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last)) {
+            p0 = util_now();
             write_sample(t, step);
+            eta_add(&t->eta, ETA_SAMPLE, util_now() - p0);
+        }
         if (last) break;
 
         // ---- one optimizer step: this rank's micro-batches of the global batch, then in one
@@ -619,11 +634,8 @@ static int train(Trainer* t) {
 
         // ---- logs: throughput, MFU, loss spikes, the step record
         double dt = util_now() - t0;
-        if (step > start) { // the first step warms caches up; keep it out of the ETA
-            t_sum += dt;
-            t_n++;
-        }
-        double tok_s = (double)BT * accum * N / dt;                   // the global batch
+        eta_step(&t->eta, dt, step == start);       // the first step warms caches up
+        double tok_s = (double)BT * accum * N / dt; // the global batch
         double rate = gpt2_flops_per_token(m, T) * tok_s / (double)N; // per rank
         double mfu = mm_peak_mfu(&t->peak, rate, step + 1, t->rl.log);
         spike_check(&spikes, loss, step + 1, root, &t->j, &t->rl); // a spike: stderr, a record
@@ -642,14 +654,15 @@ static int train(Trainer* t) {
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
         const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
+        p0 = util_now();
         if (root && (metrics_now || dump_now) &&
             metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->rl.jsonl,
                           t->rl.log, err, sizeof(err)))
             runlog_fail(&t->rl, err);
+        if (metrics_now || dump_now) eta_add(&t->eta, ETA_DIAG, util_now() - p0);
         if (c->log_every > 0 && ((step + 1) % c->log_every == 0 || step + 1 == c->max_steps)) {
-            char eta[32];
-            double avg = t_n ? t_sum / t_n : dt;
-            util_format_duration(eta, sizeof(eta), avg * (double)(c->max_steps - step - 1));
+            char eta[32]; // steps and the evaluations, diagnostics, checkpoints still to come
+            eta_format(&t->eta, step + 1, c->max_steps, eta, sizeof(eta));
             printf("step %5ld/%d | loss %.4f | lr %.2e | norm %6.3f | %7.1f ms | %8.0f tok/s | "
                    "mfu %4.1f%% | ETA %s\n",
                    step + 1, c->max_steps, loss, (double)lr, norm, dt * 1e3, tok_s, 100 * mfu, eta);
@@ -660,7 +673,10 @@ static int train(Trainer* t) {
         const int periodic = c->checkpoint_every > 0 && (step + 1) % c->checkpoint_every == 0;
         if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
             snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
-            if (checkpoint_save(t, step + 1))
+            p0 = util_now();
+            const int cbad = checkpoint_save(t, step + 1);
+            eta_add(&t->eta, ETA_CKPT, util_now() - p0);
+            if (cbad)
                 runlog_fail(&t->rl, err);
             else if (req == REQ_CKPT && root)
                 printf("checkpoint at step %ld (SIGUSR1); training goes on\n", step + 1);
@@ -682,10 +698,15 @@ static int train(Trainer* t) {
                     step);
         rc = 1;
     } else if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
+        double p0 = util_now();
         if (checkpoint_save(t, step))
             rc = 1;
         else
             printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);
+        eta_add(&t->eta, ETA_CKPT, util_now() - p0);
+        char tsum[320]; // where the time went (common/eta.h)
+        eta_summary(&t->eta, tsum, sizeof(tsum));
+        if (root && tsum[0]) printf("time: %s\n", tsum);
         if (req == REQ_STOP && rc == 0) {
             printf("stopped by signal at step %ld (exit %d); resume with resume=1\n", step,
                    EXIT_STOPPED);

@@ -372,6 +372,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // measured peak (matmul.h)
 
 double mm_measure_peak(int nthreads, int trials) {
+    return mm_measure_peak_trials(nthreads, trials, NULL);
+}
+
+double mm_measure_peak_trials(int nthreads, int trials, double* rates) {
     const int n = 512;
     const size_t nn = (size_t)n * n;
     float* a = allocFloats((size_t)nthreads * nn);
@@ -401,7 +405,9 @@ double mm_measure_peak(int nthreads, int trials) {
         }
         double dt = util_now() - t0;
         double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
-        if (f > best && rep > 0) best = f; // the first trial creates primitives, warms caches
+        if (rep == 0) continue; // the first trial creates primitives, warms caches
+        if (f > best) best = f;
+        if (rates) rates[rep - 1] = f;
     }
     free(a);
     free(b);
@@ -409,6 +415,11 @@ double mm_measure_peak(int nthreads, int trials) {
     free(ah);
     free(bh);
     return best;
+}
+
+static int cmp_double(const void* a, const void* b) {
+    const double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
 }
 
 int mm_print_peak(const char* precision) {
@@ -421,11 +432,12 @@ int mm_print_peak(const char* precision) {
         mm_set_precision(p);
     }
     int nt = omp_get_max_threads();
-    double best = mm_measure_peak(nt, 12);
-    if (precision)
-        printf("bf16 peak: %.1f GFLOP/s with %d threads | %s\n", best / 1e9, nt, info);
-    else
-        printf("sgemm peak: %.1f GFLOP/s with %d threads\n", best / 1e9, nt);
+    double r[11];
+    double best = mm_measure_peak_trials(nt, 12, r);
+    qsort(r, 11, sizeof(double), cmp_double);
+    printf("%s peak: %.1f GFLOP/s with %d threads (best of 11 trials; median %.1f, min %.1f)%s%s\n",
+           precision ? "bf16" : "sgemm", best / 1e9, nt, r[5] / 1e9, r[0] / 1e9,
+           precision ? " | " : "", info);
     return 0;
 }
 

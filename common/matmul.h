@@ -96,9 +96,13 @@ void mm_thread_scratch_free(void);
 // trials come out low; the first trial, which creates primitives and warms caches, never
 // counts). About 0.05 s per trial.
 double mm_measure_peak(int nthreads, int trials);
+// The same, with the rate of every counted trial in rates[0 .. trials-2] (NULL: not kept); the
+// trainer's peak (the median, its spread and the per-machine cache) is in common/peak.h.
+double mm_measure_peak_trials(int nthreads, int trials, double* rates);
 // ./bench sgemm-peak (precision NULL) / bf16-peak ("bf16"): measure the peak with every OpenMP
-// thread (12 trials) and print "sgemm peak: X GFLOP/s with N threads" (bf16: "bf16 peak: X
-// GFLOP/s with N threads | <precision info>") to stdout; returns 0 (die(2) on a bad precision).
+// thread (12 trials, the first not counted) and print "sgemm peak: X GFLOP/s with N threads (best
+// of 11 trials; median M, min m)" (bf16: "bf16 peak: ... | <precision info>") to stdout; returns
+// 0 (die(2) on a bad precision).
 int mm_print_peak(const char* precision);
 
 // The reference of a run's MFU: the start-up peak, raised to a step's rate when a step beats it

@@ -8,6 +8,7 @@
 #include "common/cpuinfo.h"
 #include "common/dist.h"
 #include "common/matmul.h"
+#include "common/peak.h"
 
 // The keys a resumed run changed: a line each in main.log and on stderr, an event record each.
 static void run_header_changes(const RunHeader* h, RunLog* rl, JsonBuf* j) {
@@ -48,15 +49,19 @@ void run_header_write(const RunHeader* h, RunLog* rl, JsonBuf* j) {
            m->attention, m->cfg.n_layer, m->cfg.n_head, m->cfg.n_embd, m->cfg.block_size,
            (double)m->num_params / 1e6, c->batch_size, c->seq_len, c->grad_accum, h->nthreads,
            pname, h->peak_flops / 1e9);
-    printf("precision: %s; mfu is against the %s matmul peak above (best of 8 short trials at "
-           "start-up); model FLOPs/token %.6g\n",
-           h->precision_info, pname, gpt2_flops_per_token(m, c->seq_len));
+    char how[1600] = "";
+    if (h->peak) peak_describe(h->peak, how, sizeof(how));
+    printf("precision: %s; mfu is against the %s matmul peak above%s%s%s; model FLOPs/token "
+           "%.6g\n",
+           h->precision_info, pname, how[0] ? " (" : "", how, how[0] ? ")" : "",
+           gpt2_flops_per_token(m, c->seq_len));
     const char* dpl = h->dp_line;
     const int dpn = dpl ? (int)strcspn(dpl, "\n") + 1 : 0; // the global batch
     if (dpl) printf("%.*s", dpn - 2, dpl + 2);
     fflush(stdout);
     fprintf(log, "# precision: %s | %s peak %.1f GFLOP/s\n", h->precision_info, pname,
             h->peak_flops / 1e9);
+    if (how[0]) fprintf(log, "# peak: %s\n", how);
     char cpu[256], isa[256]; // recorded so that a result names the machine that trained it
     cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
     fprintf(log, "# cpu: %s | flags: %s | %d threads\n", cpu, isa, h->nthreads);
@@ -67,7 +72,8 @@ void run_header_write(const RunHeader* h, RunLog* rl, JsonBuf* j) {
         return;
     }
     char against[128];
-    snprintf(against, sizeof(against), "%s matmul peak, best of 8 trials at start-up", pname);
+    snprintf(against, sizeof(against), // the figures vary by run: they are in main.log
+             "%s matmul peak, 90th percentile of short trials, cached per machine", pname);
     runlog_event(j, h->start, "run");
     json_str(j, "precision", pname);
     json_str(j, "precision_info", h->precision_info);

@@ -1,7 +1,8 @@
 // model/run_header.h: the header of a training run, written once when its logs open (train.c's
 // open_logs): on the console the banner (attention, model shape, parameters, batch, threads, the
-// matmul precision and its measured peak), what MFU is measured against and, under mpirun, the
-// global batch; in main.log the precision, the CPU with its kernel-selecting flags and the thread
+// matmul precision and its measured peak), what MFU is measured against (the peak's trials,
+// spread and cache, common/peak.h) and, under mpirun, the global batch; in main.log the
+// precision, the peak's figures, the CPU with its kernel-selecting flags and the thread
 // count, so that a result names the machine that trained it; and the "run" event of
 // metrics.jsonl (precision, MFU reference, CPU). A resumed run notes the resume in main.log
 // instead of a second run event, so that its metrics.jsonl equals an uninterrupted run's; the
@@ -13,6 +14,7 @@
 
 #include "common/config.h"
 #include "common/json.h"
+#include "common/peak.h"
 #include "common/resume_keys.h"
 #include "common/runlog.h"
 #include "model/gpt2.h"
@@ -22,6 +24,7 @@ typedef struct {
     const Config* cfg;          // the run's config (batch_size, seq_len, grad_accum)
     const char* precision_info; // the precision in effect, as mm_resolve_precision describes it
     double peak_flops;          // the measured matmul peak MFU is against (MMPeak.flops)
+    const PeakStats* peak;      // how it was measured: trials, spread, cache (NULL: not said)
     int nthreads;
     const char* dp_line;          // the resolved config's "# data parallel: ..." line, or NULL
     long start;                   // the run's first step

@@ -32,6 +32,7 @@ import os
 import re
 import sys
 
+import syspython  # scripts/syspython.py
 import ablate_lr
 from ablate_claims import (claim_syntax, correct_family, evaluate_claim, finite, fnum,
                            group_stats, loss_unit)
@@ -319,6 +320,9 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if len(sys.argv) == 2 else 2)
+    # the plots (ablate_plots.py) need matplotlib: under another python3, re-run under
+    # /usr/bin/python3 (scripts/syspython.py); without it anywhere, the report has no plots
+    syspython.need("ablate_report.py", "matplotlib", required=False)
     out = sys.argv[1]
     if not os.path.exists(os.path.join(out, "ablate_sweep.tsv")):
         sys.exit("%s: no ablate_sweep.tsv (not a sweep directory made by scripts/ablate)" % out)

@@ -14,7 +14,10 @@ import statistics
 import sys
 import time
 
-import torch
+import syspython  # scripts/syspython.py: re-run under /usr/bin/python3 when torch is missing
+
+syspython.need("torch_peer.py", "torch")
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 

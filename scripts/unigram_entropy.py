@@ -5,7 +5,10 @@ the training shard (add-one smoothed over the tokens seen in either shard): the 
 that ignores context would reach. Used by `make demo` to put the val loss in perspective."""
 import sys
 
-import numpy as np
+import syspython  # scripts/syspython.py: re-run under /usr/bin/python3 when numpy is missing
+
+syspython.need("unigram_entropy.py", "numpy")
+import numpy as np  # noqa: E402
 
 
 def read_shard(path):

@@ -3,9 +3,9 @@
 // CPUINFO_FLAGS order, whole words only; later blocks are not read; a text without a model name
 // reads "unknown"; small buffers truncate and stay NUL-terminated; the machine's own
 // /proc/cpuinfo gives a model name and only flags of the list; and the run header
-// (model/run_header.c) records it: main.log's precision, CPU and data-parallel lines, the run
-// event of metrics.jsonl and the console banner, and a resumed run's note instead of a second
-// run event.
+// (model/run_header.c) records it: main.log's precision, peak (trials, spread, cache), CPU and
+// data-parallel lines, the run event of metrics.jsonl and the console banner, and a resumed
+// run's note instead of a second run event.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,19 +95,36 @@ START_TEST(test_run_header_records_the_machine) {
     char dir[1024], path[1100], want[4096], cpu[256], isa[256];
     util_strlcpy(dir, test_tmpdir(), sizeof(dir));
     cpuinfo_describe(cpu, sizeof(cpu), isa, sizeof(isa));
+    const PeakStats ps = {.peak = 2.5e9,
+                          .median = 2.0e9,
+                          .min = 1.5e9,
+                          .max = 3.0e9,
+                          .trials = 64,
+                          .seconds = 1.3,
+                          .load = 0.5,
+                          .cached = 1,
+                          .when = "2026-12-05 14:20 UTC",
+                          .path = "/c/peak-x.txt"};
     RunHeader h = {.model = &m,
                    .cfg = &c,
                    .precision_info = "fp32 (test)",
                    .peak_flops = 2.5e9,
+                   .peak = &ps,
                    .nthreads = 3,
                    .dp_line = "# data parallel: 2 ranks, global batch 4\n# not this line\n",
                    .start = 0,
                    .resumed = 0};
     char* con = header_into(dir, &h, -1);
     ck_assert_msg(strstr(con, "| 2 layers, 2 heads, 16 wide, block 8 |"), "%s", con);
-    ck_assert_msg(strstr(con, "| B=2 T=8 accum=3 | 3 threads | fp32 peak 2.5 GFLOP/s\nprecision: "
-                              "fp32 (test); mfu is against the fp32 matmul peak above"),
-                  "%s", con);
+    // the peak with how it was measured: its trials, median, spread, load and cache file
+    const char* how = "90th percentile of 64 trials in 1.3 s (median 2.0, spread 1.5-3.0 GFLOP/s), "
+                      "measured 2026-12-05 14:20 UTC at load 0.50, cached in /c/peak-x.txt (delete "
+                      "it to measure again)";
+    snprintf(want, sizeof(want),
+             "| B=2 T=8 accum=3 | 3 threads | fp32 peak 2.5 GFLOP/s\nprecision: fp32 (test); mfu "
+             "is against the fp32 matmul peak above (%s); model FLOPs/token",
+             how);
+    ck_assert_msg(strstr(con, want), "%s", con);
     const size_t nc = strlen(con), tail = strlen("\ndata parallel: 2 ranks, global batch 4\n");
     ck_assert_msg(nc > tail &&
                       strcmp(con + nc - tail, "\ndata parallel: 2 ranks, global batch 4\n") == 0,
@@ -116,10 +133,11 @@ START_TEST(test_run_header_records_the_machine) {
     snprintf(path, sizeof(path), "%s/main.log", dir);
     size_t n;
     char* log = test_read_text(path, &n);
-    snprintf(want, sizeof(want),
-             "# precision: fp32 (test) | fp32 peak 2.5 GFLOP/s\n# cpu: %s | flags: %s | 3 threads\n"
-             "# data parallel: 2 ranks, global batch 4\n",
-             cpu, isa);
+    snprintf(
+        want, sizeof(want),
+        "# precision: fp32 (test) | fp32 peak 2.5 GFLOP/s\n# peak: %s\n# cpu: %s | flags: %s | "
+        "3 threads\n# data parallel: 2 ranks, global batch 4\n",
+        how, cpu, isa);
     ck_assert_str_eq(log, want);
     free(log);
     snprintf(path, sizeof(path), "%s/metrics.jsonl", dir);
@@ -128,7 +146,8 @@ START_TEST(test_run_header_records_the_machine) {
     snprintf(
         want, sizeof(want),
         "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\",\"precision_info\":\"fp32 "
-        "(test)\",\"mfu_against\":\"fp32 matmul peak, best of 8 trials at start-up\",\"cpu\":%s,"
+        "(test)\",\"mfu_against\":\"fp32 matmul peak, 90th percentile of short trials, cached per "
+        "machine\",\"cpu\":%s,"
         "\"cpu_flags\":%s,\"threads\":3}\n",
         ecpu, eisa);
     ck_assert_str_eq(rec, want);
@@ -143,8 +162,8 @@ START_TEST(test_run_header_records_the_machine) {
     log = test_read_text(path, &n);
     snprintf(want, sizeof(want),
              "# data parallel: 2 ranks, global batch 4\n# precision: fp32 (test) | fp32 peak 2.5 "
-             "GFLOP/s\n# cpu: %s | flags: %s | 3 threads\n# resumed from step 5\n",
-             cpu, isa);
+             "GFLOP/s\n# peak: %s\n# cpu: %s | flags: %s | 3 threads\n# resumed from step 5\n",
+             how, cpu, isa);
     ck_assert_msg(strlen(log) >= strlen(want) &&
                       strcmp(log + strlen(log) - strlen(want), want) == 0,
                   "%s", log);

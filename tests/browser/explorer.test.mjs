@@ -13,7 +13,12 @@
 //   4. the step slider shows metrics.jsonl's alpha0 of the selected head at the chosen step;
 //   5. a page made from a .npy whose one row was moved by 3 steps fails check 2 on exactly
 //      that row (the comparison can fail), and the single-run page passes it;
-//   6. screenshots OUT/explorer.png (compare view) and OUT/explorer_single.png are written.
+//   6. screenshots OUT/explorer.png (compare view) and OUT/explorer_single.png are written;
+//   7. the large map's axes name the tokens (every k-th, k = ceil(T / 16)): each query label
+//      sits beside its row and each key label below its column of the drawn map, with the token
+//      as the sidecar spells it; the training table has a caption that says what alpha0 and H are;
+//   8. a run shorter than metrics_every says its diagnostics are at one step and draws a point;
+//      a page without metrics.jsonl says why it has no training panel.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -155,6 +160,36 @@ try {
     tab.rows[1 + li].cells[1 + hi].textContent, [1, 1]);
   check(cell.startsWith(rec.alpha0.toFixed(2) + " / " + rec.entropy.toFixed(2)),
     `training table at step ${s0} shows alpha0/entropy of L${l0} h${h0}: ${cell}`);
+  // 7: axis labels of the large map, placed at their rows and columns
+  const ax = await c.page.$eval(".pane[data-run='0'] .bigwrap", w => {
+    const cv = w.querySelector("canvas.bigmap").getBoundingClientRect();
+    const box = e => { const b = e.getBoundingClientRect(); return { x: b.left, y: b.top, w: b.width, h: b.height }; };
+    return { cv: { x: cv.left + 1, y: cv.top + 1, w: cv.width - 2, h: cv.height - 2 },
+      q: Array.from(w.querySelectorAll(".qlab")).map(e => ({ t: +e.dataset.t, text: e.textContent, b: box(e) })),
+      k: Array.from(w.querySelectorAll(".klab")).map(e => ({ j: +e.dataset.j, text: e.textContent, b: box(e) })) };
+  });
+  const kstep = Math.ceil(T / 16), want = [];
+  for (let t = 0; t < T; t += kstep) want.push(t);
+  check(JSON.stringify(ax.q.map(o => o.t)) === JSON.stringify(want) &&
+    JSON.stringify(ax.k.map(o => o.j)) === JSON.stringify(want), `axis labels at every ${kstep}th token: ${ax.q.map(o => o.t)}`);
+  const shown = t => { const s = sidecars[0].token_strings[t].replace(/\n/g, "\u21b5").replace(/ /g, "\u2423");
+    return `${t} ${s.length > 8 ? s.slice(0, 7) + "\u2026" : s}`; };
+  const rowH = ax.cv.h / T;
+  for (const o of ax.q) {
+    const mid = o.b.y + o.b.h / 2, row = ax.cv.y + (o.t + 0.5) * rowH;
+    check(o.text === shown(o.t), `query label ${o.t} reads ${JSON.stringify(shown(o.t))}: ${JSON.stringify(o.text)}`);
+    check(Math.abs(mid - row) <= rowH / 2 + 1 && o.b.x + o.b.w <= ax.cv.x + 1,
+      `query label ${o.t} is left of its row (label centre ${mid.toFixed(1)}, row ${row.toFixed(1)})`);
+  }
+  for (const o of ax.k) { // rotated 60 degrees about its top-left corner: that corner is its column
+    const col = ax.cv.x + (o.j + 0.5) * (ax.cv.w / T);
+    check(o.text === shown(o.j), `key label ${o.j} reads ${JSON.stringify(shown(o.j))}`);
+    check(Math.abs(o.b.x - col) <= ax.cv.w / T / 2 + 2 && o.b.y >= ax.cv.y + ax.cv.h,
+      `key label ${o.j} starts below its column (x ${o.b.x.toFixed(1)}, column ${col.toFixed(1)})`);
+  }
+  const cap = await c.page.$eval(".pane[data-run='0'] .train table caption", e => e.textContent);
+  check(cap.includes(`Step ${s0}`) && cap.includes("alpha0 = the sink weight") && cap.includes("H = the attention entropy"),
+    "the training table's caption explains alpha0 and H: " + cap);
   await c.page.hover(`.pane[data-run="0"] .tok[data-t="${T - 1}"]`);
   await c.page.screenshot({ path: path.join(OUT, "explorer.png"), fullPage: true });
   check(fs.statSync(path.join(OUT, "explorer.png")).size > 10000, "screenshot explorer.png written");
@@ -168,6 +203,21 @@ try {
   check(sbad.length === 0, "single page matches the .npy: " + sbad.join(", "));
   await s.page.screenshot({ path: path.join(OUT, "explorer_single.png"), fullPage: true });
   await s.page.close();
+
+  // 8: the training panel's notes
+  const sh = await openPage(ctx, path.join(OUT, "short.html"));
+  check(sh.ready === "1" && sh.errors.length === 0, "short.html loads without errors: " + sh.errors.join(" | "));
+  const shortNote = await sh.page.$eval(".pane .train .train-why", e => e.textContent);
+  check(shortNote.includes("Diagnostics at one step only (4)"), "a 4-step run says its diagnostics are at one step: " + shortNote);
+  const dots = await sh.page.$$eval(".pane .train svg circle", cs => cs.length);
+  check(dots === 2, `the one step is drawn as a point per series (${dots} circles)`);
+  await sh.page.close();
+  const nm = await openPage(ctx, path.join(OUT, "nometrics.html"));
+  check(nm.ready === "1" && nm.errors.length === 0, "nometrics.html loads without errors: " + nm.errors.join(" | "));
+  const nmNote = await nm.page.$eval(".pane .train-why", e => e.textContent);
+  check(nmNote.startsWith("No training panel: this page has no metrics.jsonl"), "a page without metrics.jsonl says why: " + nmNote);
+  check((await nm.page.$$(".pane .step-slider")).length === 0, "and has no step slider");
+  await nm.page.close();
 
   const pert = readNpy(path.join(OUT, "maps_softmax.npy")), [, H, TT] = pert.shape;
   const tq = Math.floor(T / 2), step = qstep(row(npys[0], 0, 0, tq));
