@@ -134,8 +134,8 @@ int dataloader_init(DataLoader* dl, const char* pattern, int B, int T, int shuff
             const char* corpus = bundled_corpus(pattern);
             if (corpus)
                 snprintf(err, errcap,
-                         "%s: no file matches this glob; %s is a bundled corpus, fetch and "
-                         "prepare it with: bash scripts/setup corpus %s",
+                         "%s: no file matches this glob; %s is a corpus scripts/setup makes: "
+                         "bash scripts/setup corpus %s",
                          pattern, corpus, corpus);
             else
                 snprintf(err, errcap,

@@ -69,6 +69,11 @@ static const char* const VALUES[][2] = {
     {"max_skips", "2"},
     {"eval_seq_len", "6"},
     {"dist_timeout", "60"},
+    {"mc_data", "$DIR/mc.jsonl"},
+    // the final decay's length belongs to the wsd schedule (refused with the others)
+    {"decay_steps", "1 lr_schedule=wsd"},
+    {"decay_fraction", "0.5 lr_schedule=wsd"},
+    {"resume_change", "max_steps"}, // continues a copy of the base run with a larger max_steps
 };
 #define NVALUES ((int)(sizeof(VALUES) / sizeof(VALUES[0])))
 
@@ -201,6 +206,13 @@ START_TEST(test_every_help_key_runs) {
     snprintf(cmd, sizeof(cmd), "mkdir -p %s/data && mv %s/train_*.bin %s/val_*.bin %s/data", dir,
              dir, dir, dir);
     ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s/mc.jsonl", dir); // two HellaSwag examples for mc_data
+    FILE* mc = fopen(cmd, "w");
+    ck_assert(mc != NULL);
+    fputs("{\"ctx\": \"the cat\", \"endings\": [\" sat\", \" ran\"], \"label\": 0}\n"
+          "{\"ctx\": \"a dog\", \"endings\": [\" barks\", \" flies\"], \"label\": 0}\n",
+          mc);
+    ck_assert(fclose(mc) == 0);
     snprintf(base_args, sizeof(base_args),
              "%s train_data=%s/data/train_*.bin val_data=%s/data/val_*.bin", BASE, dir, dir);
     // the base run (also the checkpoint init_from starts from, and the run resume = 1 continues)
@@ -225,6 +237,13 @@ START_TEST(test_every_help_key_runs) {
             snprintf(out, sizeof(out), "%s/k%03d_%d", dir, i, j);
             if (!strcmp(k->key, "resume")) // continue the finished base run: nothing to do, exit 0
                 snprintf(args, sizeof(args), "%s out_dir=%s/base resume=1", base_args, dir);
+            else if (!strcmp(k->key, "resume_change")) { // extend a copy of the base run
+                char cp[4096];
+                snprintf(cp, sizeof(cp), "cp -r %s/base %s && rm -f %s/train.lock", dir, out, out);
+                ck_assert_int_eq(system(cp), 0);
+                snprintf(args, sizeof(args), "%s out_dir=%s resume=1 max_steps=3 %s=%s",
+                         base_args, out, k->key, vals[j]);
+            }
             else if (!strcmp(k->key, "out_dir"))
                 snprintf(args, sizeof(args), "%s %s=%s", base_args, k->key, out);
             else

@@ -231,8 +231,8 @@ START_TEST(test_short_run_caps_warmup) {
     ck_assert_msg(rc == 2, "an explicit warmup_steps > max_steps: exit %d; %s", rc, se);
     ck_assert_msg(strstr(se, "warmup_steps=6"), "%s", se);
     free(se);
-    // the README's short-run override and small.conf below 20 steps resolve (no data needed for
-    // --print-config)
+    // the README's short-run override and small.conf below 20 steps resolve (--print-config
+    // probes the data globs as training does: the test's shards stand in for the corpus)
     const char* const readme[][2] = {
         {"configs/gpt2_124M.conf max_steps=20 checkpoint_every=10 eval_every=10", "20"},
         {"configs/small.conf max_steps=10", "10"}};
@@ -240,7 +240,8 @@ START_TEST(test_short_run_caps_warmup) {
         char cmd[3000];
         path_in(dir, sizeof(dir), k ? "readme_small" : "readme_124M");
         snprintf(log, sizeof(log), "%s.log", dir);
-        snprintf(cmd, sizeof(cmd), "%s/%s --print-config", test_repo_root(), readme[k][0]);
+        snprintf(cmd, sizeof(cmd), "%s/%s %s --print-config", test_repo_root(), readme[k][0],
+                 tu_data());
         rc = tu_wait(tu_spawn(cmd, log), 60, readme[k][0]);
         char *so = tu_log(dir, "out"), want[64];
         se = tu_log(dir, "err");
