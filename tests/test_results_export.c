@@ -228,12 +228,72 @@ START_TEST(test_relabel_names_and_quoting) {
 }
 END_TEST
 
+// A run that diverged (a "diverged" record, exit 3, no final checkpoint) is exported as data:
+// provenance.json records the divergence, its step as final_step and no evaluation of a
+// checkpoint it never wrote; the sweep file's hashes (ablate_status.json) and the keys a resume
+// changed (its resume_change records) are carried over; a run that neither finished nor
+// diverged is still not exported.
+START_TEST(test_export_diverged_and_provenance) {
+    snprintf(g_tmp, sizeof(g_tmp), "%s", test_tmpdir());
+    char script[1200], sweep[800], res[900], p[1600];
+    snprintf(script, sizeof(script), "%s/scripts/results_export", test_repo_root());
+    snprintf(sweep, sizeof(sweep), "%s/sw", g_tmp);
+    ck_assert_int_eq(mkdir(sweep, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", sweep);
+    put(p, "sweep\tx.conf\nkey\tlr\nsetting\tlong_context\t1,2\n"
+           "run\tlr-1\tlr=1\nrun\tlr-2\tlr=2\n");
+    for (int k = 0; k < 2; k++) {
+        char d[1000];
+        snprintf(d, sizeof(d), "%s/lr-%d", sweep, k + 1);
+        ck_assert_int_eq(mkdir(d, 0755), 0);
+        snprintf(p, sizeof(p), "%s/config.conf", d);
+        put(p, "max_steps = 4\nseq_len = 8\nval_data = v.bin\n");
+        snprintf(p, sizeof(p), "%s/metrics.jsonl", d);
+        put(p, k == 0 ? "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\"}\n"
+                        "{\"step\":1,\"event\":\"resume_change\",\"key\":\"max_steps\","
+                        "\"was\":\"2\",\"now\":\"4\"}\n"
+                        "{\"step\":1,\"train_loss\":2.5}\n"
+                        "{\"step\":2,\"train_loss\":null}\n"
+                        "{\"step\":2,\"event\":\"diverged\",\"where\":\"loss\","
+                        "\"last_finite_step\":1,\"last_finite_loss\":2.5}\n"
+                      : "{\"step\":0,\"event\":\"run\",\"precision\":\"fp32\"}\n"
+                        "{\"step\":1,\"train_loss\":2.5}\n");
+        snprintf(p, sizeof(p), "%s/ablate_status.json", d);
+        put(p, "{\"exit\": 3, \"commit\": \"abc\", \"sweep_file\": \"x.conf\", "
+               "\"sweep_sha256\": \"f00d\", \"config_sha256\": {}, \"sweep_dirty\": false, "
+               "\"allow_dirty\": false}\n");
+    }
+    snprintf(res, sizeof(res), "%s/results", g_tmp);
+    ck_assert_int_eq(mkdir(res, 0755), 0);
+    char dst[1000];
+    snprintf(dst, sizeof(dst), "%s/r_lr", res);
+    char* a1[] = {PY, script, sweep, dst, NULL};
+    int rc = run_in(g_tmp, a1);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, g_out);
+    snprintf(p, sizeof(p), "%s/lr-2/provenance.json", dst);
+    ck_assert_msg(!exists(p), "a run that neither finished nor diverged was exported: %s", g_out);
+    snprintf(p, sizeof(p), "%s/lr-1/provenance.json", dst);
+    size_t n;
+    char err[1700];
+    char* prov = util_read_file(p, &n, err, sizeof(err));
+    ck_assert_msg(prov != NULL, "%s; %s", err, g_out);
+    const char* want[] = {"\"diverged\": {", "\"last_finite_loss\": 2.5", "\"final_step\": 2,",
+                          "\"sweep_sha256\": \"f00d\"", "\"resume_changes\": [",
+                          "\"now\": \"4\""};
+    for (int i = 0; i < 6; i++) ck_assert_msg(strstr(prov, want[i]), "%s not in %s", want[i], prov);
+    // the rerun: build and train only (the sweep's ./evaluate of a final checkpoint would fail)
+    ck_assert_msg(strstr(prov, "\"make\"") && !strstr(prov, "evaluate"), "%s", prov);
+    free(prov);
+}
+END_TEST
+
 static Suite* results_export_suite(void) {
     Suite* s = suite_create("results_export");
     TCase* tc = tcase_create("names");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_export_refuses_folder_names);
     tcase_add_test(tc, test_relabel_names_and_quoting);
+    tcase_add_test(tc, test_export_diverged_and_provenance);
     suite_add_tcase(s, tc);
     return s;
 }
