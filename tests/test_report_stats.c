@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include "common/util.h"
@@ -260,12 +261,18 @@ END_TEST
 // FINAL at step 10 (KIND 0), a stop on a non-finite loss at step 7 after the finite loss 4.5 at
 // step 6 (KIND 1: the trainer's diverged record, exit 3), or an update skipped at step 5 under
 // nan_policy = skip before a finished run with FINAL (KIND 2).
+static double g_max_logit = 0, g_log_z = 0; // > 0 / != 0: a model record with these values
+
 static void write_lr_run(const char* dir, const char* att, const char* lr, int seed, double final,
                          int kind) {
     char conf[256], m[1024], name[128];
     snprintf(conf, sizeof(conf), "attention = %s\nlr = %s\nseed = %d\nmax_steps = 10\n", att, lr,
              seed);
     int n = snprintf(m, sizeof(m), "{\"step\":0,\"val_loss\":5}\n");
+    if (g_max_logit > 0)
+        n += snprintf(m + n, sizeof(m) - n,
+                      "{\"step\":5,\"kind\":\"model\",\"max_logit\":%g,\"log_z_mean\":%g}\n",
+                      g_max_logit, g_log_z);
     for (int s = 1; s <= 6; s++)
         n += snprintf(m + n, sizeof(m) - n, "{\"step\":%d,\"train_loss\":%g}\n", s, 5.0 - s / 12.0);
     if (kind == 1)
@@ -362,6 +369,70 @@ START_TEST(test_lr_sensitivity_with_diverged_runs) {
 }
 END_TEST
 
+// scripts/lr_control.py, the stability control's rule, on the sweep above with max_logit
+// records: (1) softmax's sensitivity (1.5, 1.475, 1.45) is above sigmoid's (0.975, 0.975,
+// 0.725) in every seed; (2) softmax's max_logit at lr 0.1 must be >= 10x its own at lr 0.001
+// (20) and >= 10x sigmoid's at 0.1 (30): 500 holds, 250 (seed 3) does not, so the control fails
+// in seed 3 alone; a log_z_mean below -5 is named as output-logit divergence.
+START_TEST(test_lr_control_rule) {
+    char dir[1024], p[1400];
+    snprintf(dir, sizeof(dir), "%s/lrcontrol", test_tmpdir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof(p), "%s/ablate_sweep.tsv", dir);
+    FILE* f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "sweep\tlr.conf\ncommand\tx\nkey\tattention\nkey\tlr\nkey\tseed\n");
+    const char* att[2] = {"softmax", "sigmoid"};
+    const char* lrs[4] = {"0.001", "0.01", "0.1", "1"};
+    for (int a = 0; a < 2; a++)
+        for (int l = 0; l < 4; l++)
+            for (int s = 1; s <= 3; s++)
+                fprintf(f, "run\tattention-%s__lr-%s__seed-%d\tattention=%s\tlr=%s\tseed=%d\n",
+                        att[a], lrs[l], s, att[a], lrs[l], s);
+    fclose(f);
+    for (int s = 1; s <= 3; s++) {
+        const double dl = 0.1 * (s - 1);
+        g_log_z = s == 2 ? -6 : 1; // seed 2's runs drift: output-logit divergence
+        g_max_logit = 20;
+        write_lr_run(dir, "softmax", "0.001", s, 3 + dl, 0);
+        write_lr_run(dir, "softmax", "0.01", s, 2 + dl, 0);
+        g_max_logit = s == 3 ? 250 : 500;
+        write_lr_run(dir, "softmax", "0.1", s, 4 + dl, 0);
+        g_max_logit = 20;
+        write_lr_run(dir, "softmax", "1", s, 0, 1);
+        write_lr_run(dir, "sigmoid", "0.001", s, 3, 0);
+        write_lr_run(dir, "sigmoid", "0.01", s, 2.2, 0);
+        g_max_logit = 30;
+        write_lr_run(dir, "sigmoid", "0.1", s, 2.5, 0);
+        write_lr_run(dir, "sigmoid", "1", s, s == 1 ? 6 : 4, s == 2 ? 2 : 0);
+    }
+    g_max_logit = 0, g_log_z = 0;
+    char cmd[2400], out[1500];
+    snprintf(cmd, sizeof(cmd), PY " %s/scripts/lr_control.py %s --with-norm sigmoid > %s/out.txt",
+             test_repo_root(), dir, dir);
+    const int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d", st);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    size_t n;
+    char* text = util_read_file(out, &n, NULL, 0);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, "seed 1: (1) LR sensitivity softmax 1.5 vs sigmoid 0.975: holds; "
+                               "(2) max_logit 500 at lr 0.1, 20 at lr 0.001, sigmoid 30 at lr "
+                               "0.1: holds -> holds"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "seed 3: (1) LR sensitivity softmax 1.45 vs sigmoid 0.725: holds; "
+                               "(2) max_logit 250 at lr 0.1, 20 at lr 0.001, sigmoid 30 at lr "
+                               "0.1: fails -> FAILS"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "output-logit divergence: attention-softmax__lr-0.001__seed-2"),
+                  "%s", text);
+    ck_assert_msg(!strstr(text, "output-logit divergence: attention-softmax__lr-0.001__seed-1"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "control does not hold"), "%s", text);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_lr_metric_names_checked) {
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
@@ -384,6 +455,7 @@ static Suite* report_stats_suite(void) {
     tcase_add_test(tc, test_holm_correction_and_ratio_interval);
     tcase_add_test(tc, test_lr_sensitivity_with_diverged_runs);
     tcase_add_test(tc, test_lr_metric_names_checked);
+    tcase_add_test(tc, test_lr_control_rule);
     suite_add_tcase(s, tc);
     return s;
 }
