@@ -3,7 +3,8 @@
 // The driver (attention.c) owns what every variant shares: scores s = QK^T * scale per
 // (batch, head) through sgemm, the causal structure (a row t sees keys 0..t), the A·V product,
 // and their backward. A variant is one file exporting one `const AttnVariant`, listed once in
-// registry.c. Two kinds fit the same struct:
+// variants.def, with its float64 reference in tests/ref/ (the checklist: docs/variants.md,
+// "Adding a variant"). Two kinds fit the same struct:
 //
 //  1. Row maps: forward_row maps one causal score row s[0..n) (n = t+1) to weights a[0..n);
 //     backward_row adds its vector-Jacobian product ds += J^T da in O(n) and accumulates the

@@ -72,7 +72,9 @@ def softplus(x):
 
 
 def sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    """logistic in a form with full float64 relative precision for every x (exp of -log(1 + e^-x));
+    0.5 (1 + tanh(x/2)) cancels to ~1e-5 relative near 1e-13."""
+    return np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=np.float64)))
 
 
 def row_len(c):
@@ -281,13 +283,21 @@ def standardise(x, eps):
     return (x - mu) / math.sqrt(var + eps)
 
 
-def rm_normalized(s, c):  # A26
+def rm_normalized(s, c):  # A26, OliverRichter/normalized-attention:models.py
+    """NormalizeAttention: a = gain_h (s - mean) / (std + eps) + bias_h over the row (population
+    std, normalize_masked's sqrt(sum centered^2 / counts) + 1e-3); eps_mode = var divides by
+    sqrt(var + eps) instead; gain/bias = off fix them at 1/0; len_scale divides x by sqrt(n)."""
     hp, n = c["hp"], row_len(c)
-    g = c["p"][0] if hp["gain"] == "learn" else 1.0
-    a = g * standardise(s, hp["eps"])
-    if hp["len_scale"] == "inv_sqrt_n":
-        a = a / math.sqrt(n)
-    return a
+    mu = s.mean()
+    var = ((s - mu) ** 2).mean()
+    den = {"std": lambda: math.sqrt(var) + hp["eps"],
+           "var": lambda: math.sqrt(var + hp["eps"])}[hp["eps_mode"]]()
+    x = (s - mu) / den
+    if {"none": False, "inv_sqrt_n": True}[hp["len_scale"]]:
+        x = x / math.sqrt(n)
+    g = {"learn": lambda: c["p"][0], "off": lambda: 1.0}[hp["gain"]]()
+    b = {"learn": lambda: c["p"][1], "off": lambda: 0.0}[hp["bias"]]()
+    return g * x + b
 
 
 def rm_relu_ln(s, c):  # A29
@@ -532,7 +542,9 @@ HPARAMS = {
     "swat": {"window": 128, "slopes": "balanced|alibi|none:balanced",
              "bias": "none|fixed|learn:none"},
     "slowgrow": {"kernel": "poly|log|elu1:poly", "degree": 2},
-    "normalized": {"eps": 1e-12, "gain": "off|learn:off", "len_scale": "none|inv_sqrt_n:none"},
+    # OliverRichter/normalized-attention: per-head gain (init 1) and bias (init 0), 1e-3 on the std
+    "normalized": {"eps": 1e-3, "gain": "off|learn:learn", "len_scale": "none|inv_sqrt_n:none",
+                   "bias": "off|learn:learn", "eps_mode": "std|var:std"},
     "relu_ln": {"eps": 1e-12, "affine": "learn|none:learn"},
     "linear_scale": {"length": "row|train:row"},
     "shaped": {"tau": 1, "tau_scale": "width|none:width"},
@@ -541,7 +553,8 @@ HPARAMS = {
     "ssmax": {"theta_init": "fixed|inv_log_T:fixed", "theta0": 0.43, "bias": "off|learn:off"},
     "logn": {"kappa": 1, "learn": "off|on:off"},
     "softmax1": {"sink": "fixed|learn:fixed"},
-    "sigmoid": {"bias_mode": "ln_n|ln_T|fixed|none|learn:ln_n", "bias": 0},
+    # apple/ml-sigmoid-attention: the LM config's fixed sigmoid_bias = -ln 2048 = -ln T_train
+    "sigmoid": {"bias_mode": "ln_n|ln_T|fixed|none|learn:ln_T", "bias": 0},
     "softpick": {"eps": 1e-8},
     "clipped": {"alpha": 12, "zeta": 1},
     "relu": {"form": "relu_n|relu|relu2:relu_n"},
@@ -588,7 +601,7 @@ def init_params(v, c, P):
         w = hp["window"]
         return [-math.log(min(w, max(c["Ttrain"], 2))) if hp["bias"] == "learn" else nan]
     if v == "normalized":
-        return [1.0 if hp["gain"] == "learn" else nan]
+        return [1.0 if hp["gain"] == "learn" else nan, 0.0 if hp["bias"] == "learn" else nan]
     if v == "consmax":
         return [hp["beta0"], math.log(hp["gamma0"])]
     if v == "relu_ln":
@@ -705,50 +718,6 @@ def main():
         for line in status:
             f.write(line + "\n")
     return 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Authors' code as the default (sigmoid, normalized): these entries replace the ones above.
-
-
-def rm_normalized_authors(s, c):  # A26, OliverRichter/normalized-attention:models.py
-    """NormalizeAttention: a = gain_h (s - mean) / (std + eps) + bias_h over the row (population
-    std, normalize_masked's sqrt(sum centered^2 / counts) + 1e-3); eps_mode = var divides by
-    sqrt(var + eps) instead; gain/bias = off fix them at 1/0; len_scale divides x by sqrt(n)."""
-    hp, n = c["hp"], row_len(c)
-    mu = s.mean()
-    var = ((s - mu) ** 2).mean()
-    den = {"std": lambda: math.sqrt(var) + hp["eps"],
-           "var": lambda: math.sqrt(var + hp["eps"])}[hp["eps_mode"]]()
-    x = (s - mu) / den
-    if {"none": False, "inv_sqrt_n": True}[hp["len_scale"]]:
-        x = x / math.sqrt(n)
-    g = {"learn": lambda: c["p"][0], "off": lambda: 1.0}[hp["gain"]]()
-    b = {"learn": lambda: c["p"][1], "off": lambda: 0.0}[hp["bias"]]()
-    return g * x + b
-
-
-ROWMAPS["normalized"] = rm_normalized_authors
-
-
-def sigmoid(x):  # noqa: F811: 0.5 (1 + tanh(x/2)) above cancels to ~1e-5 relative near 1e-13
-    """logistic in a form with full float64 relative precision for every x (exp of -log(1 + e^-x))."""
-    return np.exp(-np.logaddexp(0.0, -np.asarray(x, dtype=np.float64)))
-
-# apple/ml-sigmoid-attention: the LM config's fixed sigmoid_bias = -ln 2048 = -ln T_train
-HPARAMS["sigmoid"] = dict(HPARAMS["sigmoid"], bias_mode="ln_n|ln_T|fixed|none|learn:ln_T")
-# OliverRichter/normalized-attention: per-head gain (init 1) and bias (init 0), 1e-3 on the std
-HPARAMS["normalized"] = {"eps": 1e-3, "gain": "off|learn:learn", "len_scale": "none|inv_sqrt_n:none",
-                         "bias": "off|learn:learn", "eps_mode": "std|var:std"}
-_init_params_before = init_params
-
-
-def init_params(v, c, P):  # noqa: F811 (normalized has two parameters now)
-    if v == "normalized":
-        nan = float("nan")
-        return [1.0 if c["hp"]["gain"] == "learn" else nan,
-                0.0 if c["hp"]["bias"] == "learn" else nan]
-    return _init_params_before(v, c, P)
 
 
 if __name__ == "__main__":
