@@ -241,10 +241,9 @@ START_TEST(test_every_help_key_runs) {
                 char cp[4096];
                 snprintf(cp, sizeof(cp), "cp -r %s/base %s && rm -f %s/train.lock", dir, out, out);
                 ck_assert_int_eq(system(cp), 0);
-                snprintf(args, sizeof(args), "%s out_dir=%s resume=1 max_steps=3 %s=%s",
-                         base_args, out, k->key, vals[j]);
-            }
-            else if (!strcmp(k->key, "out_dir"))
+                snprintf(args, sizeof(args), "%s out_dir=%s resume=1 max_steps=3 %s=%s", base_args,
+                         out, k->key, vals[j]);
+            } else if (!strcmp(k->key, "out_dir"))
                 snprintf(args, sizeof(args), "%s %s=%s", base_args, k->key, out);
             else
                 snprintf(args, sizeof(args), "%s out_dir=%s %s=%s", base_args, out, k->key,

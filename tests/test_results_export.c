@@ -277,10 +277,11 @@ START_TEST(test_export_diverged_and_provenance) {
     char err[1700];
     char* prov = util_read_file(p, &n, err, sizeof(err));
     ck_assert_msg(prov != NULL, "%s; %s", err, g_out);
-    const char* want[] = {"\"diverged\": {", "\"last_finite_loss\": 2.5", "\"final_step\": 2,",
-                          "\"sweep_sha256\": \"f00d\"", "\"resume_changes\": [",
-                          "\"now\": \"4\""};
-    for (int i = 0; i < 6; i++) ck_assert_msg(strstr(prov, want[i]), "%s not in %s", want[i], prov);
+    const char* want[] = {"\"diverged\": {",       "\"last_finite_loss\": 2.5",
+                          "\"final_step\": 2,",    "\"sweep_sha256\": \"f00d\"",
+                          "\"resume_changes\": [", "\"now\": \"4\""};
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(strstr(prov, want[i]), "%s not in %s", want[i], prov);
     // the rerun: build and train only (the sweep's ./evaluate of a final checkpoint would fail)
     ck_assert_msg(strstr(prov, "\"make\"") && !strstr(prov, "evaluate"), "%s", prov);
     free(prov);
