@@ -305,7 +305,7 @@ START_TEST(dry_run_writes_nothing_and_estimates) {
     base_conf(base, sizeof(base), data);
     char seeds[1200] = "1";
     for (int s = 2; s <= 100; s++) {
-        char x[8];
+        char x[16];
         snprintf(x, sizeof(x), ", %d", s);
         strcat(seeds, x);
     }
