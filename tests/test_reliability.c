@@ -23,7 +23,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
-#include "model/memory.h"
+#include "model/run/memory.h"
 #include "optim/optim.h"
 #include "tests/testutil.h"
 
