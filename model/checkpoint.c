@@ -405,12 +405,6 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
     return 0;
 }
 
-int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
-    GPT2Config fc;
-    if (llmc_read_config(path, &fc, err, errcap)) return -1;
-    return llmc_load_params(m, path, &fc, err, errcap);
-}
-
 int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err,
                      size_t errcap) {
     const GPT2Config fc = *header;

@@ -82,9 +82,8 @@ int ckpt_check_resume(const char* model_path, const Config* now, const char* now
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);
 // Read the llm.c header: sizes (maxT, V, L, NH, C, Vp).
 int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap);
-// Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init).
-int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
-// The same with the header already read by llmc_read_config (the file is not re-read for it).
+// Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init), with
+// the header read by llmc_read_config.
 int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err, size_t errcap);
 
 // Newest step in dir with both model_%08d.bin and state_%08d.bin verifying; -1 if none.
