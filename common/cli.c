@@ -19,11 +19,26 @@ static const CliOpt* find(const CliOpt* opts, int nopts, const char* a) {
 }
 
 int cli_parse(int argc, char** argv, int first, const CliOpt* opts, int nopts, const char** bad) {
+    int npos = 0;
+    return cli_parse_args(argc, argv, first, opts, nopts, NULL, 0, &npos, bad);
+}
+
+int cli_parse_args(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                   const char** pos, int maxpos, int* npos, const char** bad) {
     *bad = NULL;
+    *npos = 0;
     for (int i = first; i < argc; i++) {
         const char* a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return CLI_HELP;
         const CliOpt* o = find(opts, nopts, a);
+        if (!o && maxpos > 0 && (a[0] != '-' || !a[1])) { // an argument, not an option
+            if (*npos == maxpos) {
+                *bad = a;
+                return CLI_EXTRA;
+            }
+            pos[(*npos)++] = a;
+            continue;
+        }
         if (!o) {
             *bad = a;
             return CLI_UNKNOWN;

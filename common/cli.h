@@ -50,10 +50,17 @@ enum {
     CLI_HELP = 1,      // --help or -h (the arguments after it are not looked at)
     CLI_UNKNOWN = -1,  // *bad: an argument the table does not name
     CLI_NO_VALUE = -2, // *bad: an option that takes a value, given last
+    CLI_EXTRA = -3,    // *bad: one argument more than cli_parse_args takes
 };
 
 // Parse argv[first..argc) over opts[0..nopts), left to right (a later value replaces an earlier
 // one). CLI_DONE, CLI_HELP, or CLI_UNKNOWN / CLI_NO_VALUE with *bad the argument at fault.
 int cli_parse(int argc, char** argv, int first, const CliOpt* opts, int nopts, const char** bad);
+// The same for a command line with arguments besides the options: each argument that is not an
+// option (it does not start with '-', or it is "-" alone, standard input) goes to pos[*npos++],
+// at most maxpos of them (one more: CLI_EXTRA); an argument starting with '-' that the table does
+// not name is CLI_UNKNOWN.
+int cli_parse_args(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                   const char** pos, int maxpos, int* npos, const char** bad);
 
 #endif

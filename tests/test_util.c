@@ -184,6 +184,30 @@ START_TEST(test_cli_parse_bad_number_exits_2) {
 }
 END_TEST
 
+// cli_parse_args: arguments that are not options ("-" alone is one: standard input) are
+// collected in order up to maxpos, one more is CLI_EXTRA; a dashed argument the table does not
+// name stays CLI_UNKNOWN; the options between the arguments are parsed as with cli_parse.
+START_TEST(test_cli_parse_args) {
+    int flag = 0;
+    const char* out = NULL;
+    const CliOpt opts[] = {CLI_FLAG_OPT("--q", &flag), CLI_STR_OPT("--out", &out)};
+    const char *pos[2], *bad;
+    int npos = -1;
+    char* two[] = {"tool", "a.txt", "--q", "-", "--out", "o"};
+    ck_assert_int_eq(cli_parse_args(6, two, 1, opts, 2, pos, 2, &npos, &bad), CLI_DONE);
+    ck_assert_int_eq(npos, 2);
+    ck_assert_str_eq(pos[0], "a.txt");
+    ck_assert_str_eq(pos[1], "-");
+    ck_assert(flag == 1 && out && !strcmp(out, "o"));
+    char* three[] = {"tool", "a", "b", "c"};
+    ck_assert_int_eq(cli_parse_args(4, three, 1, opts, 2, pos, 2, &npos, &bad), CLI_EXTRA);
+    ck_assert_str_eq(bad, "c");
+    char* dashed[] = {"tool", "a", "-x"};
+    ck_assert_int_eq(cli_parse_args(3, dashed, 1, opts, 2, pos, 2, &npos, &bad), CLI_UNKNOWN);
+    ck_assert_str_eq(bad, "-x");
+}
+END_TEST
+
 static Suite* util_suite(void) {
     Suite* s = suite_create("util");
     TCase* tu = tcase_create("util");
@@ -194,6 +218,7 @@ static Suite* util_suite(void) {
     tcase_add_test(tu, test_cli_long_bad_exits_2);
     tcase_add_test(tu, test_cli_parse);
     tcase_add_test(tu, test_cli_parse_bad_number_exits_2);
+    tcase_add_test(tu, test_cli_parse_args);
     suite_add_tcase(s, tu);
     return s;
 }
