@@ -151,13 +151,6 @@ void json_append_escaped(JsonBuf* j, const char* str, size_t n) {
     buf_putc(j, '"');
 }
 
-char* json_escape(const char* s, size_t n) {
-    JsonBuf j;
-    json_init(&j);
-    json_append_escaped(&j, s, n);
-    return j.buf; // the caller frees
-}
-
 // ----------------------------------------------------------------------------
 // structure
 

@@ -75,9 +75,8 @@ void json_num_array(JsonBuf* j, const char* key, const float* v, size_t n);
 void json_str_array(JsonBuf* j, const char* key, const char* const* v, size_t n);
 
 // Append the quoted, escaped form of s[0..n) to the buffer, without any separator logic
-// (for hand-assembled text). json_escape returns the same as a malloc'd NUL-terminated string.
+// (for hand-assembled text).
 void json_append_escaped(JsonBuf* j, const char* s, size_t n);
-char* json_escape(const char* s, size_t n);
 
 // Write the buffer plus '\n' and fflush. Returns 0, or -1 on a write error (errno is set).
 int json_write_line(const JsonBuf* j, FILE* f);
