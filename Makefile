@@ -34,7 +34,7 @@ MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || echo -I/usr/lib/
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi)
 LDLIBS   += $(MPI_LIBS)
 
-LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c))
+LIB_SRCS  := $(sort $(wildcard common/*.c data/*.c optim/*.c attention/*.c model/*.c model/run/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 # tool mains: train.c at the root, the other tools in tools/; every binary lands at ./NAME
 CLI_SRCS  := $(sort $(wildcard tools/*.c))
@@ -204,7 +204,7 @@ mutate: setup
 	@/usr/bin/python3 scripts/mutate $(MUTATE_ARGS)
 
 # ---- formatting ----------------------------------------------------------------------------
-FMT_SRCS = $(wildcard *.[ch] tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] tests/*.[ch])
+FMT_SRCS = $(wildcard *.[ch] tools/*.c common/*.[ch] data/*.[ch] optim/*.[ch] attention/*.[ch] model/*.[ch] model/run/*.[ch] tests/*.[ch])
 format:
 	clang-format -i $(FMT_SRCS)
 format-check: deps

@@ -16,11 +16,11 @@
 // agreed on with dist_exit_if_failed and reported once (common/dist.h).
 //
 // Where the pieces live: Config (common/config.h); model_open, GPT2, gpt2_* (model/open.h,
-// model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); sampling
-// (model/sample.h); DataLoader (data/dataloader.h); Optimizer, schedules, clipping (optim/).
-// Checkpoints: the model file (model/checkpoint.h) and the run-state file (common/run_state.h),
-// composed here from the optimizer's and the loader's own serialisations and the loop state (the
-// byte layout is in docs/design.md).
+// model/gpt2.h); model files (model/checkpoint.h); diagnostics (model/metrics.h); DataLoader
+// (data/dataloader.h); Optimizer, schedules, clipping (optim/). The run's own code is in
+// model/run/: the Trainer, the checkpoint pair (the model file and the run-state file, saved and
+// resumed) and the run's files and records (trainer.h), the run folder and its lock (folder.h),
+// the memory estimate (memory.h) and the loss-spike window (spike.h).
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -37,7 +37,6 @@
 #include "common/peak.h"
 #include "common/run_state.h"
 #include "common/runlog.h"
-#include "common/spike.h"
 #include "common/util.h"
 #include "data/dataloader.h"
 #include "data/mc.h"
@@ -45,47 +44,16 @@
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
 #include "model/mc_eval.h"
-#include "model/memory.h"
 #include "model/metrics.h"
 #include "model/open.h"
-#include "model/run_folder.h"
-#include "model/run_header.h"
-#include "model/sample.h"
+#include "model/run/folder.h"
+#include "model/run/memory.h"
+#include "model/run/spike.h"
+#include "model/run/trainer.h"
 #include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
-
-typedef struct {
-    Config cfg;
-    GPT2 model;
-    DataLoader train, val;
-    int have_train, have_val;
-    Optimizer opt;    // with zero = 1 under mpirun: this rank's shard of the state
-    DataParallel* dp; // N ranks (optim/data_parallel.h); NULL in a single process
-    OptimHParams oh;
-    OptimRange ranges[GPT2_MAX_SPECS]; // one per tensor, with its weight-decay flag
-    int nranges;
-    LrSchedule sched;
-    Tokenizer* tok; // NULL if the tokenizer files are missing (samples print ids)
-    McSet mc;       // mc_data, scored at every evaluation (data/mc.h); n = 0 without one
-    LoopState ls;
-    DataLoaderState data_pos; // the training loader's position as last saved or loaded
-    int resumed;
-    ResumeChanges changes; // resumed: the keys resume_change let differ from the checkpoint's
-    double lr_was;         // resumed: the start step's learning rate under the checkpoint's keys
-    int *inputs, *targets; // a step's micro-batches (grad_accum, B, T), or (B, eval_T)
-    int eval_T;
-    RunLog rl; // OUT/metrics.jsonl and OUT/main.log, every write checked (common/runlog.h)
-    JsonBuf j;
-    Metrics mt;
-    char* config_text; // the resolved config: OUT/config.conf and every model file
-    int nthreads;
-    MMPeak peak;        // matmul FLOP/s in this run's precision (MFU is against it)
-    PeakStats peak_how; // how that peak was measured: trials, spread, cache (common/peak.h)
-    Eta eta;            // step and phase costs, for the ETA (common/eta.h)
-    char precision_info[384];
-} Trainer;
 
 // SIGINT, SIGTERM, SIGHUP: checkpoint after this step and stop (exit EXIT_STOPPED). SIGUSR1:
 // checkpoint after this step and go on (Slurm's --signal=USR1@SECONDS before a time limit).
@@ -282,90 +250,6 @@ static void teardown(Trainer* t) {
 }
 
 // =============================================================================================
-// checkpoints: OUT/model_<step>.bin (model/checkpoint.h), then OUT/state_<step>.bin
-// (common/run_state.h: the loop, data and optim sections, each written by its owner)
-
-// A checkpoint counts only when both files exist and verify; then the rotation keeps the newest
-// keep_last pairs. Under mpirun every rank calls it (the optimizer state is gathered to rank 0,
-// which alone writes). 0, or -1 after reporting the failure (the previous checkpoints are intact).
-static int checkpoint_save(Trainer* t, long step) {
-    char mp[1100], sp[1100], err[2048];
-    ckpt_pair_paths(t->cfg.out_dir, step, mp, sp, sizeof(mp));
-    t->ls.step = step;
-    Optimizer full;
-    const Optimizer* opt = dp_state_for_save(t->dp, &t->opt, &full, t->model.num_params);
-    if (!opt) return 0; // under mpirun only rank 0 writes (the state was gathered to it)
-    DataLoaderState pos = t->data_pos;
-    if (t->have_train) dataloader_get_state(&t->train, &pos);
-    RunStateWriter w; // sections: loop (run_state_create), data, optim, model (the pair's tie)
-    int bad = ckpt_save_model(&t->model, mp, step, t->config_text, err, sizeof(err)) ||
-              run_state_create(&w, sp, 3, &t->ls, err, sizeof(err));
-    if (!bad) {
-        dataloader_state_put(&pos, &w);
-        optim_state_put(opt, &w);
-        run_state_put_pair(&w, step, run_state_params_crc(t->model.params, t->model.num_params));
-        bad = run_state_finish(&w, err, sizeof(err));
-    }
-    dp_state_done(t->dp, &full);
-    if (bad) {
-        fprintf(stderr,
-                "attnlab: checkpoint at step %ld failed: %s (previous checkpoints are intact)\n",
-                step, err);
-        return -1;
-    }
-    ckpt_prune(t->cfg.out_dir, t->cfg.keep_last);
-    return 0;
-}
-
-// resume = 1: load the newest step whose model and state both verify, after checking that the
-// run may continue from it exactly (ckpt_check_resume: keys not named in resume_change as saved)
-// and that the two files are one checkpoint (run_state_check_pair). The start step (0 when there
-// is nothing to resume), or -1 when that checkpoint already ends the run. Every rank loads the
-// files; a failure is agreed on and reported once (exit 2). The config text gets the accepted
-// changes (and those of earlier resumes) for config.conf and later model files.
-static long checkpoint_resume(Trainer* t) {
-    const Config* c = &t->cfg;
-    const long latest = ckpt_resume_step(c->out_dir, c->resume, c->max_steps);
-    if (latest < 0) return latest == -1 ? 0 : -1;
-    char mp[1100], sp[1100], err[2048] = "", msg[2100];
-    ckpt_pair_paths(c->out_dir, latest, mp, sp, sizeof(mp));
-    long s;
-    Optimizer full; // zero = 1: the file holds the full state; this rank keeps its shard
-    if (dp_sharded(t->dp)) optim_init(&full, t->opt.def, t->model.num_params);
-    Optimizer* into = dp_sharded(t->dp) ? &full : &t->opt;
-    static const char* const SECTIONS[] = {DATALOADER_STATE_SECTION, OPTIM_STATE_SECTION};
-    RunStateReader r;
-    char* saved = NULL;
-    int bad = ckpt_check_resume(mp, c, t->config_text, dp_size(t->dp), &t->changes, &saved, err,
-                                sizeof(err)) ||
-              ckpt_load_model(&t->model, mp, 1, &s, NULL, 0, err, sizeof(err)) ||
-              run_state_open(&r, sp, SECTIONS, 2, err, sizeof(err));
-    if (!bad) {
-        t->ls = r.loop;
-        bad = run_state_check_pair(&r, mp, s,
-                                   run_state_params_crc(t->model.params, t->model.num_params), err,
-                                   sizeof(err)) ||
-              optim_state_get(into, &r, err, sizeof(err)) ||
-              dataloader_state_get(&t->data_pos, &r, err, sizeof(err));
-        run_state_close(&r);
-        bad = bad ||
-              (t->have_train && dataloader_set_state(&t->train, &t->data_pos, err, sizeof(err)));
-    }
-    snprintf(msg, sizeof(msg), "cannot resume: %s", err);
-    dist_exit_if_failed(bad, EXIT_USAGE, msg);
-    if (dp_sharded(t->dp)) {
-        dp_take_shard(t->dp, &full, &t->opt);
-        optim_free(&full);
-    }
-    printf("resuming from step %ld (%s)\n", t->ls.step, mp);
-    t->resumed = 1;
-    resume_changes_append_text(&t->config_text, saved, t->ls.step, &t->changes);
-    t->lr_was = lr_schedule_saved(saved, t->ls.step); // for the record (model/run_header.h)
-    free(saved);
-    return t->ls.step;
-}
-
-// =============================================================================================
 // pieces of the loop
 
 // Mean validation loss over the first eval_steps batches (sequential, from the start), in
@@ -392,115 +276,22 @@ static float evaluate(Trainer* t) {
     return (float)(sum / t->cfg.eval_steps);
 }
 
-static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
-    return tok ? tokenizer_token_bytes(tok, id, len) : NULL;
-}
-
-static void write_sample(Trainer* t, long step) {
-    const int n = t->cfg.sample_tokens, V = t->cfg.vocab_size;
-    int* ids = mallocCheck(sizeof(int) * (size_t)(n + 1));
-    int eot = t->tok ? tokenizer_eot(t->tok) : (V == 257 ? 256 : 50256);
-    ids[0] = eot < V ? eot : 0;
-    int len = gpt2_generate(&t->model, ids, 1, n, 1.0f, 40, -1, &t->ls.rng);
-    printf("---- sample at step %ld ----\n", step); // a document's end shows as a break line
-    sample_write(stdout, ids + 1, len - 1, eot, t->tok ? token_bytes : NULL, t->tok, 0);
-    printf("\n--------------------------------\n");
-    fflush(stdout);
-    free(ids);
-}
-
-// The diagnostics (model/metrics.h) on probe_sequences windows of the validation split (the
-// training split without one), spread evenly over its shards; a no-op when both intervals are 0.
-static void diagnostics_init(Trainer* t) {
-    const Config* c = &t->cfg;
-    const DataLoader* dl = t->have_val ? &t->val : &t->train;
-    const int on = c->metrics_every > 0 || c->dump_attention_every > 0;
-    const int T = t->have_val ? t->eval_T : c->seq_len, n = c->probe_sequences;
-    const char* src = t->have_val ? c->val_data : c->train_data;
-    char err[2048] = "", msg[2400]; // "SRC: ERR"
-    int* probe = on ? dataloader_spread_tokens(dl, n, T, err, sizeof(err)) : NULL;
-    dist_exit_if_failed(on && !probe, EXIT_USAGE, err); // every rank loads the probe tokens
-    MetricsSetup ms = {.every = c->metrics_every,
-                       .dump_every = c->dump_attention_every,
-                       .sink_eps = c->sink_eps,
-                       .tokens = probe,
-                       .nseq = n,
-                       .T = T,
-                       .nthreads = t->nthreads};
-    const int bad = metrics_init(&t->mt, &t->model, &ms, err, sizeof(err)) != 0;
-    snprintf(msg, sizeof(msg), "%s: %s", src, err);
-    dist_exit_if_failed(bad, EXIT_USAGE, msg);
-    free(probe);
-}
-
-// OUT/config.conf, OUT/metrics.jsonl (cut back to `start` when resumed: what the resumed run
-// writes again is dropped) and OUT/main.log, and the run's header: what precision ran, what MFU
-// is measured against and the machine (model/run_header.h). A file that cannot be written ends
-// every rank (exit 1), reported once.
-static void open_logs(Trainer* t, long start) {
-    const Config* c = &t->cfg;
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/config.conf", c->out_dir);
-    const int root = dist_is_root(); // under mpirun only rank 0 writes files
-    AtomicFile af = {.err = ""};
-    dist_exit_if_failed(root && (atomic_open(&af, path) ||
-                                 atomic_write(&af, t->config_text, strlen(t->config_text)) ||
-                                 atomic_commit(&af)),
-                        1, af.err);
-    char err[2048] = ""; // (the other ranks write the same records to /dev/null)
-    dist_exit_if_failed(
-        (root && t->resumed && run_folder_resume_records(c->out_dir, start, err, sizeof(err))) ||
-            runlog_open(&t->rl, root ? c->out_dir : NULL, t->resumed ? start : -1, err,
-                        sizeof(err)) != 0,
-        1, err);
-    const RunHeader h = {.model = &t->model,
-                         .cfg = c,
-                         .precision_info = t->precision_info,
-                         .peak_flops = t->peak.flops,
-                         .peak = &t->peak_how,
-                         .nthreads = t->nthreads,
-                         .dp_line = t->dp ? strstr(t->config_text, "# data parallel:") : NULL,
-                         .start = start,
-                         .resumed = t->resumed,
-                         .changes = &t->changes,
-                         .lr_was = t->lr_was,
-                         .lr_now = lr_schedule_get(&t->sched, (int)start)};
-    run_header_write(&h, &t->rl, &t->j); // model/run_header.h
-}
-
 // =============================================================================================
 // the loop
-
-// The record of a run that stops on a non-finite loss or gradient (nan_policy = stop, or more than
-// max_skips consecutive skips): {"step", "event": "diverged", "loss", "grad_norm", "where",
-// "last_finite_step", "last_finite_loss", "nan_policy"} (non-finite numbers, and a last finite
-// step from before a resume, are null), so that a learning-rate sweep reads the divergence from
-// metrics.jsonl alone (docs/ablations.md, "Learning-rate sensitivity").
-static void record_divergence(Trainer* t, long step, double loss, double norm, const char* where,
-                              long last_step, double last_loss) {
-    JsonBuf* j = runlog_event(&t->j, step, "diverged");
-    json_num(j, "loss", loss);
-    json_num(j, "grad_norm", norm);
-    json_str(j, "where", where);
-    json_num(j, "last_finite_step", last_step >= 0 ? (double)last_step : NAN);
-    json_num(j, "last_finite_loss", last_loss);
-    json_str(j, "nan_policy", t->cfg.nan_policy);
-    runlog_end(&t->rl, j);
-}
 
 static int train(Trainer* t) {
     const Config* c = &t->cfg;
     GPT2* m = &t->model;
     char err[2048];
     dist_exit_if_failed(util_mkdirs(c->out_dir, err, sizeof(err)) != 0, 1, err);
-    // one run per out_dir (model/run_folder.h): rank 0 takes its lock, checks a new run's folder
+    // one run per out_dir (model/run/folder.h): rank 0 takes its lock, checks a new run's folder
     dist_exit_if_failed(dist_is_root() && run_folder_open(c, err, sizeof(err)), EXIT_USAGE, err);
     if (dist_is_root()) util_remove_stale_temps(c->out_dir); // of writes a killed run left
-    const long start = checkpoint_resume(t);
+    const long start = run_checkpoint_resume(t);
     if (start < 0) return 0; // resume = 1 on a finished run: nothing written
     json_init(&t->j);
-    open_logs(t, start);
-    diagnostics_init(t);
+    run_open_logs(t, start);
+    run_diagnostics_init(t);
     const int B = c->batch_size, T = c->seq_len, accum = c->grad_accum;
     const size_t BT = (size_t)B * T;
     eta_init(&t->eta, t->have_val, c->eval_every, c->sample_every, c->metrics_every,
@@ -536,7 +327,7 @@ static int train(Trainer* t) {
         }
         if (root && c->sample_every > 0 && step > 0 && (step % c->sample_every == 0 || last)) {
             p0 = util_now();
-            write_sample(t, step);
+            run_write_sample(t, step);
             eta_add(&t->eta, ETA_SAMPLE, util_now() - p0);
         }
         if (last) break;
@@ -610,7 +401,7 @@ static int train(Trainer* t) {
                         "non-finite value in %s. Stopping without a checkpoint of this state; the "
                         "last checkpoint in %s is intact.\n",
                         loss, norm, step, where, c->out_dir);
-            record_divergence(t, step + 1, loss, norm, where, last_step, last_loss);
+            run_record_divergence(t, step + 1, loss, norm, where, last_step, last_loss);
             rc = EXIT_NONFINITE;
             break;
         }
@@ -653,7 +444,7 @@ static int train(Trainer* t) {
         fprintf(t->rl.log, "step %ld train_loss %f\n", step + 1, loss);
 
         // ---- diagnostics: probe forward on the updated model, records, attention dump
-        const TokenText tt = {.bytes = token_bytes, .ctx = t->tok};
+        const TokenText tt = {.bytes = run_token_bytes, .ctx = t->tok};
         p0 = util_now();
         if (root && (metrics_now || dump_now) &&
             metrics_probe(&t->mt, m, step + 1, metrics_now, dump_now, &tt, c->out_dir, t->rl.jsonl,
@@ -674,7 +465,7 @@ static int train(Trainer* t) {
         if ((periodic || req == REQ_CKPT) && step + 1 < c->max_steps) {
             snprintf(err, sizeof(err), "step %ld: the checkpoint could not be written", step + 1);
             p0 = util_now();
-            const int cbad = checkpoint_save(t, step + 1);
+            const int cbad = run_checkpoint_save(t, step + 1);
             eta_add(&t->eta, ETA_CKPT, util_now() - p0);
             if (cbad)
                 runlog_fail(&t->rl, err);
@@ -699,7 +490,7 @@ static int train(Trainer* t) {
         rc = 1;
     } else if (rc != EXIT_NONFINITE) { // the final checkpoint, also after a signal
         double p0 = util_now();
-        if (checkpoint_save(t, step))
+        if (run_checkpoint_save(t, step))
             rc = 1;
         else
             printf("checkpoint: %s/model_%08ld.bin (+ state_%08ld.bin)\n", c->out_dir, step, step);

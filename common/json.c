@@ -151,13 +151,6 @@ void json_append_escaped(JsonBuf* j, const char* str, size_t n) {
     buf_putc(j, '"');
 }
 
-char* json_escape(const char* s, size_t n) {
-    JsonBuf j;
-    json_init(&j);
-    json_append_escaped(&j, s, n);
-    return j.buf; // the caller frees
-}
-
 // ----------------------------------------------------------------------------
 // structure
 
@@ -166,11 +159,14 @@ static void json_member(JsonBuf* j, const char* key) {
     ASSERT(j->depth > 0);
     int d = j->depth - 1;
     ASSERT(j->is_array[d] ? key == NULL : key != NULL);
+    const int line = j->lines && d == 0; // json_begin_lines: a top-level member on its own line
     if (j->count[d]) buf_putc(j, ',');
+    if (line) buf_put(j, "\n  ", 3);
     j->count[d] = 1;
     if (key) {
         json_append_escaped(j, key, strlen(key));
         buf_putc(j, ':');
+        if (line) buf_putc(j, ' ');
     }
 }
 
@@ -185,12 +181,19 @@ static void json_open(JsonBuf* j, char c, int is_array) {
 static void json_close(JsonBuf* j, char c, int is_array) {
     ASSERT(j->depth > 0 && j->is_array[j->depth - 1] == is_array);
     j->depth--;
+    if (j->lines && j->depth == 0) buf_putc(j, '\n');
     buf_putc(j, c);
 }
 
 void json_begin(JsonBuf* j) {
     json_reset(j);
+    j->lines = 0;
     json_open(j, '{', 0);
+}
+
+void json_begin_lines(JsonBuf* j) {
+    json_begin(j);
+    j->lines = 1;
 }
 
 void json_end(JsonBuf* j) {
@@ -262,6 +265,12 @@ void json_bool(JsonBuf* j, const char* key, int v) {
 void json_null(JsonBuf* j, const char* key) {
     json_member(j, key);
     buf_put(j, "null", 4);
+}
+
+void json_literal(JsonBuf* j, const char* key, const char* literal) {
+    ASSERT(literal && literal[0]); // (a constant of the caller's, never read from a file)
+    json_member(j, key);
+    buf_put(j, literal, strlen(literal));
 }
 
 void json_int_array(JsonBuf* j, const char* key, const int* v, size_t n) {

@@ -36,6 +36,7 @@ typedef struct {
     int depth;                           // open objects/arrays
     unsigned char count[JSON_MAX_DEPTH]; // per level: 0 before the first member, 1 after
     unsigned char is_array[JSON_MAX_DEPTH];
+    int lines; // json_begin_lines: the top-level object's members one per line
 } JsonBuf;
 
 void json_init(JsonBuf* j);
@@ -45,6 +46,10 @@ void json_reset(JsonBuf* j); // empty the buffer (keeps its memory)
 // Top-level object: json_begin empties the buffer and opens '{'; json_end closes it.
 void json_begin(JsonBuf* j);
 void json_end(JsonBuf* j);
+// json_begin for a file a person reads (config.json): each member of the top-level object on its
+// own line, indented by two spaces, as "key": value (the values themselves stay on one line),
+// and the closing brace on a line of its own: {\n  "a": 1,\n  "b": [2,3]\n}
+void json_begin_lines(JsonBuf* j);
 
 // Values. `key` is the member name inside an object, NULL inside an array.
 void json_int(JsonBuf* j, const char* key, long long v);
@@ -54,6 +59,9 @@ void json_str(JsonBuf* j, const char* key, const char* s);            // NULL s 
 void json_strn(JsonBuf* j, const char* key, const char* s, size_t n); // n bytes, NUL allowed
 void json_bool(JsonBuf* j, const char* key, int v);
 void json_null(JsonBuf* j, const char* key);
+// A number written exactly as `literal` spells it (a constant of the caller's such as "0.0" or
+// "1e-05", where %.9g would print 0 and change a file's bytes); it must be a JSON number.
+void json_literal(JsonBuf* j, const char* key, const char* literal);
 
 // Nested containers.
 void json_object_begin(JsonBuf* j, const char* key);
@@ -67,9 +75,8 @@ void json_num_array(JsonBuf* j, const char* key, const float* v, size_t n);
 void json_str_array(JsonBuf* j, const char* key, const char* const* v, size_t n);
 
 // Append the quoted, escaped form of s[0..n) to the buffer, without any separator logic
-// (for hand-assembled text). json_escape returns the same as a malloc'd NUL-terminated string.
+// (for hand-assembled text).
 void json_append_escaped(JsonBuf* j, const char* s, size_t n);
-char* json_escape(const char* s, size_t n);
 
 // Write the buffer plus '\n' and fflush. Returns 0, or -1 on a write error (errno is set).
 int json_write_line(const JsonBuf* j, FILE* f);

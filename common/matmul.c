@@ -371,10 +371,6 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // ---------------------------------------------------------------------------------------------
 // measured peak (matmul.h)
 
-double mm_measure_peak(int nthreads, int trials) {
-    return mm_measure_peak_trials(nthreads, trials, NULL);
-}
-
 double mm_measure_peak_trials(int nthreads, int trials, double* rates) {
     const int n = 512;
     const size_t nn = (size_t)n * n;

@@ -94,9 +94,8 @@ void mm_thread_scratch_free(void);
 // on operands already in bf16) with n threads each multiplying its own 512x512 matrices, the way
 // the trainer calls the kernels: the best of `trials` short trials (a busy machine makes single
 // trials come out low; the first trial, which creates primitives and warms caches, never
-// counts). About 0.05 s per trial.
-double mm_measure_peak(int nthreads, int trials);
-// The same, with the rate of every counted trial in rates[0 .. trials-2] (NULL: not kept); the
+// counts). About 0.05 s per trial. The rate of every counted trial goes to rates[0 .. trials-2]
+// (NULL: not kept), and the best is returned; the
 // trainer's peak (the median, its spread and the per-machine cache) is in common/peak.h.
 double mm_measure_peak_trials(int nthreads, int trials, double* rates);
 // ./bench sgemm-peak (precision NULL) / bf16-peak ("bf16"): measure the peak with every OpenMP

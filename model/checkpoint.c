@@ -17,12 +17,8 @@
 #define SPEC_REC 72 // name[64] + int64 size
 
 // ---------------------------------------------------------------------------------------------
-// shared: trailer verification and checked reads
-
-// The trailer (crc32 of all bytes before the last 8, end magic): common/util.h.
-static int verify_trailer(const char* path, size_t min_size, char* err, size_t errcap) {
-    return util_verify_trailer(path, min_size, err, errcap);
-}
+// shared: checked reads (the trailer, crc32 of all bytes before the last 8 and the end magic, is
+// common/util.h's: util_verify_trailer, atomic_finish)
 
 static int read_exact(FILE* f, void* p, size_t n, const char* path, const char* what, char* err,
                       size_t errcap) {
@@ -39,10 +35,6 @@ static int64_t get64(const int32_t* h, int i) {
 static void put64(int32_t* h, int i, int64_t v) {
     h[i] = (int32_t)(uint32_t)((uint64_t)v & 0xffffffffu);
     h[i + 1] = (int32_t)(uint32_t)((uint64_t)v >> 32);
-}
-
-static int finish(AtomicFile* af, char* err, size_t errcap) {
-    return atomic_finish(af, err, errcap);
 }
 
 // Fields 2..7 of both model-file headers (attnlab's and llm.c's): maxT, V, L, NH, C, Vp.
@@ -107,7 +99,7 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     }
     atomic_write(&af, config_text ? config_text : "", tl);
     atomic_write(&af, m->params, sizeof(float) * m->num_params);
-    return finish(&af, err, errcap);
+    return atomic_finish(&af, err, errcap);
 }
 
 int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
@@ -122,7 +114,7 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         return -1;
     }
     if (probe) fclose(probe);
-    if (verify_trailer(path, 1024, err, errcap)) return -1;
+    if (util_verify_trailer(path, 1024, err, errcap)) return -1;
     FILE* f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
@@ -295,17 +287,6 @@ int ckpt_load_model(GPT2* m, const char* path, int strict, long* step, char* not
     return rc;
 }
 
-// ---------------------------------------------------------------------------------------------
-// the trailer, for the run-state file the trainer composes
-
-int ckpt_verify_file(const char* path, size_t min_size, char* err, size_t errcap) {
-    return verify_trailer(path, min_size, err, errcap);
-}
-
-int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap) {
-    return finish(af, err, errcap);
-}
-
 int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,
                       ResumeChanges* changes, char** saved_text, char* err, size_t errcap) {
     GPT2Config sc;
@@ -424,12 +405,6 @@ int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap
     return 0;
 }
 
-int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
-    GPT2Config fc;
-    if (llmc_read_config(path, &fc, err, errcap)) return -1;
-    return llmc_load_params(m, path, &fc, err, errcap);
-}
-
 int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err,
                      size_t errcap) {
     const GPT2Config fc = *header;
@@ -490,8 +465,8 @@ long ckpt_find_latest(const char* dir) {
         char mp[1100], sp[1100], err[1400];
         snprintf(mp, sizeof(mp), "%s/model_%08ld.bin", dir, steps[i]);
         snprintf(sp, sizeof(sp), "%s/state_%08ld.bin", dir, steps[i]);
-        if (verify_trailer(mp, 1024, err, sizeof(err)) == 0 &&
-            verify_trailer(sp, RUN_STATE_MIN_BYTES, err, sizeof(err)) == 0)
+        if (util_verify_trailer(mp, 1024, err, sizeof(err)) == 0 &&
+            util_verify_trailer(sp, RUN_STATE_MIN_BYTES, err, sizeof(err)) == 0)
             return steps[i];
         fprintf(stderr, "attnlab: skipping damaged checkpoint at step %ld: %s\n", steps[i], err);
     }

@@ -5,7 +5,7 @@
 // qk_norm_kind [20], step), the attention spec, the parameter table (name + size per tensor), the
 // resolved config text, all parameters (fp32), and a trailer {crc32 of everything before it, end
 // magic}. Run state (state_%08d.bin): a sectioned file (the loop's state, the loader's position,
-// the optimizer's state), same trailer; common/run_state.h writes and reads it, train.c composes it
+// the optimizer's state), same trailer; common/run_state.h writes and reads it, the run composes it
 // from the sections optim/ and data/ serialise (see docs/design.md). Both are written
 // atomically (temp file, fsync, rename, directory fsync); resume
 // takes the newest step whose model and state both verify, so a crash at any moment leaves the
@@ -66,14 +66,9 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                      size_t errcap);
 void ckpt_close(CkptFile* cf);
 
-// The trailer every attnlab checkpoint file ends with: {crc32 of all bytes before it, end magic}
-// (util_verify_trailer and atomic_finish in common/util.h, which the run-state file of
-// common/run_state.h uses too). ckpt_verify_file checks a file of at least min_size bytes before
-// the trailer. 0, or -1 with err naming the file (truncated, missing end marker, checksum
-// mismatch).
-int ckpt_verify_file(const char* path, size_t min_size, char* err, size_t errcap);
-// Append the trailer over everything af has written and commit it (atomic rename).
-int ckpt_finish_file(AtomicFile* af, char* err, size_t errcap);
+// The trailer every attnlab checkpoint file (model and run-state) ends with, {crc32 of all bytes
+// before it, end magic}, has one writer and one check: atomic_finish and util_verify_trailer
+// (common/util.h).
 
 // resume = 1: may a run with config `now` (resolved config text `now_text`) on `nranks` ranks
 // continue exactly from the checkpoint whose model file is `model_path`? run_state_check_resume
@@ -87,9 +82,8 @@ int ckpt_check_resume(const char* model_path, const Config* now, const char* now
 int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap);
 // Read the llm.c header: sizes (maxT, V, L, NH, C, Vp).
 int llmc_read_config(const char* path, GPT2Config* cfg, char* err, size_t errcap);
-// Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init).
-int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
-// The same with the header already read by llmc_read_config (the file is not re-read for it).
+// Load llm.c's 16 tensors into a built model of matching sizes (variant tensors keep init), with
+// the header read by llmc_read_config.
 int llmc_load_params(GPT2* m, const char* path, const GPT2Config* header, char* err, size_t errcap);
 
 // Newest step in dir with both model_%08d.bin and state_%08d.bin verifying; -1 if none.

@@ -177,7 +177,7 @@ typedef struct {
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and
-    // only tally: the memory estimate (model/memory.h) runs the allocation code this way.
+    // only tally: the memory estimate (model/run/memory.h) runs the allocation code this way.
     int size_only;
     GPT2Bytes bytes;
     // ---- data parallelism (optim/data_parallel.h, train.c). gpt2_backward accumulates the

@@ -440,7 +440,6 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     }
     int plain = hf_is_plain_gpt2(m);
     if (util_mkdirs(dir, err, errcap)) return -1;
-    char* att_esc = json_escape(m->attention, strlen(m->attention)); // quoted
     if (!plain)
         fprintf(stderr,
                 "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d, "
@@ -494,7 +493,6 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
                             "attnlab_qk_norm_kind",   attn_qknorm_name(c->qk_norm_kind)};
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-    AtomicFile af;
     StWriter w;
     int rc = -1;
     float* buf = NULL;
@@ -519,43 +517,48 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         st_write_f32(&w, src, numel);
     }
     if (st_write_end(&w, err, errcap)) goto done;
-    // config.json
+    // config.json (the layout Hugging Face writes: a member a line)
     {
-        int eot = c->vocab_size == 50257 ? 50256 : c->vocab_size - 1;
-        char* cj = NULL;
-        size_t cl = 0;
-        FILE* f = open_memstream(&cj, &cl);
-        if (!f) die(1, "cannot allocate config.json");
-        fprintf(
-            f,
-            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
-            "  \"activation_function\": \"gelu_new\",\n  \"attn_pdrop\": 0.0,\n"
-            "  \"embd_pdrop\": 0.0,\n  \"resid_pdrop\": 0.0,\n  \"summary_first_dropout\": 0.0,\n"
-            "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n"
-            "  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": 1e-05,\n"
-            "  \"n_ctx\": %d,\n  \"n_embd\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
-            "  \"n_layer\": %d,\n  \"n_positions\": %d,\n  \"vocab_size\": %d,\n"
-            "  \"scale_attn_weights\": true,\n  \"tie_word_embeddings\": true,\n"
-            "  \"torch_dtype\": \"float32\",\n  \"use_cache\": true",
-            plain ? "GPT2LMHeadModel" : HF_ARCH_ATTNLAB, plain ? "gpt2" : HF_MODEL_TYPE_ATTNLAB,
-            eot, eot, c->block_size, c->n_embd, c->n_head, c->n_layer, c->block_size,
-            c->vocab_size);
-        if (!plain)
-            fprintf(f,
-                    ",\n  \"attnlab_attention\": %s,\n  \"attnlab_pos_encoding\": \"%s\",\n"
-                    "  \"attnlab_qk_norm\": %d,\n  \"attnlab_qk_norm_kind\": \"%s\",\n"
-                    "  \"attnlab_residual\": \"%s\",\n  \"attnlab_value_residual\": %d",
-                    att_esc, attn_pos_name(c->pos_encoding), c->qk_norm,
-                    attn_qknorm_name(c->qk_norm_kind), resid_name(c->residual), c->value_residual);
-        fprintf(f, "\n}\n");
-        fclose(f);
-        snprintf(path, sizeof(path), "%s/config.json", dir);
-        int bad = atomic_open(&af, path) || atomic_write(&af, cj, cl) || atomic_commit(&af);
-        free(cj);
-        if (bad) {
-            snprintf(err, errcap, "%s", af.err);
-            goto done;
+        const int eot = c->vocab_size == 50257 ? 50256 : c->vocab_size - 1;
+        JsonBuf cj = {0};
+        json_begin_lines(&cj);
+        json_array_begin(&cj, "architectures");
+        json_str(&cj, NULL, plain ? "GPT2LMHeadModel" : HF_ARCH_ATTNLAB);
+        json_array_end(&cj);
+        json_str(&cj, "model_type", plain ? "gpt2" : HF_MODEL_TYPE_ATTNLAB);
+        json_str(&cj, "activation_function", "gelu_new");
+        static const char* const PDROP[] = {"attn_pdrop", "embd_pdrop", "resid_pdrop",
+                                            "summary_first_dropout"};
+        for (int k = 0; k < 4; k++)
+            json_literal(&cj, PDROP[k], "0.0");
+        json_int(&cj, "bos_token_id", eot);
+        json_int(&cj, "eos_token_id", eot);
+        json_literal(&cj, "initializer_range", "0.02");
+        json_literal(&cj, "layer_norm_epsilon", "1e-05");
+        json_int(&cj, "n_ctx", c->block_size);
+        json_int(&cj, "n_embd", c->n_embd);
+        json_int(&cj, "n_head", c->n_head);
+        json_null(&cj, "n_inner");
+        json_int(&cj, "n_layer", c->n_layer);
+        json_int(&cj, "n_positions", c->block_size);
+        json_int(&cj, "vocab_size", c->vocab_size);
+        json_bool(&cj, "scale_attn_weights", 1);
+        json_bool(&cj, "tie_word_embeddings", 1);
+        json_str(&cj, "torch_dtype", "float32");
+        json_bool(&cj, "use_cache", 1);
+        if (!plain) {
+            json_str(&cj, "attnlab_attention", m->attention);
+            json_str(&cj, "attnlab_pos_encoding", attn_pos_name(c->pos_encoding));
+            json_int(&cj, "attnlab_qk_norm", c->qk_norm);
+            json_str(&cj, "attnlab_qk_norm_kind", attn_qknorm_name(c->qk_norm_kind));
+            json_str(&cj, "attnlab_residual", resid_name(c->residual));
+            json_int(&cj, "attnlab_value_residual", c->value_residual);
         }
+        json_end(&cj);
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        const int bad = json_write_file(&cj, path, err, errcap);
+        json_free(&cj);
+        if (bad) goto done;
     }
     if (tokenizer_dir) {
         char src[1100];
@@ -569,7 +572,6 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     rc = 0;
 done:
     free(buf);
-    free(att_esc);
     free(et);
     return rc;
 }

@@ -57,12 +57,6 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n) {
     o->state = nstate ? allocFloats(nstate) : NULL; // zeroed
 }
 
-void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
-                int nranges, float lr, const OptimHParams* h) {
-    optim_step_fused(o, params, (float*)grads, ranges, nranges, lr, h, NULL); // f = NULL: g
-                                                                              // is only read
-}
-
 void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
                       int nranges, float lr, const OptimHParams* h, const OptimFuse* f) {
     const float gscale = f ? f->gscale : 1.0f;

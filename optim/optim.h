@@ -55,7 +55,7 @@ typedef struct {
     // Optional, the same update in one pass with two extra jobs (see OptimFuse): the gradient
     // read as g[i] * gscale (clipping), and copy[i] = bf16(p[i]) written after the update.
     // Bitwise equal to scaling g in place, calling update, then converting p. Without it,
-    // optim_step does those three passes itself.
+    // optim_step_fused does those three passes itself.
     void (*update_fused)(float* p, const float* g, float* state, size_t stride, size_t n, float lr,
                          float wd, const OptimHParams* h, long t, float gscale, bf16* copy);
 } OptimizerDef;
@@ -91,13 +91,11 @@ typedef struct {
 
 void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
 // Update the parameters [o->base, o->base + o->n) of the flat buffer: each range is clipped to
-// that span. Unsharded (base 0, n = all) this is every range in full.
-void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
-                int nranges, float lr, const OptimHParams* h);
-// optim_step with the jobs of *f (NULL: none) done on the way: one pass over the parameters for
-// an optimizer with update_fused (AdamW), else g scaled in place (only when gscale != 1), the
+// that span (unsharded, base 0 and n = all, every range in full), with the jobs of *f (NULL:
+// none; the gradient is then only read) done on the way: one pass over the parameters for an
+// optimizer with update_fused (AdamW), else g scaled in place (only when gscale != 1), the
 // update, and the copy converted, range by range. Either way the parameters, state and copy are
-// bitwise what grad_clip, optim_step and bf16_from_floats give one after another.
+// bitwise what grad_clip, the plain update (f = NULL) and bf16_from_floats give one after another.
 void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
                       int nranges, float lr, const OptimHParams* h, const OptimFuse* f);
 

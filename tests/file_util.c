@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "tests/testutil.h"
 
@@ -50,4 +51,11 @@ int test_run_python(const char* dir, const char* script, const char* args) {
     snprintf(cmd, sizeof(cmd), "%s %s %s", TEST_PYTHON, path, args);
     int rc = system(cmd);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+char* json_escape(const char* s, size_t n) {
+    JsonBuf j;
+    json_init(&j);
+    json_append_escaped(&j, s, n);
+    return j.buf; // the caller frees
 }

@@ -13,6 +13,7 @@
 
 #include "common/util.h"
 #include "data/shard.h"
+#include "model/checkpoint.h"
 #include "tests/testutil.h"
 
 void test_tiny_config(Config* c, int V, int L, int NH, int C, int T) {
@@ -173,4 +174,15 @@ double test_expect_learns(const Config* c, const char* what) {
     double first = (l[0] + l[1] + l[2]) / 3, last = (l[S - 3] + l[S - 2] + l[S - 1]) / 3;
     ck_assert_msg(last < first - 0.3, "%s: loss did not fall (%.3f -> %.3f)", what, first, last);
     return val;
+}
+
+int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
+    GPT2Config fc;
+    if (llmc_read_config(path, &fc, err, errcap)) return -1;
+    return llmc_load_params(m, path, &fc, err, errcap);
+}
+
+void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
+                int nranges, float lr, const OptimHParams* h) {
+    optim_step_fused(o, params, (float*)grads, ranges, nranges, lr, h, NULL);
 }

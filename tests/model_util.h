@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/rng.h"
 #include "model/gpt2.h"
+#include "optim/optim.h"
 
 // Defaults with the given sizes: vocabulary V, L layers, NH heads, width C, block and sequence T,
 // batch 2.
@@ -49,5 +50,12 @@ double test_expect_learns(const Config* c, const char* what);
 // val_loss (NAN without one).
 void test_expect_resume_exact(const Config* a, const char* resumed, const char* what, double* val_a,
                               double* val_b);
+
+// One-call forms of library calls that only the suites make:
+// llm.c's file into a built model (llmc_read_config, then llmc_load_params); 0 or -1 with err.
+int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
+// An optimizer step with nothing fused (optim_step_fused with f = NULL: grads only read).
+void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
+                int nranges, float lr, const OptimHParams* h);
 
 #endif

@@ -3,7 +3,7 @@
 // CPUINFO_FLAGS order, whole words only; later blocks are not read; a text without a model name
 // reads "unknown"; small buffers truncate and stay NUL-terminated; the machine's own
 // /proc/cpuinfo gives a model name and only flags of the list; and the run header
-// (model/run_header.c) records it: main.log's precision, peak (trials, spread, cache), CPU and
+// (model/run/header.c) records it: main.log's precision, peak (trials, spread, cache), CPU and
 // data-parallel lines, the run event of metrics.jsonl and the console banner, and a resumed
 // run's note instead of a second run event.
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "common/json.h"
 #include "common/runlog.h"
 #include "common/util.h"
-#include "model/run_header.h"
+#include "model/run/header.h"
 #include "tests/file_util.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"

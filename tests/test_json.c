@@ -1,5 +1,6 @@
 // tests/test_json.c: the JSON writer of common/json.h: records, float round trips, escaping
-// (control characters, invalid UTF-8), nested objects and arrays, and JSON lines and whole-file
+// (control characters, invalid UTF-8), nested objects and arrays, the one-member-a-line layout
+// of config.json (json_begin_lines, json_literal), and JSON lines and whole-file
 // writes whose validity Python's json module checks (a missing Python is a failure).
 #include <math.h>
 #include <stdio.h>
@@ -134,6 +135,38 @@ START_TEST(test_json_nested) {
 END_TEST
 
 // Lines written with json_write_line parse with Python's json module and decode to what we meant.
+// json_begin_lines: the layout of a config.json (model/hf.c) that people and Hugging Face read:
+// each top-level member on its own line, "key": value with one space, nested values on one line;
+// json_literal keeps a number's spelling ("0.0", "1e-05") that %.9g would change; a json_begin
+// after it is compact again.
+START_TEST(test_json_begin_lines) {
+    JsonBuf j = {0};
+    json_begin_lines(&j);
+    json_array_begin(&j, "architectures");
+    json_str(&j, NULL, "GPT2LMHeadModel");
+    json_str(&j, NULL, "X");
+    json_array_end(&j);
+    json_literal(&j, "attn_pdrop", "0.0");
+    json_literal(&j, "eps", "1e-05");
+    json_null(&j, "n_inner");
+    json_object_begin(&j, "o");
+    json_int(&j, "a", 1);
+    json_bool(&j, "b", 1);
+    json_object_end(&j);
+    json_int(&j, "n", 12);
+    json_end(&j);
+    ck_assert_str_eq(j.buf, "{\n  \"architectures\": [\"GPT2LMHeadModel\",\"X\"],\n"
+                            "  \"attn_pdrop\": 0.0,\n  \"eps\": 1e-05,\n  \"n_inner\": null,\n"
+                            "  \"o\": {\"a\":1,\"b\":true},\n  \"n\": 12\n}");
+    json_begin(&j);
+    json_int(&j, "n", 1);
+    json_int(&j, "m", 2);
+    json_end(&j);
+    ck_assert_str_eq(j.buf, "{\"n\":1,\"m\":2}");
+    json_free(&j);
+}
+END_TEST
+
 START_TEST(test_json_lines_valid) {
     const char* dir = test_tmpdir();
     char path[1024];
@@ -210,6 +243,7 @@ static Suite* json_suite(void) {
     tcase_add_test(tj, test_json_escape);
     tcase_add_test(tj, test_json_nested);
     tcase_add_test(tj, test_json_lines_valid);
+    tcase_add_test(tj, test_json_begin_lines);
     suite_add_tcase(s, tj);
     return s;
 }

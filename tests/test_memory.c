@@ -1,4 +1,4 @@
-// tests/test_memory.c: the memory estimate (model/memory.h) against what the model really
+// tests/test_memory.c: the memory estimate (model/run/memory.h) against what the model really
 // allocates. For several attention configurations (plain softmax; a row map with per-head
 // parameters; layer-level variants with their own tensors and caches; composed variants; rope,
 // whose workspace holds RoPE tables and a gradient buffer; the layer-level variants that take
@@ -16,7 +16,7 @@
 #include "common/matmul.h"
 #include "common/util.h"
 #include "model/gpt2.h"
-#include "model/memory.h"
+#include "model/run/memory.h"
 #include "optim/optim.h"
 #include "tests/model_util.h"
 #include "tests/testutil.h"

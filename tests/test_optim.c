@@ -11,6 +11,7 @@
 #include "optim/clip.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 static const OptimHParams HP = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};

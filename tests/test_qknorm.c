@@ -31,7 +31,7 @@
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
 #include "model/hf.h"
-#include "model/memory.h"
+#include "model/run/memory.h"
 #include "model/open.h"
 #include "tests/gradcheck_model.h"
 #include "tests/model_util.h"

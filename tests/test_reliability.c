@@ -23,7 +23,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
-#include "model/memory.h"
+#include "model/run/memory.h"
 #include "optim/optim.h"
 #include "tests/testutil.h"
 
@@ -147,13 +147,13 @@ static void tiny_model(GPT2* m, Optimizer* o) {
 }
 
 // Read a run-state file the way its layout is documented (docs/design.md), independently of the
-// trainer's reader: the trailer verifies (ckpt_verify_file), the header says STATE_MAGIC version
+// trainer's reader: the trailer verifies (util_verify_trailer), the header says STATE_MAGIC version
 // 2 with 4 sections that fill the file exactly: "loop" (48 bytes, the step first), "data" (56
 // bytes), "optim" with o's name, size and state arrays and exactly that many floats, and "model"
 // (16 bytes: the loop's step again, the crc32 of the paired model file's parameters, 0). Returns
 // 0 with *step, or -1 with err naming the file.
 static int read_state(const Optimizer* o, const char* path, long* step, char* err, size_t cap) {
-    if (ckpt_verify_file(path, 12, err, cap)) return -1;
+    if (util_verify_trailer(path, 12, err, cap)) return -1;
     size_t n;
     unsigned char* b = (unsigned char*)util_read_file(path, &n, err, cap);
     if (!b) return -1;

@@ -1,4 +1,4 @@
-// tests/test_run_folder.c: one run per out_dir (model/run_folder.h, docs/configuration.md "The
+// tests/test_run_folder.c: one run per out_dir (model/run/folder.h, docs/configuration.md "The
 // run folder"), driving the real BUILD/train on a tiny byte-level model:
 //   - a new run into a folder that holds a run is refused naming what is there, and changes
 //     nothing; overwrite = 1 deletes that run's files (only those) and trains;

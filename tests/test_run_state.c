@@ -46,7 +46,7 @@ static DataLoaderState some_pos(void) {
     return p;
 }
 
-// The trainer's write: loop, data, optim (train.c's checkpoint_save).
+// The trainer's write: loop, data, optim (run_checkpoint_save, model/run/checkpoints.c).
 static void write_v2(const char* path, const LoopState* l, const Optimizer* o,
                      const DataLoaderState* p) {
     char err[2048];

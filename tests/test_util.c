@@ -1,6 +1,8 @@
 // tests/test_util.c: common/util.h: crc32 (the CRC-32 check value, incremental), atomic writes
 // (nothing at the final path before commit, abort keeps the old file, failures name the path and
-// leave no temp file), and util_cli_long (whole-string integers in range, anything else exits 2).
+// leave no temp file), util_cli_long (whole-string integers in range, anything else exits 2), and
+// the tools' option table (common/cli.h).
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/util.h"
 #include "tests/file_util.h"
 #include "tests/testutil.h"
@@ -105,6 +108,106 @@ START_TEST(test_cli_long_bad_exits_2) {
 }
 END_TEST
 
+// The --buckets kind of parser a tool brings (CLI_FN): records what it was given.
+static void fn_record(const char* name, const char* value, void* dst) {
+    snprintf((char*)dst, 64, "%s=%s", name, value);
+}
+
+// cli_parse: every kind of row, a second spelling, a later value replacing an earlier one,
+// arguments before `first` not looked at, and the three ways it stops (--help, an unknown
+// argument, an option given last without its value) naming the argument at fault.
+START_TEST(test_cli_parse) {
+    const char* s = "unset";
+    int flag = 0, n = 0;
+    long big = 0;
+    float f = 0;
+    double d = 0;
+    char rec[64] = "";
+    const CliOpt opts[] = {CLI_STR_OPT("--out", &s),
+                           CLI_STR_OPT("-o", &s),
+                           CLI_FLAG_OPT("--raw", &flag),
+                           CLI_INT_OPT("--n", &n, 1, 100),
+                           CLI_LONG_OPT("--seed", &big, 0, (double)LONG_MAX),
+                           CLI_FLOAT_OPT("--t", &f, 0, 2),
+                           CLI_DOUBLE_OPT("--eps", &d, 0, 1),
+                           CLI_FN_OPT("--b", fn_record, rec)};
+    const char* bad = "x";
+    char* ok[] = {"tool", "--n", "--raw", "--out", "a",      "--n",
+                  "7",    "-o",  "b",     "--raw", "--seed", "9223372036854775807",
+                  "--t",  "1.5", "--eps", "0.25",  "--b",    "s,e"};
+    ck_assert_int_eq(cli_parse(18, ok, 2, opts, CLI_COUNT(opts), &bad), CLI_DONE);
+    ck_assert_ptr_null(bad);
+    ck_assert_str_eq(s, "b"); // -o after --out: the later one
+    ck_assert_int_eq(flag, 1);
+    ck_assert_int_eq(n, 7);
+    ck_assert(big == LONG_MAX);
+    ck_assert(f == 1.5f && d == 0.25);
+    ck_assert_str_eq(rec, "--b=s,e");
+    char* help[] = {"tool", "--n", "3", "-h", "--bogus"};
+    ck_assert_int_eq(cli_parse(5, help, 1, opts, CLI_COUNT(opts), &bad), CLI_HELP);
+    char* unknown[] = {"tool", "--n", "4", "--bogus", "1"};
+    ck_assert_int_eq(cli_parse(5, unknown, 1, opts, CLI_COUNT(opts), &bad), CLI_UNKNOWN);
+    ck_assert_str_eq(bad, "--bogus");
+    ck_assert_int_eq(n, 4);
+    char* novalue[] = {"tool", "--raw", "--out"};
+    ck_assert_int_eq(cli_parse(3, novalue, 1, opts, CLI_COUNT(opts), &bad), CLI_NO_VALUE);
+    ck_assert_str_eq(bad, "--out");
+    char* positional[] = {"tool", "file.txt"};
+    ck_assert_int_eq(cli_parse(2, positional, 1, opts, CLI_COUNT(opts), &bad), CLI_UNKNOWN);
+    ck_assert_str_eq(bad, "file.txt");
+}
+END_TEST
+
+// A number out of a row's range or not a number ends the process with exit 2 (util_cli_long,
+// util_cli_double).
+START_TEST(test_cli_parse_bad_number_exits_2) {
+    int n = 0;
+    double d = 0;
+    const CliOpt opts[] = {CLI_INT_OPT("--n", &n, 1, 100), CLI_DOUBLE_OPT("--eps", &d, 0, 1)};
+    char* cases[][2] = {
+        {"--n", "0"}, {"--n", "101"}, {"--n", "5x"}, {"--eps", "nan"}, {"--eps", "1.5"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+            char* argv[] = {"tool", cases[i][0], cases[i][1]};
+            const char* bad;
+            cli_parse(3, argv, 1, opts, 2, &bad);
+            _exit(0);
+        }
+        int st;
+        ck_assert(waitpid(pid, &st, 0) == pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == EXIT_USAGE, "%s %s was accepted",
+                      cases[i][0], cases[i][1]);
+    }
+}
+END_TEST
+
+// cli_parse_args: arguments that are not options ("-" alone is one: standard input) are
+// collected in order up to maxpos, one more is CLI_EXTRA; a dashed argument the table does not
+// name stays CLI_UNKNOWN; the options between the arguments are parsed as with cli_parse.
+START_TEST(test_cli_parse_args) {
+    int flag = 0;
+    const char* out = NULL;
+    const CliOpt opts[] = {CLI_FLAG_OPT("--q", &flag), CLI_STR_OPT("--out", &out)};
+    const char *pos[2], *bad;
+    int npos = -1;
+    char* two[] = {"tool", "a.txt", "--q", "-", "--out", "o"};
+    ck_assert_int_eq(cli_parse_args(6, two, 1, opts, 2, pos, 2, &npos, &bad), CLI_DONE);
+    ck_assert_int_eq(npos, 2);
+    ck_assert_str_eq(pos[0], "a.txt");
+    ck_assert_str_eq(pos[1], "-");
+    ck_assert(flag == 1 && out && !strcmp(out, "o"));
+    char* three[] = {"tool", "a", "b", "c"};
+    ck_assert_int_eq(cli_parse_args(4, three, 1, opts, 2, pos, 2, &npos, &bad), CLI_EXTRA);
+    ck_assert_str_eq(bad, "c");
+    char* dashed[] = {"tool", "a", "-x"};
+    ck_assert_int_eq(cli_parse_args(3, dashed, 1, opts, 2, pos, 2, &npos, &bad), CLI_UNKNOWN);
+    ck_assert_str_eq(bad, "-x");
+}
+END_TEST
+
 static Suite* util_suite(void) {
     Suite* s = suite_create("util");
     TCase* tu = tcase_create("util");
@@ -113,6 +216,9 @@ static Suite* util_suite(void) {
     tcase_add_test(tu, test_atomic_write);
     tcase_add_test(tu, test_cli_long_ok);
     tcase_add_test(tu, test_cli_long_bad_exits_2);
+    tcase_add_test(tu, test_cli_parse);
+    tcase_add_test(tu, test_cli_parse_bad_number_exits_2);
+    tcase_add_test(tu, test_cli_parse_args);
     suite_add_tcase(s, tu);
     return s;
 }

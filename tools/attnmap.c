@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/config.h"
 #include "common/matmul.h"
 #include "common/util.h"
@@ -348,30 +349,30 @@ static int html_main(int argc, char** argv) {
     DumpArgs d = {.layers_s = "all", .heads_s = "all"};
     const char *maps[2] = {NULL, NULL}, *ckpts[2] = {NULL, NULL}, *mfile[2] = {NULL, NULL};
     const char *out = NULL, *title = NULL, *max_s = "128";
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            html_usage(stdout);
-            return 0;
-        }
-        const char** dst = !strcmp(a, "--checkpoint")                  ? &ckpts[0]
-                           : !strcmp(a, "--compare")                   ? &ckpts[1]
-                           : !strcmp(a, "--maps")                      ? &maps[0]
-                           : !strcmp(a, "--compare-maps")              ? &maps[1]
-                           : !strcmp(a, "--metrics")                   ? &mfile[0]
-                           : !strcmp(a, "--compare-metrics")           ? &mfile[1]
-                           : !strcmp(a, "--text")                      ? &d.text
-                           : !strcmp(a, "--tokens")                    ? &d.tokfile
-                           : !strcmp(a, "--layers")                    ? &d.layers_s
-                           : !strcmp(a, "--heads")                     ? &d.heads_s
-                           : !strcmp(a, "--tokenizer-dir")             ? &d.tokdir
-                           : !strcmp(a, "--title")                     ? &title
-                           : !strcmp(a, "--max-mib")                   ? &max_s
-                           : (!strcmp(a, "--out") || !strcmp(a, "-o")) ? &out
-                                                                       : NULL;
-        if (!dst) usage_error("html: unknown argument '%s'", a);
-        if (i + 1 >= argc) usage_error("html: %s needs a value", a);
-        *dst = argv[++i];
+    const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpts[0]),
+                           CLI_STR_OPT("--compare", &ckpts[1]),
+                           CLI_STR_OPT("--maps", &maps[0]),
+                           CLI_STR_OPT("--compare-maps", &maps[1]),
+                           CLI_STR_OPT("--metrics", &mfile[0]),
+                           CLI_STR_OPT("--compare-metrics", &mfile[1]),
+                           CLI_STR_OPT("--text", &d.text),
+                           CLI_STR_OPT("--tokens", &d.tokfile),
+                           CLI_STR_OPT("--layers", &d.layers_s),
+                           CLI_STR_OPT("--heads", &d.heads_s),
+                           CLI_STR_OPT("--tokenizer-dir", &d.tokdir),
+                           CLI_STR_OPT("--title", &title),
+                           CLI_STR_OPT("--max-mib", &max_s),
+                           CLI_STR_OPT("--out", &out),
+                           CLI_STR_OPT("-o", &out)};
+    const char* bad;
+    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
+    case CLI_HELP:
+        html_usage(stdout);
+        return 0;
+    case CLI_UNKNOWN:
+        usage_error("html: unknown argument '%s'", bad);
+    case CLI_NO_VALUE:
+        usage_error("html: %s needs a value", bad);
     }
     if (!out || !*out) usage_error("%s", "html: --out FILE.html is required");
     if (!ckpts[0] == !maps[0]) usage_error("%s", "html: give one of --checkpoint and --maps");
@@ -468,27 +469,20 @@ static int html_main(int argc, char** argv) {
 int main(int argc, char** argv) {
     if (argc >= 2 && !strcmp(argv[1], "html")) return html_main(argc - 1, argv + 1);
     DumpArgs d = {.layers_s = "all", .heads_s = "all"};
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--fp16")) {
-            d.fp16 = 1;
-            continue;
-        }
-        const char** dst = !strcmp(a, "--checkpoint")      ? &d.ckpt
-                           : !strcmp(a, "--text")          ? &d.text
-                           : !strcmp(a, "--tokens")        ? &d.tokfile
-                           : !strcmp(a, "--layers")        ? &d.layers_s
-                           : !strcmp(a, "--heads")         ? &d.heads_s
-                           : !strcmp(a, "--out")           ? &d.out
-                           : !strcmp(a, "--tokenizer-dir") ? &d.tokdir
-                                                           : NULL;
-        if (!dst) usage_error("unknown argument '%s'", a);
-        if (i + 1 >= argc) usage_error("%s needs a value", a);
-        *dst = argv[++i];
+    const CliOpt opts[] = {
+        CLI_STR_OPT("--checkpoint", &d.ckpt),      CLI_STR_OPT("--text", &d.text),
+        CLI_STR_OPT("--tokens", &d.tokfile),       CLI_STR_OPT("--layers", &d.layers_s),
+        CLI_STR_OPT("--heads", &d.heads_s),        CLI_STR_OPT("--out", &d.out),
+        CLI_STR_OPT("--tokenizer-dir", &d.tokdir), CLI_FLAG_OPT("--fp16", &d.fp16)};
+    const char* bad;
+    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
+    case CLI_HELP:
+        usage(stdout);
+        return 0;
+    case CLI_UNKNOWN:
+        usage_error("unknown argument '%s'", bad);
+    case CLI_NO_VALUE:
+        usage_error("%s needs a value", bad);
     }
     if (!d.ckpt) usage_error("%s", "--checkpoint PATH is required");
     if (!d.out || !*d.out) usage_error("%s", "--out PREFIX is required");

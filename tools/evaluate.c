@@ -50,6 +50,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/config.h"
 #include "common/matmul.h"
 #include "common/rng.h"
@@ -300,52 +301,49 @@ static void eval_mc(GPT2* m, const Config* cfg, const char* path, int limit, int
     if (tok) tokenizer_free(tok);
 }
 
+// --lengths (factors of the training length) and --seq-len (tokens) fill one list; the later wins.
+typedef struct {
+    const char* list;
+    int tokens;
+} Lengths;
+static void set_lengths(const char* name, const char* value, void* dst) {
+    Lengths* l = dst;
+    l->list = value;
+    l->tokens = !strcmp(name, "--seq-len");
+}
+
 int main(int argc, char** argv) {
-    const char *ckpt = NULL, *data = NULL, *lengths = "1,2,4", *mc = NULL;
+    const char *ckpt = NULL, *data = NULL, *mc = NULL;
     int mc_examples = 0, mc_window = 0;
-    int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20, len_tokens = 0;
-    long long seed = 1234;
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        const int more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--passkey")) {
-            passkey = 1;
-        } else if (more && !strcmp(a, "--multiple-choice")) {
-            mc = argv[++i];
-        } else if (more && !strcmp(a, "--examples")) {
-            mc_examples = (int)util_cli_long("--examples", argv[++i], 1, 1 << 30);
-        } else if (more && !strcmp(a, "--window")) {
-            mc_window = (int)util_cli_long("--window", argv[++i], 1, 1 << 20);
-        } else if (more && !strcmp(a, "--checkpoint")) {
-            ckpt = argv[++i];
-        } else if (more && !strcmp(a, "--data")) {
-            data = argv[++i];
-        } else if (more && !strcmp(a, "--lengths")) {
-            lengths = argv[++i];
-            len_tokens = 0;
-        } else if (more && !strcmp(a, "--seq-len")) {
-            lengths = argv[++i];
-            len_tokens = 1;
-        } else if (more && !strcmp(a, "--batches")) {
-            batches = (int)util_cli_long("--batches", argv[++i], 1, 1000000);
-        } else if (more && !strcmp(a, "--batch-size")) {
-            B = (int)util_cli_long("--batch-size", argv[++i], 1, 4096);
-        } else if (more && !strcmp(a, "--threads")) {
-            threads = (int)util_cli_long("--threads", argv[++i], 1, 1024);
-        } else if (more && !strcmp(a, "--length")) {
-            plen = (int)util_cli_long("--length", argv[++i], 8, 1 << 20);
-        } else if (more && !strcmp(a, "--trials")) {
-            trials = (int)util_cli_long("--trials", argv[++i], 1, 1000000);
-        } else if (more && !strcmp(a, "--seed")) {
-            seed = (int)util_cli_long("--seed", argv[++i], 0, 2147483647);
-        } else {
-            usage(stderr);
-            die(EXIT_USAGE, "unknown or incomplete argument '%s'", a);
-        }
+    int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20;
+    int seed = 1234;
+    Lengths len = {"1,2,4", 0};
+    const CliOpt opts[] = {CLI_FLAG_OPT("--passkey", &passkey),
+                           CLI_STR_OPT("--multiple-choice", &mc),
+                           CLI_INT_OPT("--examples", &mc_examples, 1, 1 << 30),
+                           CLI_INT_OPT("--window", &mc_window, 1, 1 << 20),
+                           CLI_STR_OPT("--checkpoint", &ckpt),
+                           CLI_STR_OPT("--data", &data),
+                           CLI_FN_OPT("--lengths", set_lengths, &len),
+                           CLI_FN_OPT("--seq-len", set_lengths, &len),
+                           CLI_INT_OPT("--batches", &batches, 1, 1000000),
+                           CLI_INT_OPT("--batch-size", &B, 1, 4096),
+                           CLI_INT_OPT("--threads", &threads, 1, 1024),
+                           CLI_INT_OPT("--length", &plen, 8, 1 << 20),
+                           CLI_INT_OPT("--trials", &trials, 1, 1000000),
+                           CLI_INT_OPT("--seed", &seed, 0, 2147483647)};
+    const char* bad;
+    const int got = cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad);
+    if (got == CLI_HELP) {
+        usage(stdout);
+        return 0;
     }
+    if (got != CLI_DONE) {
+        usage(stderr);
+        die(EXIT_USAGE, "unknown or incomplete argument '%s'", bad);
+    }
+    const char* lengths = len.list;
+    const int len_tokens = len.tokens;
     if (!ckpt) {
         usage(stderr);
         die(EXIT_USAGE, "--checkpoint is required");

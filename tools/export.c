@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/config.h"
 #include "common/util.h"
 #include "model/checkpoint.h"
@@ -62,33 +63,25 @@ static void load(GPT2* m, const char* source) {
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *format = NULL, *out = NULL, *tokdir = "data_cache/gpt2";
     int no_tok = 0, allow_nonstandard = 0;
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        const char** dst = !strcmp(a, "--checkpoint")      ? &ckpt
-                           : !strcmp(a, "--format")        ? &format
-                           : !strcmp(a, "--out")           ? &out
-                           : !strcmp(a, "--tokenizer-dir") ? &tokdir
-                                                           : NULL;
-        if (dst) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "export: %s needs a value\n", a);
-                usage(stderr);
-                return EXIT_USAGE;
-            }
-            *dst = argv[++i];
-        } else if (!strcmp(a, "--no-tokenizer")) {
-            no_tok = 1;
-        } else if (!strcmp(a, "--allow-nonstandard")) {
-            allow_nonstandard = 1;
-        } else {
-            fprintf(stderr, "export: unknown argument '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
+    const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt),
+                           CLI_STR_OPT("--format", &format),
+                           CLI_STR_OPT("--out", &out),
+                           CLI_STR_OPT("--tokenizer-dir", &tokdir),
+                           CLI_FLAG_OPT("--no-tokenizer", &no_tok),
+                           CLI_FLAG_OPT("--allow-nonstandard", &allow_nonstandard)};
+    const char* bad;
+    const int got = cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad);
+    if (got == CLI_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (got != CLI_DONE) {
+        fprintf(stderr,
+                got == CLI_UNKNOWN ? "export: unknown argument '%s'\n"
+                                   : "export: %s needs a value\n",
+                bad);
+        usage(stderr);
+        return EXIT_USAGE;
     }
     if (!ckpt || !format || !out) {
         fprintf(stderr, "export: --checkpoint, --format and --out are required\n");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "common/util.h"
 #include "common/matmul.h"
 #include "data/tokenizer.h"
@@ -37,39 +38,25 @@ int main(int argc, char** argv) {
     int n = 3, tokens = 100, top_k = 40, raw = 0;
     float temperature = 0.8f;
     long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--raw")) {
-            raw = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            usage(stderr);
-            die(EXIT_USAGE, "%s needs a value", a);
-        }
-        const char* v = argv[++i];
-        if (!strcmp(a, "--checkpoint"))
-            ckpt = v;
-        else if (!strcmp(a, "--prompt"))
-            prompt = v;
-        else if (!strcmp(a, "--n"))
-            n = (int)util_cli_long(a, v, 1, 1000);
-        else if (!strcmp(a, "--tokens"))
-            tokens = (int)util_cli_long(a, v, 1, 100000);
-        else if (!strcmp(a, "--top-k"))
-            top_k = (int)util_cli_long(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "--seed"))
-            seed = util_cli_long(a, v, 0, 1L << 62);
-        else if (!strcmp(a, "--temperature"))
-            temperature = (float)util_cli_double(a, v, 0, 100);
-        else {
-            usage(stderr);
-            die(EXIT_USAGE, "unknown option '%s'", a);
-        }
+    const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt),
+                           CLI_STR_OPT("--prompt", &prompt),
+                           CLI_INT_OPT("--n", &n, 1, 1000),
+                           CLI_INT_OPT("--tokens", &tokens, 1, 100000),
+                           CLI_INT_OPT("--top-k", &top_k, 0, 1 << 20),
+                           CLI_LONG_OPT("--seed", &seed, 0, (double)(1L << 62)),
+                           CLI_FLOAT_OPT("--temperature", &temperature, 0, 100),
+                           CLI_FLAG_OPT("--raw", &raw)};
+    const char* bad;
+    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
+    case CLI_HELP:
+        usage(stdout);
+        return 0;
+    case CLI_UNKNOWN:
+        usage(stderr);
+        die(EXIT_USAGE, "unknown option '%s'", bad);
+    case CLI_NO_VALUE:
+        usage(stderr);
+        die(EXIT_USAGE, "%s needs a value", bad);
     }
     if (!ckpt) {
         usage(stderr);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/util.h"    // defines: die, util_read_file, util_mkdirs, util_now
 #include "data/corpus.h"    // defines: corpus_encode_text, corpus_write_split
 #include "data/tokenizer.h" // defines: tokenizer_load, tokenizer_encode, tokenizer_split_point
@@ -96,13 +97,23 @@ static int write_split(const char* prefix, const char* split, const uint16_t* to
     return k;
 }
 
-static long long parse_count(const char* opt, const char* v) {
+// A count option (--val-tokens, --shard-tokens, --doc-tokens; a CLI_FN parser, into a long long).
+static void parse_count(const char* opt, const char* v, void* dst) {
     char* end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (errno || *end || end == v || x < 0)
         die(EXIT_USAGE, "%s: expected a non-negative integer, got '%s'", opt, v);
-    return x;
+    *(long long*)dst = x;
+}
+
+// --val-fraction F in [0, 1): the validation split by fraction (val_tokens back to -1).
+static void parse_val_fraction(const char* opt, const char* v, void* dst) {
+    PrepareArgs* a = dst;
+    a->val_fraction = util_cli_double(opt, v, 0.0, 1.0);
+    if (a->val_fraction >= 1.0)
+        die(EXIT_USAGE, "--val-fraction: expected a number in [0, 1), got '%s'", v);
+    a->val_tokens = -1;
 }
 
 int main(int argc, char** argv) {
@@ -111,46 +122,26 @@ int main(int argc, char** argv) {
     const char* dir = "data_cache/gpt2";
     const char** files = mallocCheck((size_t)argc * sizeof(char*));
     int nfiles = 0;
-    for (int i = 1; i < argc; i++) {
-        const char* o = argv[i];
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            usage(stdout);
-            free(files);
-            return 0;
-        } else if (!strcmp(o, "--allow-special")) {
-            a.allow_special = 1;
-        } else if (!strcmp(o, "--quiet")) {
-            a.quiet = 1;
-        } else if (!strcmp(o, "--out") || !strcmp(o, "--split") || !strcmp(o, "--val-tokens") ||
-                   !strcmp(o, "--val-fraction") || !strcmp(o, "--shard-tokens") ||
-                   !strcmp(o, "--doc-tokens") || !strcmp(o, "--tokenizer") || !strcmp(o, "--dir")) {
-            if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", o);
-            const char* v = argv[++i];
-            if (!strcmp(o, "--out"))
-                a.out = v;
-            else if (!strcmp(o, "--split"))
-                a.split = v;
-            else if (!strcmp(o, "--val-tokens"))
-                a.val_tokens = parse_count(o, v);
-            else if (!strcmp(o, "--shard-tokens"))
-                a.shard_tokens = parse_count(o, v);
-            else if (!strcmp(o, "--doc-tokens"))
-                a.doc_tokens = parse_count(o, v);
-            else if (!strcmp(o, "--tokenizer"))
-                kind = v;
-            else if (!strcmp(o, "--dir"))
-                dir = v;
-            else {
-                a.val_fraction = util_cli_double(o, v, 0.0, 1.0);
-                if (a.val_fraction >= 1.0)
-                    die(EXIT_USAGE, "--val-fraction: expected a number in [0, 1), got '%s'", v);
-                a.val_tokens = -1;
-            }
-        } else if (o[0] == '-' && o[1]) {
-            die(EXIT_USAGE, "unknown option '%s' (see --help)", o);
-        } else {
-            files[nfiles++] = o;
-        }
+    const CliOpt opts[] = {CLI_FLAG_OPT("--allow-special", &a.allow_special),
+                           CLI_FLAG_OPT("--quiet", &a.quiet),
+                           CLI_STR_OPT("--out", &a.out),
+                           CLI_STR_OPT("--split", &a.split),
+                           CLI_FN_OPT("--val-tokens", parse_count, &a.val_tokens),
+                           CLI_FN_OPT("--val-fraction", parse_val_fraction, &a),
+                           CLI_FN_OPT("--shard-tokens", parse_count, &a.shard_tokens),
+                           CLI_FN_OPT("--doc-tokens", parse_count, &a.doc_tokens),
+                           CLI_STR_OPT("--tokenizer", &kind),
+                           CLI_STR_OPT("--dir", &dir)};
+    const char* bad;
+    switch (cli_parse_args(argc, argv, 1, opts, CLI_COUNT(opts), files, argc, &nfiles, &bad)) {
+    case CLI_HELP:
+        usage(stdout);
+        free(files);
+        return 0;
+    case CLI_UNKNOWN:
+        die(EXIT_USAGE, "unknown option '%s' (see --help)", bad);
+    case CLI_NO_VALUE:
+        die(EXIT_USAGE, "%s needs a value (see --help)", bad);
     }
     if (nfiles == 0) {
         usage(stderr);

@@ -10,6 +10,7 @@
 // eval prints a table per bucket and, last, one JSON line {"probe": TASK, "accuracy": ...}
 // for scripts.
 #include <glob.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/cli.h"
 #include "common/util.h"
 #include "common/matmul.h"
 #include "data/probes.h"
@@ -74,7 +76,9 @@ static void usage(FILE* f) {
         "Exit codes: 0 ok, 1 I/O, 2 bad usage or input.\n");
 }
 
-static int parse_buckets(const char* s) {
+// --buckets start,middle,end (a CLI_FN parser: the mask into *dst, an int).
+static void parse_buckets(const char* what, const char* s, void* dst) {
+    (void)what;
     int mask = 0;
     char buf[256];
     util_strlcpy(buf, s, sizeof(buf));
@@ -86,7 +90,17 @@ static int parse_buckets(const char* s) {
         mask |= 1 << b;
     }
     if (!mask) die(EXIT_USAGE, "--buckets: no bucket given");
-    return mask;
+    *(int*)dst = mask;
+}
+
+// A command's options (common/cli.h), with probe's wording of the two errors (--help was
+// handled by main).
+static void parse_options(const char* cmd, int argc, char** argv, const CliOpt* opts, int n) {
+    const char* bad;
+    const int got = cli_parse(argc, argv, 0, opts, n, &bad);
+    if (got == CLI_NO_VALUE) die(EXIT_USAGE, "%s needs a value (./probe --help)", bad);
+    if (got == CLI_UNKNOWN)
+        die(EXIT_USAGE, "unknown option '%s' for %s (./probe --help)", bad, cmd);
 }
 
 static int cmd_gen(int task, int argc, char** argv) {
@@ -95,33 +109,17 @@ static int cmd_gen(int task, int argc, char** argv) {
     ProbeParams p;
     probes_defaults(&p, task, 128);
     int alphabet = -1, pairs = -1, every = -1, copy_len = -1, mask = -1;
-    for (int i = 0; i < argc; i++) {
-        const char* a = argv[i];
-        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
-        const char* v = argv[++i];
-        if (!strcmp(a, "--out"))
-            out = v;
-        else if (!strcmp(a, "--n-train"))
-            ntrain = util_cli_long(a, v, 1, 100000000);
-        else if (!strcmp(a, "--n-val"))
-            nval = util_cli_long(a, v, 1, 100000000);
-        else if (!strcmp(a, "--seq-len"))
-            T = util_cli_long(a, v, 1, 65536);
-        else if (!strcmp(a, "--seed"))
-            seed = util_cli_long(a, v, 0, 0x7fffffffffffffffL);
-        else if (!strcmp(a, "--alphabet"))
-            alphabet = (int)util_cli_long(a, v, 2, 26);
-        else if (!strcmp(a, "--pairs"))
-            pairs = (int)util_cli_long(a, v, 1, 26);
-        else if (!strcmp(a, "--trigger-every"))
-            every = (int)util_cli_long(a, v, 2, 1000000);
-        else if (!strcmp(a, "--copy-len"))
-            copy_len = (int)util_cli_long(a, v, 0, 65536);
-        else if (!strcmp(a, "--buckets"))
-            mask = parse_buckets(v);
-        else
-            die(EXIT_USAGE, "unknown option '%s' for gen (./probe --help)", a);
-    }
+    const CliOpt opts[] = {CLI_STR_OPT("--out", &out),
+                           CLI_LONG_OPT("--n-train", &ntrain, 1, 100000000),
+                           CLI_LONG_OPT("--n-val", &nval, 1, 100000000),
+                           CLI_LONG_OPT("--seq-len", &T, 1, 65536),
+                           CLI_LONG_OPT("--seed", &seed, 0, (double)LONG_MAX),
+                           CLI_INT_OPT("--alphabet", &alphabet, 2, 26),
+                           CLI_INT_OPT("--pairs", &pairs, 1, 26),
+                           CLI_INT_OPT("--trigger-every", &every, 2, 1000000),
+                           CLI_INT_OPT("--copy-len", &copy_len, 0, 65536),
+                           CLI_FN_OPT("--buckets", parse_buckets, &mask)};
+    parse_options("gen", argc, argv, opts, CLI_COUNT(opts));
     if (!out) die(EXIT_USAGE, "gen needs --out DIR");
     probes_defaults(&p, task, (int)T);
     if (alphabet > 0) p.alphabet = alphabet;
@@ -179,23 +177,11 @@ static uint16_t* read_val(const char* data, int task, size_t* ntok, char* first,
 static int cmd_eval(int task, int argc, char** argv) {
     const char *ckpt = NULL, *data = NULL;
     long batches = 0, B = 8, threads = 0;
-    for (int i = 0; i < argc; i++) {
-        const char* a = argv[i];
-        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
-        const char* v = argv[++i];
-        if (!strcmp(a, "--checkpoint"))
-            ckpt = v;
-        else if (!strcmp(a, "--data"))
-            data = v;
-        else if (!strcmp(a, "--batches"))
-            batches = util_cli_long(a, v, 0, 1000000000);
-        else if (!strcmp(a, "--batch-size"))
-            B = util_cli_long(a, v, 1, 4096);
-        else if (!strcmp(a, "--threads"))
-            threads = util_cli_long(a, v, 0, 4096);
-        else
-            die(EXIT_USAGE, "unknown option '%s' for eval (./probe --help)", a);
-    }
+    const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt), CLI_STR_OPT("--data", &data),
+                           CLI_LONG_OPT("--batches", &batches, 0, 1000000000),
+                           CLI_LONG_OPT("--batch-size", &B, 1, 4096),
+                           CLI_LONG_OPT("--threads", &threads, 0, 4096)};
+    parse_options("eval", argc, argv, opts, CLI_COUNT(opts));
     if (!ckpt || !data) die(EXIT_USAGE, "eval needs --checkpoint PATH and --data DIR");
     if (threads > 0) omp_set_num_threads((int)threads);
 
@@ -279,13 +265,13 @@ static int cmd_eval(int task, int argc, char** argv) {
     return 0;
 }
 
-// A number in [0, 1] (NaN refused).
-static double cli_unit(const char* what, const char* v) {
+// A number in [0, 1] (NaN refused), into *dst (a double; a CLI_FN parser).
+static void cli_unit(const char* what, const char* v, void* dst) {
     char* end = NULL;
     double x = strtod(v, &end);
     if (end == v || *end || !(x >= 0.0 && x <= 1.0))
         die(EXIT_USAGE, "%s: '%s' is not a number in [0, 1]", what, v);
-    return x;
+    *(double*)dst = x;
 }
 
 // A JSON number, or null for NaN (no rows counted).
@@ -334,29 +320,15 @@ static int cmd_sinks(int task, int argc, char** argv) {
     const char *ckpt = NULL, *data = NULL, *trig = default_triggers(task);
     long ndocs_want = 0, prefix = METRICS_GU_T, B = 8, threads = 0;
     double eps = 0.3;
-    for (int i = 0; i < argc; i++) {
-        const char* a = argv[i];
-        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (./probe --help)", a);
-        const char* v = argv[++i];
-        if (!strcmp(a, "--checkpoint"))
-            ckpt = v;
-        else if (!strcmp(a, "--data"))
-            data = v;
-        else if (!strcmp(a, "--docs"))
-            ndocs_want = util_cli_long(a, v, 100, 1000000);
-        else if (!strcmp(a, "--prefix"))
-            prefix = util_cli_long(a, v, 1, 65536);
-        else if (!strcmp(a, "--eps"))
-            eps = cli_unit(a, v);
-        else if (!strcmp(a, "--triggers"))
-            trig = v;
-        else if (!strcmp(a, "--batch-size"))
-            B = util_cli_long(a, v, 1, 4096);
-        else if (!strcmp(a, "--threads"))
-            threads = util_cli_long(a, v, 0, 4096);
-        else
-            die(EXIT_USAGE, "unknown option '%s' for sinks (./probe --help)", a);
-    }
+    const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt),
+                           CLI_STR_OPT("--data", &data),
+                           CLI_LONG_OPT("--docs", &ndocs_want, 100, 1000000),
+                           CLI_LONG_OPT("--prefix", &prefix, 1, 65536),
+                           CLI_FN_OPT("--eps", cli_unit, &eps),
+                           CLI_STR_OPT("--triggers", &trig),
+                           CLI_LONG_OPT("--batch-size", &B, 1, 4096),
+                           CLI_LONG_OPT("--threads", &threads, 0, 4096)};
+    parse_options("sinks", argc, argv, opts, CLI_COUNT(opts));
     if (!ckpt || !data) die(EXIT_USAGE, "sinks needs --checkpoint PATH and --data DIR");
     if (threads > 0) omp_set_num_threads((int)threads);
     unsigned char is_trig[65536];

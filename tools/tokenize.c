@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "common/util.h"    // defines: die, util_read_file, util_now, mallocCheck
 #include "data/tokenizer.h" // defines: Tokenizer, tokenizer_load/encode/decode
 
@@ -132,45 +133,40 @@ static void cmd_bench(Tokenizer* t, const char* path, int runs, int allow_specia
     free(text);
 }
 
+// --runs N: 1..1000 (a CLI_FN parser, into an int).
+static void parse_runs(const char* name, const char* v, void* dst) {
+    (void)name;
+    char* end;
+    long r = strtol(v, &end, 10);
+    if (*end || r < 1 || r > 1000) die(EXIT_USAGE, "--runs: expected 1..1000, got '%s'", v);
+    *(int*)dst = (int)r;
+}
+
 int main(int argc, char** argv) {
     const char* kind = "gpt2";
     const char* dir = "data_cache/gpt2";
     const char* cmd = NULL;
     const char* file = NULL;
     int allow_special = 0, js = 0, runs = 7;
-    for (int i = 1; i < argc; i++) {
-        const char* a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--dir") || !strcmp(a, "--runs")) {
-            if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value (see --help)", a);
-            const char* v = argv[++i];
-            if (!strcmp(a, "--tokenizer"))
-                kind = v;
-            else if (!strcmp(a, "--dir"))
-                dir = v;
-            else {
-                char* end;
-                long r = strtol(v, &end, 10);
-                if (*end || r < 1 || r > 1000)
-                    die(EXIT_USAGE, "--runs: expected 1..1000, got '%s'", v);
-                runs = (int)r;
-            }
-        } else if (!strcmp(a, "--allow-special")) {
-            allow_special = 1;
-        } else if (!strcmp(a, "--js-whitespace")) {
-            js = 1;
-        } else if (a[0] == '-' && a[1]) {
-            die(EXIT_USAGE, "unknown option '%s' (see --help)", a);
-        } else if (!cmd) {
-            cmd = a;
-        } else if (!file) {
-            file = a;
-        } else {
-            die(EXIT_USAGE, "unexpected argument '%s' (see --help)", a);
-        }
+    const CliOpt opts[] = {CLI_STR_OPT("--tokenizer", &kind), CLI_STR_OPT("--dir", &dir),
+                           CLI_FN_OPT("--runs", parse_runs, &runs),
+                           CLI_FLAG_OPT("--allow-special", &allow_special),
+                           CLI_FLAG_OPT("--js-whitespace", &js)};
+    const char *pos[2] = {NULL, NULL}, *bad;
+    int npos;
+    switch (cli_parse_args(argc, argv, 1, opts, CLI_COUNT(opts), pos, 2, &npos, &bad)) {
+    case CLI_HELP:
+        usage(stdout);
+        return 0;
+    case CLI_UNKNOWN:
+        die(EXIT_USAGE, "unknown option '%s' (see --help)", bad);
+    case CLI_NO_VALUE:
+        die(EXIT_USAGE, "%s needs a value (see --help)", bad);
+    case CLI_EXTRA:
+        die(EXIT_USAGE, "unexpected argument '%s' (see --help)", bad);
     }
+    cmd = pos[0];
+    file = pos[1];
     if (!cmd) {
         usage(stderr);
         return EXIT_USAGE;

@@ -1,7 +1,7 @@
 // tests/fuzz/fuzz_checkpoint.c: libFuzzer harness for the checkpoint readers: attnlab model files
 // (ckpt_read_info, ckpt_load_model strict and by name), run-state files (run_state_open, then the
-// owners' optim_state_get and dataloader_state_get, as train.c resumes) and llm.c model files
-// (llmc_read_config, llmc_load). The first
+// owners' optim_state_get and dataloader_state_get, as the run resumes) and llm.c model files
+// (llmc_read_config, llmc_load_params). The first
 // input byte picks how the rest is used: as the whole file; as a file body followed by a valid
 // crc32 trailer (so the parser past the checksum is reached); or as patches (offset, bytes)
 // applied to a valid file of a tiny model, with the trailer recomputed.
@@ -66,7 +66,7 @@ static void run_readers(const char* path) {
         run_state_close(&r);
     }
     if (llmc_read_config(path, &gc, err, sizeof(err)) == 0)
-        llmc_load(&g_model, path, err, sizeof(err));
+        llmc_load_params(&g_model, path, &gc, err, sizeof(err));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

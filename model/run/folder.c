@@ -1,6 +1,6 @@
-// model/run_folder.c: one run at a time per out_dir (run_folder.h): the lock, the refusal (or
+// model/run/folder.c: one run at a time per out_dir (folder.h): the lock, the refusal (or
 // clearing) of a folder that holds a run, the warmup cap of short runs.
-#include "model/run_folder.h"
+#include "model/run/folder.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-// model/memory.c: memory estimate of a training configuration and the check against
+// model/run/memory.c: memory estimate of a training configuration and the check against
 // MemAvailable (see memory.h). The sizes come from the model's allocation code in size-only mode.
-#include "model/memory.h"
+#include "model/run/memory.h"
 
 #include "common/util.h"
 

@@ -1,4 +1,4 @@
-// model/run_folder.h: a training run's folder (out_dir) holds one run at a time
+// model/run/folder.h: a training run's folder (out_dir) holds one run at a time
 // (docs/configuration.md, "The run folder"):
 //   - a lock: while a run lives, it holds an exclusive flock on OUT/train.lock (which names its
 //     pid and host); a second ./train on the folder is refused naming them. The kernel releases

@@ -1,6 +1,6 @@
-// common/spike.c: the loss-spike detector (spike.h): a sliding window of recent losses, the
+// model/run/spike.c: the loss-spike detector (spike.h): a sliding window of recent losses, the
 // median test against it, and the report of a spike (stderr and metrics.jsonl).
-#include "common/spike.h"
+#include "model/run/spike.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// common/spike.h: loss-spike detector of the training loop. A train loss above SPIKE_K times the
+// model/run/spike.h: loss-spike detector of the training loop. A train loss above SPIKE_K times the
 // median of the last SPIKE_WINDOW losses (once at least SPIKE_MIN_HIST are known) is a spike;
 // spike_check logs it as {"event":"loss_spike"} and on stderr. The median of an even count is the
 // mean of the two middle values. Only the trainer (train.c) uses it; it sits in common/ because

@@ -1,6 +1,6 @@
-// model/run_header.c: the header of a training run on the console, in main.log and as the run
-// event of metrics.jsonl (run_header.h).
-#include "model/run_header.h"
+// model/run/header.c: the header of a training run on the console, in main.log and as the run
+// event of metrics.jsonl (header.h).
+#include "model/run/header.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-// model/memory.h: the memory a training configuration needs (parameters, gradients, optimizer
+// model/run/memory.h: the memory a training configuration needs (parameters, gradients, optimizer
 // state, the bf16 weight copy and operand buffers, activations including the (L, B, NH, T, T)
 // attention maps, variant caches, attention workspace), and the check the trainer's setup (train.c)
 // makes against MemAvailable from /proc/meminfo before allocating anything.

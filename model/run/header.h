@@ -1,9 +1,9 @@
-// model/run_header.h: the header of a training run, written once when its logs open (train.c's
-// open_logs): on the console the banner (attention, model shape, parameters, batch, threads, the
-// matmul precision and its measured peak), what MFU is measured against (the peak's trials,
-// spread and cache, common/peak.h) and, under mpirun, the global batch; in main.log the
-// precision, the peak's figures, the CPU with its kernel-selecting flags and the thread
-// count, so that a result names the machine that trained it; and the "run" event of
+// model/run/header.h: the header of a training run, written once when its logs open
+// (run_open_logs, model/run/records.c): on the console the banner (attention, model shape,
+// parameters, batch, threads, the matmul precision and its measured peak), what MFU is measured
+// against (the peak's trials, spread and cache, common/peak.h) and, under mpirun, the global batch;
+// in main.log the precision, the peak's figures, the CPU with its kernel-selecting flags and the
+// thread count, so that a result names the machine that trained it; and the "run" event of
 // metrics.jsonl (precision, MFU reference, CPU). A resumed run notes the resume in main.log
 // instead of a second run event, so that its metrics.jsonl equals an uninterrupted run's; the
 // keys it changes (resume_change) are recorded, each in main.log, on stderr and as a
