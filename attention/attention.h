@@ -406,9 +406,9 @@ typedef struct {
     const real* k; // key j at k + j*ld (C channels, rotated under rope / xpos), j < n
     const real* v; // value j at v + j*ld
     size_t ld;
-    int n;          // positions so far, the new one included
-    real* out;      // (C) head outputs of the new position (overwritten)
-    real* scratch;  // attn_decode_scratch_floats(row, T, NH, nthreads) reals
+    int n;         // positions so far, the new one included
+    real* out;     // (C) head outputs of the new position (overwritten)
+    real* scratch; // attn_decode_scratch_floats(row, T, NH, nthreads) reals
 } AttnDecode;
 size_t attn_decode_scratch_floats(const AttnVariant* row, int T, int NH, int nthreads);
 // L: the layer as the model builds it (variant, row map, hyperparameters, row parameters, FIRE

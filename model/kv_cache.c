@@ -15,9 +15,9 @@ struct KVCache {
     int len;         // positions cached
     int pos;         // ATTN_POS_*
     int nthreads;
-    int token; // the token of the step in progress (the forward keeps a pointer to it)
-    real* k;   // (L, T, C): rotated under rope, raw otherwise (xpos rotates per step)
-    real* v;   // (L, T, C)
+    int token;     // the token of the step in progress (the forward keeps a pointer to it)
+    real* k;       // (L, T, C): rotated under rope, raw otherwise (xpos rotates per step)
+    real* v;       // (L, T, C)
     real* krot;    // (T, C) under xpos: this step's rotated keys
     real* q;       // (C) the rotated query under rope / xpos
     real* scratch; // attn_decode_scratch_floats of the largest row map
@@ -45,8 +45,8 @@ int kv_cache_supported(const GPT2* m, char* why, size_t cap) {
 
 static size_t scratch_floats(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch) {
     // attn_decode_scratch_floats with the largest row-map scratch of the layers
-    return (size_t)cfg->n_head * (size_t)T +
-           ((3 * (size_t)T + row_scratch + 15) & ~(size_t)15) * (size_t)(nthreads > 0 ? nthreads : 1);
+    return (size_t)cfg->n_head * (size_t)T + ((3 * (size_t)T + row_scratch + 15) & ~(size_t)15) *
+                                                 (size_t)(nthreads > 0 ? nthreads : 1);
 }
 
 double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch_floats) {
@@ -120,8 +120,8 @@ void kv_cache_attend(KVCache* kv, const AttnLayer* al) {
     real* V = kv->v + (size_t)l * TC;
     const real* qkv = al->qkv;
     memcpy(V + (size_t)t * C, qkv + 2 * (size_t)C, sizeof(real) * (size_t)C);
-    AttnDecode s = {.q = qkv, .k = K, .v = V, .ld = (size_t)C, .n = n, .out = al->out,
-                    .scratch = kv->scratch};
+    AttnDecode s = {
+        .q = qkv, .k = K, .v = V, .ld = (size_t)C, .n = n, .out = al->out, .scratch = kv->scratch};
     // the rotation of a call of length n, as the full forward over the prefix rotates it
     const AttnDims d = {.B = 1, .T = n, .C = C, .NH = kv->NH, .hs = C / kv->NH};
     if (kv->pos == ATTN_POS_ROPE) { // position t's rotation does not depend on n: cache it

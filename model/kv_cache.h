@@ -3,7 +3,8 @@
 // projections, MLP and logits) plus one attention row over the cached keys, instead of a forward
 // over the whole prefix. The result is the full forward's, with the same arithmetic for every
 // position-wise operation and the driver's score row (attention/decode.c); the matmul library may
-// still order a one-row product's sums differently from a many-row one (docs/evaluation.md).
+// still order a one-row product's sums differently from a many-row one (docs/configuration.md,
+// "Generation: the key/value cache").
 //
 // Keys are cached after the position encoding where it does not depend on the call length:
 // rotated under rope, raw under xpos (whose scale is centred on the call: every step rotates the
@@ -25,7 +26,7 @@ int kv_cache_supported(const GPT2* m, char* why, size_t cap);
 // A cache for up to T positions (T <= the model's activation length m->T, allocated for B >= 1).
 // m must be kv_cache_supported.
 KVCache* kv_cache_new(const GPT2* m, int T);
-void kv_cache_free(KVCache* kv); // NULL is a no-op
+void kv_cache_free(KVCache* kv);  // NULL is a no-op
 void kv_cache_reset(KVCache* kv); // forget every position
 int kv_cache_len(const KVCache* kv);
 int kv_cache_capacity(const KVCache* kv);

@@ -100,8 +100,10 @@ int main(int argc, char** argv) {
         if (kv_cache_supported(&m, why, sizeof(why)))
             kv = kv_cache_new(&m, m.cfg.block_size);
         else
-            fprintf(stderr, "generate: no key/value cache: %s; recomputing the prefix for every "
-                            "token\n", why);
+            fprintf(stderr,
+                    "generate: no key/value cache: %s; recomputing the prefix for every "
+                    "token\n",
+                    why);
     }
     Tokenizer* tok = tokenizer_load(cfg.tokenizer, cfg.tokenizer_dir, err, sizeof(err));
     if (!tok) die(EXIT_USAGE, "%s", err);
