@@ -426,9 +426,10 @@ static void rope_table(AttnWorkspace* ws, int hs) {
 
 // R x (or R^T x), times the xPos scale zeta^(xsign p/512) per pair when xsign != 0, at the
 // centred position p = t - ceil(T/2) of a call of length T (torchscale's min_pos = -T // 2)
-static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
-                       AttnWorkspace* ws, int inverse, int accumulate, int xsign) {
-    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2;
+// Rows t0..T-1 of each batch entry only (t0 = 0: all), `in` and `out` holding just those rows.
+static void rope_apply_from(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                            AttnWorkspace* ws, int inverse, int accumulate, int xsign, int t0) {
+    const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2, R = T - t0;
     if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
     ASSERT(T <= ws->T);
     if (xsign != 0 && ws->T > attn_xpos_max_T())
@@ -439,8 +440,8 @@ static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const 
     const int xoff = (ws->T + 1) / 2 - (T + 1) / 2; // table row of position t: t + xoff
     const real sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) num_threads(ws->nthreads)
-    for (int bt = 0; bt < B * T; bt++) {
-        const int t = bt % T;
+    for (int bt = 0; bt < B * R; bt++) {
+        const int t = t0 + bt % R;
         const real* cs = ws->rope_cos + (size_t)t * half;
         const real* sn = ws->rope_sin + (size_t)t * half;
         const real* xs = ws->xpos_scale + (size_t)(t + xoff) * half;
@@ -463,6 +464,18 @@ static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const 
             }
         }
     }
+}
+
+static void rope_apply(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                       AttnWorkspace* ws, int inverse, int accumulate, int xsign) {
+    rope_apply_from(out, ldo, in, ldi, d, ws, inverse, accumulate, xsign, 0);
+}
+
+void attn_pos_rotate_rows(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                          AttnWorkspace* ws, int pos_encoding, int is_key, int t0) {
+    ASSERT(attn_pos_rotates(pos_encoding) && t0 >= 0 && t0 < d->T);
+    const int xs = pos_encoding == ATTN_POS_XPOS ? (is_key ? -1 : 1) : 0;
+    rope_apply_from(out, ldo, in, ldi, d, ws, 0, 0, xs, t0);
 }
 
 // Pairs outermost, heads innermost (c, s fixed across the heads): the loop shape of diff's own

@@ -384,6 +384,38 @@ void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk);
 void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L, real* qk);
 void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const AttnLayer* L);
 
+// Rotate rows t0..T-1 of a call of length T (d: B = 1, T, NH, hs) as the forward's position
+// encoding does (attn_pos_forward: RoPE, or xPos with the call's centring), a query (is_key = 0)
+// or key (is_key = 1) view; `in` and `out` hold only those rows (row t0 first). Rows rotate
+// independently, so this equals rows t0.. of the whole call's rotation bit for bit. Incremental
+// decoding (attention/decode.c) rotates the new position alone (RoPE; t0 = T - 1) or every
+// cached position again (xPos: its scale depends on T).
+void attn_pos_rotate_rows(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
+                          AttnWorkspace* ws, int pos_encoding, int is_key, int t0);
+
+// ---- incremental decoding (attention/decode.c; model/kv_cache.c keeps the cache)
+// 1 when the variant's output at a new position can be computed from cached keys and values with
+// the same arithmetic as the full forward: the row maps (weights a function of the position's
+// own masked score row; the stochastic ones draw nothing at evaluation, step < 0), except a row
+// map that reads key norms (needs_key_sq) under xpos: xPos centres its key scale on the call's
+// length, so |k_j|^2, and every earlier position's output, depends on how long the sequence is.
+// 0 for the layer-level variants (layer_forward): gates and scales from the block input, mixes
+// across heads or score positions, recurrent memories; decoding recomputes the prefix for them.
+int attn_decode_exact(const AttnVariant* v, int pos_encoding);
+typedef struct {
+    const real* q; // (C) the query of position n - 1, rotated under rope / xpos
+    const real* k; // key j at k + j*ld (C channels, rotated under rope / xpos), j < n
+    const real* v; // value j at v + j*ld
+    size_t ld;
+    int n;         // positions so far, the new one included
+    real* out;     // (C) head outputs of the new position (overwritten)
+    real* scratch; // attn_decode_scratch_floats(row, T, NH, nthreads) reals
+} AttnDecode;
+size_t attn_decode_scratch_floats(const AttnVariant* row, int T, int NH, int nthreads);
+// L: the layer as the model builds it (variant, row map, hyperparameters, row parameters, FIRE
+// parameters, step, seed, layer, pos_encoding, d.NH/hs/C); T the longest n it will see.
+void attn_decode_forward(const AttnLayer* L, const AttnDecode* s, int T, int nthreads);
+
 // Additive score bias of a core (pos_encoding = fire), for variants that form their scores
 // themselves: S (T,T) of head h gets S_tj += bias_h[t][j] for j <= t (no-op without a bias);
 // the gradient adds dS_tj (j <= t) into the (b, h) slot, which only that (b, h) writes.
@@ -447,6 +479,8 @@ int attn_fire_nparams(int NH);
 void attn_fire_init(real* theta, int NH, uint64_t seed);
 // bias (NH,T,T): entries j <= t of every row, zeros above the diagonal
 void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads);
+// row t of every head's bias: entries j <= t of head h at bias[h*ldh + j] (equal to the table's)
+void attn_fire_bias_row(real* bias, size_t ldh, const real* theta, int NH, int t);
 // dtheta += dL/dtheta given dbias (B,NH,T,T) slots (entries j <= t are read); thread-invariant
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
                         int nthreads);

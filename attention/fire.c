@@ -92,30 +92,41 @@ void attn_fire_init(real* theta, int NH, uint64_t seed) {
         w[k] = (real)(bound * (2.0 * rng_uniform_d(&r) - 1.0));
 }
 
+// Row t of every head's bias: entries j <= t at out[h * ldh + j]. The one loop of both the table
+// and the single row, so the two agree bit for bit.
+static void fire_row(real* out, size_t ldh, const FireView* f, int NH, int t) {
+    const real D = real_log1p(f->a * fire_m(f, t));
+    real g[FH];
+    for (int j = 0; j <= t; j++) {
+        const real x = fire_x(f, t - j, D);
+        for (int k = 0; k < FH; k++) {
+            const real z = f->W1[k] * x + f->b1[k];
+            g[k] = z > 0.0f ? z : 0.0f;
+        }
+        for (int h = 0; h < NH; h++) {
+            const real* w2 = f->W2 + (size_t)h * FH;
+            real s = f->b2[h];
+            for (int k = 0; k < FH; k++)
+                s += w2[k] * g[k];
+            out[h * ldh + (size_t)j] = s;
+        }
+    }
+}
+
 void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads) {
     const FireView f = fire_view(theta, NH);
     const size_t TT = (size_t)T * T;
 #pragma omp parallel for schedule(static) num_threads(nthreads > 0 ? nthreads : 1)
     for (int t = 0; t < T; t++) {
-        const real D = real_log1p(f.a * fire_m(&f, t));
-        real g[FH];
         for (int h = 0; h < NH; h++)
             memset(bias + h * TT + (size_t)t * T + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
-        for (int j = 0; j <= t; j++) {
-            const real x = fire_x(&f, t - j, D);
-            for (int k = 0; k < FH; k++) {
-                const real z = f.W1[k] * x + f.b1[k];
-                g[k] = z > 0.0f ? z : 0.0f;
-            }
-            for (int h = 0; h < NH; h++) {
-                const real* w2 = f.W2 + (size_t)h * FH;
-                real s = f.b2[h];
-                for (int k = 0; k < FH; k++)
-                    s += w2[k] * g[k];
-                bias[h * TT + (size_t)t * T + j] = s;
-            }
-        }
+        fire_row(bias + (size_t)t * T, TT, &f, NH, t);
     }
+}
+
+void attn_fire_bias_row(real* bias, size_t ldh, const real* theta, int NH, int t) {
+    const FireView f = fire_view(theta, NH);
+    fire_row(bias, ldh, &f, NH, t);
 }
 
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,

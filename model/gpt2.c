@@ -20,6 +20,7 @@
 
 #include "common/rng.h"
 #include "common/util.h"
+#include "model/kv_cache.h"
 #include "model/layers.h"
 #include "model/params.h"
 #include "model/residual.h"
@@ -364,7 +365,9 @@ static AttnLayer make_layer(GPT2* m, int l, int B, int T) {
     return L;
 }
 
-void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+// The forward of gpt2_forward, or with kv (B = T = 1) of the one position kv_cache_len(kv):
+// learned positions read that position's row, and each layer's attention attends over the cache.
+static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T, KVCache* kv) {
     ASSERT(B <= m->B && T <= m->T && T <= m->cfg.block_size);
     const int C = m->cfg.n_embd, L = m->cfg.n_layer, V = m->cfg.vocab_size;
     const int Vp = m->cfg.padded_vocab;
@@ -376,6 +379,10 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     m->inputs = inputs;
     m->targets = targets;
     const float* wpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? P + m->specs[P_WPE].offset : NULL;
+    if (kv) {
+        ASSERT(B == 1 && T == 1 && kv_cache_len(kv) < m->cfg.block_size);
+        if (wpe) wpe += (size_t)kv_cache_len(kv) * C;
+    }
     encoder_forward(m->encoded, inputs, P + m->specs[P_WTE].offset, wpe, B, T, C);
     const int rp = m->cfg.residual != GPT2_RESID_STANDARD; // sublayer inputs are routed
     const ResidSources rsrc = {m->encoded, m->attproj, m->fcproj};
@@ -398,7 +405,10 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
                                 gpt2_tensor(m, P, m->row_spec[P_QKNORM_Q], l),
                                 gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
                                 m->cfg.qk_norm_kind, m->nthreads);
-        attention_forward(&al);
+        if (kv)
+            kv_cache_attend(kv, &al);
+        else
+            attention_forward(&al);
         matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
                        gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
         residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
@@ -432,6 +442,14 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         m->mean_loss = -1.0f;
         m->mean_zloss = 0.0f;
     }
+}
+
+void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) {
+    forward(m, inputs, targets, B, T, NULL);
+}
+
+void gpt2_forward_cached(GPT2* m, KVCache* kv, const int* token) {
+    forward(m, token, NULL, 1, 1, kv);
 }
 
 void gpt2_zero_grad(GPT2* m) {

@@ -1,6 +1,7 @@
-// model/sample.c: autoregressive sampling. Each new token re-runs the forward over the window
-// of the last T tokens (no KV cache: models here are small and the attention variants differ
-// in what they could cache). And a sample's text, with document breaks shown as such.
+// model/sample.c: autoregressive sampling: gpt2_generate re-runs the forward over the window of
+// the last T tokens for each new token; gpt2_generate_cached extends a key/value cache by one
+// position instead (model/kv_cache.h) while the sequence fits it. And a sample's text, with
+// document breaks shown as such.
 #include "model/sample.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "model/kv_cache.h"
 
 static int sample_row(const float* logits, int V, float temperature, int top_k, Rng* rng,
                       float* probs) {
@@ -77,6 +79,35 @@ int gpt2_generate(GPT2* m, int* ids, int n_prompt, int max_new, float temperatur
         int len = n - start;
         gpt2_forward(m, ids + start, NULL, 1, len);
         int next = sample_row(gpt2_logits(m, 0, len - 1), V, temperature, top_k, rng, probs);
+        ids[n++] = next;
+        if (next == stop_id) break;
+    }
+    m->step = saved_step;
+    free(probs);
+    return n;
+}
+
+int gpt2_generate_cached(GPT2* m, KVCache* kv, int* ids, int n_prompt, int max_new,
+                         float temperature, int top_k, int stop_id, Rng* rng) {
+    if (!kv) return gpt2_generate(m, ids, n_prompt, max_new, temperature, top_k, stop_id, rng);
+    const int V = m->cfg.vocab_size, cap = kv_cache_capacity(kv);
+    float* probs = mallocCheck(sizeof(float) * (size_t)V);
+    int n = n_prompt;
+    long saved_step = m->step;
+    m->step = -1;
+    kv_cache_reset(kv);
+    for (int k = 0; k < max_new; k++) {
+        const float* logits;
+        if (n <= cap) { // the prefix fits: feed what the cache lacks (the prompt, then 1 a step)
+            logits = NULL;
+            while (kv_cache_len(kv) < n)
+                logits = kv_cache_step(m, kv, ids[kv_cache_len(kv)]);
+        } else { // the window slides past the cache: recompute, as gpt2_generate
+            int start = n > m->T ? n - m->T : 0;
+            gpt2_forward(m, ids + start, NULL, 1, n - start);
+            logits = gpt2_logits(m, 0, n - start - 1);
+        }
+        int next = sample_row(logits, V, temperature, top_k, rng, probs);
         ids[n++] = next;
         if (next == stop_id) break;
     }

@@ -16,6 +16,16 @@
 int gpt2_generate(GPT2* m, int* ids, int n_prompt, int max_new, float temperature, int top_k,
                   int stop_id, Rng* rng);
 
+// gpt2_generate decoding with a key/value cache (model/kv_cache.h): each new token costs one
+// position's forward while the sequence fits the cache (kv_cache_capacity, at most m->T); past
+// it, each token re-runs the forward over the last m->T tokens as gpt2_generate does (the window
+// slides, so every position of it changes). The same tokens as gpt2_generate up to the matmul
+// library's rounding of one-row products (docs/configuration.md, "Generation: the key/value
+// cache"). kv NULL: gpt2_generate. The cache is reset first.
+typedef struct KVCache KVCache;
+int gpt2_generate_cached(GPT2* m, KVCache* kv, int* ids, int n_prompt, int max_new,
+                         float temperature, int top_k, int stop_id, Rng* rng);
+
 // What a sample shows where a document ends (the end-of-text token), instead of the token's
 // own text ("<|endoftext|>" for GPT-2).
 #define SAMPLE_DOC_BREAK "\n--- end of document ---\n"

@@ -1,9 +1,11 @@
 // tools/generate.c: sample text from an attnlab checkpoint.
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
-//                   [--top-k K] [--seed S] [--raw]
+//                   [--top-k K] [--seed S] [--raw] [--no-cache]
 // A generated end-of-text token shows as the line "--- end of document ---" (SAMPLE_DOC_BREAK,
-// model/sample.h); --raw prints its text "<|endoftext|>" instead.
-// defines: model_open (model/open.h), gpt2_generate (model/sample.h), tokenizer
+// model/sample.h); --raw prints its text "<|endoftext|>" instead. Decoding keeps a key/value
+// cache (model/kv_cache.h) unless --no-cache, or unless the model's attention cannot be cached
+// (a layer-level variant: one note on stderr, then the prefix is recomputed for every token).
+// defines: model_open (model/open.h), gpt2_generate_cached (model/sample.h), tokenizer
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "common/util.h"
 #include "common/matmul.h"
 #include "data/tokenizer.h"
+#include "model/kv_cache.h"
 #include "model/open.h"
 #include "model/sample.h"
 
@@ -26,6 +29,9 @@ static void usage(FILE* f) {
                "  --seed S           random seed (default 1)\n"
                "  --raw              print the end-of-text token as its text (<|endoftext|>),\n"
                "                     not as the line \"--- end of document ---\"\n"
+               "  --no-cache         recompute the whole prefix for every token (no key/value\n"
+               "                     cache; the cache is used by default where the attention\n"
+               "                     allows it)\n"
                "The tokenizer and model sizes come from the config saved in the checkpoint.\n");
 }
 
@@ -35,7 +41,7 @@ static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
 
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *prompt = NULL;
-    int n = 3, tokens = 100, top_k = 40, raw = 0;
+    int n = 3, tokens = 100, top_k = 40, raw = 0, no_cache = 0;
     float temperature = 0.8f;
     long seed = 1;
     const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt),
@@ -45,7 +51,8 @@ int main(int argc, char** argv) {
                            CLI_INT_OPT("--top-k", &top_k, 0, 1 << 20),
                            CLI_LONG_OPT("--seed", &seed, 0, (double)(1L << 62)),
                            CLI_FLOAT_OPT("--temperature", &temperature, 0, 100),
-                           CLI_FLAG_OPT("--raw", &raw)};
+                           CLI_FLAG_OPT("--raw", &raw),
+                           CLI_FLAG_OPT("--no-cache", &no_cache)};
     const char* bad;
     switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
     case CLI_HELP:
@@ -71,6 +78,17 @@ int main(int argc, char** argv) {
     const long step = mo.step;
     // allocate for the model's own block size: generation slides a window of that length
     gpt2_alloc_acts(&m, 1, m.cfg.block_size, omp_get_max_threads());
+    KVCache* kv = NULL;
+    if (!no_cache) {
+        char why[512];
+        if (kv_cache_supported(&m, why, sizeof(why)))
+            kv = kv_cache_new(&m, m.cfg.block_size);
+        else
+            fprintf(stderr,
+                    "generate: no key/value cache: %s; recomputing the prefix for every "
+                    "token\n",
+                    why);
+    }
     Tokenizer* tok = tokenizer_load(cfg.tokenizer, cfg.tokenizer_dir, err, sizeof(err));
     if (!tok) die(EXIT_USAGE, "%s", err);
     int* pids = NULL;
@@ -86,7 +104,7 @@ int main(int argc, char** argv) {
         ids[len++] = tokenizer_eot(tok);
         for (size_t k = 0; k < np; k++)
             ids[len++] = pids[k];
-        int total = gpt2_generate(&m, ids, len, tokens, temperature, top_k, -1, &rng);
+        int total = gpt2_generate_cached(&m, kv, ids, len, tokens, temperature, top_k, -1, &rng);
         printf("---- sample %d ----\n", s + 1);
         sample_write(stdout, ids + 1, total - 1, tokenizer_eot(tok), token_bytes, tok, raw);
         printf("\n");
@@ -94,6 +112,7 @@ int main(int argc, char** argv) {
     free(ids);
     free(pids);
     tokenizer_free(tok);
+    kv_cache_free(kv);
     gpt2_free(&m);
     return 0;
 }

@@ -1,0 +1,46 @@
+// model/kv_cache.h: incremental decoding. A KVCache holds every layer's keys and values of the
+// positions decoded so far, so that each new token costs one position's forward (its embedding,
+// projections, MLP and logits) plus one attention row over the cached keys, instead of a forward
+// over the whole prefix. The result is the full forward's, with the same arithmetic for every
+// position-wise operation and the driver's score row (attention/decode.c); the matmul library may
+// still order a one-row product's sums differently from a many-row one (docs/configuration.md,
+// "Generation: the key/value cache").
+//
+// Keys are cached after the position encoding where it does not depend on the call length:
+// rotated under rope, raw under xpos (whose scale is centred on the call: every step rotates the
+// cached keys again, as the full forward would), as they are under learned / alibi / none / fire.
+// Only layers whose variant is a row map cache (attn_decode_exact): kv_cache_supported says why
+// a model cannot, and decoding then recomputes the prefix (model/sample.h).
+#ifndef ATTNLAB_KV_CACHE_H
+#define ATTNLAB_KV_CACHE_H
+
+#include <stddef.h>
+
+#include "model/gpt2.h"
+
+typedef struct KVCache KVCache;
+
+// 1 when every layer of m can decode from a cache; else 0 with the reason in why (naming the
+// first layer and variant that cannot).
+int kv_cache_supported(const GPT2* m, char* why, size_t cap);
+// A cache for up to T positions (T <= the model's activation length m->T, allocated for B >= 1).
+// m must be kv_cache_supported.
+KVCache* kv_cache_new(const GPT2* m, int T);
+void kv_cache_free(KVCache* kv);  // NULL is a no-op
+void kv_cache_reset(KVCache* kv); // forget every position
+int kv_cache_len(const KVCache* kv);
+int kv_cache_capacity(const KVCache* kv);
+// Bytes kv_cache_new takes for a model of these sizes (the memory estimate).
+double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch_floats);
+
+// Append `token` at position kv_cache_len(kv) (< capacity) and return its logits (padded_vocab
+// floats, valid until the next forward of m). Overwrites the model's activations of position 0.
+const float* kv_cache_step(GPT2* m, KVCache* kv, int token);
+
+// ---- the two halves of a step (gpt2.c owns the forward, this file the attention of a layer)
+// The forward of one position, kv_cache_len(kv), reading and extending kv (model/gpt2.c).
+void gpt2_forward_cached(GPT2* m, KVCache* kv, const int* token);
+// Layer al's attention at that position: caches its key and value, writes al->out (1 row).
+void kv_cache_attend(KVCache* kv, const AttnLayer* al);
+
+#endif
