@@ -388,8 +388,9 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
         PROF(PROF_LN_FWD, layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
                                             gpt2_tensor(m, P, P_LN1W, l),
                                             gpt2_tensor(m, P, P_LN1B, l), (int)BT, C));
-        PROF(PROF_MM_QKV_FWD, matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
-                                             gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C));
+        PROF(PROF_MM_QKV_FWD,
+             matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
+                            gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C));
         if (m->cfg.value_residual)
             vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B,
                          T);
@@ -401,10 +402,9 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
                                 gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
                                 m->cfg.qk_norm_kind, m->nthreads);
         PROF(PROF_ATTN_MM_FWD, attention_forward(&al));
-        PROF(PROF_MM_ATTPROJ_FWD,
-             matmul_forward(m->attproj + l * BTC, m->atty + l * BTC,
-                            gpt2_tensor(m, P, P_ATTPROJW, l), gpt2_tensor(m, P, P_ATTPROJB, l),
-                            (int)BT, C, C));
+        PROF(PROF_MM_ATTPROJ_FWD, matmul_forward(m->attproj + l * BTC, m->atty + l * BTC,
+                                                 gpt2_tensor(m, P, P_ATTPROJW, l),
+                                                 gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C));
         PROF(PROF_RESID, residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC));
         if (!m->cfg.mlp) continue; // residual3 is residual2
         const float* in2 = m->residual2 + l * BTC;
@@ -425,13 +425,14 @@ void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T) 
     }
     const float* inf = m->residual3 + (L - 1) * BTC;
     if (rp) inf = resid_forward(m->resid, 2 * L, inf, rq, &rsrc, B, T);
-    PROF(PROF_LN_FWD, layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf,
-                                        P + m->specs[P_LNFW].offset, P + m->specs[P_LNFB].offset,
-                                        (int)BT, C));
+    PROF(PROF_LN_FWD,
+         layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
+                           P + m->specs[P_LNFB].offset, (int)BT, C));
     PROF(PROF_MM_LMHEAD_FWD,
          matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp));
     if (targets) {
-        PROF(PROF_LOSS_FWD, crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp));
+        PROF(PROF_LOSS_FWD,
+             crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp));
         const int pp = prof_begin(PROF_METRICS);
         double s = 0.0;
         for (size_t i = 0; i < BT; i++)
@@ -571,8 +572,8 @@ void gpt2_backward(GPT2* m, float scale) {
                                 gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
                                 gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C));
         PROF(PROF_LN_BWD,
-             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres,
-                                gpt2_tensor(m, G, P_LN1W, l), gpt2_tensor(m, G, P_LN1B, l), m->dln,
+             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
+                                gpt2_tensor(m, G, P_LN1B, l), m->dln,
                                 rp ? resid_input(m->resid, 2 * l, res) : res,
                                 gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT,
                                 m->ln1_rstd + l * BT, (int)BT, C));
@@ -587,7 +588,8 @@ void gpt2_backward(GPT2* m, float scale) {
                                 m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
-    PROF(PROF_EMBED, encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C));
+    PROF(PROF_EMBED,
+         encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C));
     GRAD_HOOK(L + 1, 1);
 #undef GRAD_HOOK
 #undef WGRAD

@@ -58,7 +58,8 @@ static void adamw_span(float* p, const float* g, float* m, float* v, size_t lo, 
         for (; i + 16 <= hi; i += 16) {
             __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), gs);
             __m512 pi = _mm512_loadu_ps(p + i);
-            __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(c1, gi));
+            __m512 mi =
+                _mm512_add_ps(_mm512_mul_ps(b1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(c1, gi));
             __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_loadu_ps(v + i)),
                                       _mm512_mul_ps(_mm512_mul_ps(c2, gi), gi));
             _mm512_storeu_ps(m + i, mi);

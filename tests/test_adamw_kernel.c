@@ -25,8 +25,9 @@ typedef struct {
 
 // The kernel before the AVX-512 path, unchanged (kept out of line: specialised for run_case's
 // constant arguments, gcc warns about its tail loop).
-__attribute__((noipa)) static void ref_span(float* p, const float* g, float* m, float* v, size_t lo, size_t hi,
-                     const RefConst* k, float gscale, bf16* copy) {
+__attribute__((noipa)) static void ref_span(float* p, const float* g, float* m, float* v, size_t lo,
+                                            size_t hi, const RefConst* k, float gscale,
+                                            bf16* copy) {
     size_t i = lo;
 #ifdef __AVX__
     const __m256 gs = _mm256_set1_ps(gscale);
@@ -88,16 +89,26 @@ static float from_bits(uint32_t u) {
 // Awkward values at every 7th element (the rest normal): by kind k.
 static float awkward(int k, Rng* r) {
     switch (k % 10) {
-    case 0: return 0.0f;
-    case 1: return -0.0f;
-    case 2: return from_bits(0x00000123u);            // subnormal
-    case 3: return from_bits(0x3F808000u);            // a bf16 tie (rounds to even: down)
-    case 4: return from_bits(0x3F818000u);            // a bf16 tie (rounds to even: up)
-    case 5: return 3.4e38f;                           // rounds to Inf in bf16; squares overflow
-    case 6: return INFINITY;
-    case 7: return -NAN;
-    case 8: return from_bits(0x7F800001u);            // a signalling-pattern NaN
-    default: return (float)(1e-30 * rng_normal(r)); // tiny
+    case 0:
+        return 0.0f;
+    case 1:
+        return -0.0f;
+    case 2:
+        return from_bits(0x00000123u); // subnormal
+    case 3:
+        return from_bits(0x3F808000u); // a bf16 tie (rounds to even: down)
+    case 4:
+        return from_bits(0x3F818000u); // a bf16 tie (rounds to even: up)
+    case 5:
+        return 3.4e38f; // rounds to Inf in bf16; squares overflow
+    case 6:
+        return INFINITY;
+    case 7:
+        return -NAN;
+    case 8:
+        return from_bits(0x7F800001u); // a signalling-pattern NaN
+    default:
+        return (float)(1e-30 * rng_normal(r)); // tiny
     }
 }
 
@@ -159,8 +170,8 @@ static void run_case(size_t n, size_t off, int with_copy, float lr, int special,
                       what, d, (double)o.state[N + off + d % n], (double)mr[N + off + d % n],
                       (double)gr[off + d % n]);
         d = first_diff_bf16(c, cr, N);
-        ck_assert_msg(d == N, "n %zu off %zu step %ld (%s): bf16 copy %zu: %04x vs %04x", n, off,
-                      t, what, d, c[d % N], cr[d % N]);
+        ck_assert_msg(d == N, "n %zu off %zu step %ld (%s): bf16 copy %zu: %04x vs %04x", n, off, t,
+                      what, d, c[d % N], cr[d % N]);
         ck_assert(memcmp(g, gr, 4 * N) == 0); // the gradient is only read
     }
     optim_free(&o);

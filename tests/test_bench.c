@@ -77,7 +77,8 @@ START_TEST(test_bench_profile_tiny) {
     ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
     ck_assert_msg(strstr(out, "2 threads") && strstr(out, "median of 3 steps"), "%s", out);
     const int native = test_bf16_native("bench profile");
-    ck_assert_msg(native ? strstr(out, "| bf16 ms |") != NULL : strstr(out, "bf16: not profiled") != NULL,
+    ck_assert_msg(native ? strstr(out, "| bf16 ms |") != NULL
+                         : strstr(out, "bf16: not profiled") != NULL,
                   "%s", out);
     for (int c = 0; c <= (native ? 2 : 0); c += 2) {
         double sum = 0;
@@ -155,7 +156,8 @@ static void one_step(MMPrecision prec, int prof, float* g, float* p, size_t* n) 
 
 START_TEST(test_profile_changes_nothing) {
     const size_t cap = 1 << 20;
-    float *g0 = malloc(cap * 4), *g1 = malloc(cap * 4), *p0 = malloc(cap * 4), *p1 = malloc(cap * 4);
+    float *g0 = malloc(cap * 4), *g1 = malloc(cap * 4), *p0 = malloc(cap * 4),
+          *p1 = malloc(cap * 4);
     for (int k = 0; k < 2; k++) {
         MMPrecision prec = k == 0 ? MM_FP32 : MM_BF16_REF;
         size_t n0, n1;

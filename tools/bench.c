@@ -27,16 +27,16 @@
 #include "optim/optim.h"
 
 static void usage(FILE* f) {
-    fprintf(f,
-            "usage: ./bench sgemm-peak | bf16-peak | profile [CONFIG] [steps=N] [key=value...]\n"
-            "  sgemm-peak   measured sgemm GFLOP/s of this machine (OpenBLAS, every thread)\n"
-            "  bf16-peak    measured bf16 matmul GFLOP/s (oneDNN, every thread)\n"
-            "  profile      where a training step's time goes: N steps (default 5, after one\n"
-            "               warm-up step) of CONFIG with the key=value overrides, on synthetic\n"
-            "               tokens, in fp32 and in bf16 where native (precision=P: only P); prints\n"
-            "               the median ms of each phase and its share of the median step\n"
-            "Each peak is the best of 12 short trials of 512x512 matrices per thread, the way the\n"
-            "trainer calls the kernels. OMP_NUM_THREADS (or threads=N) sets the thread count.\n");
+    fprintf(
+        f, "usage: ./bench sgemm-peak | bf16-peak | profile [CONFIG] [steps=N] [key=value...]\n"
+           "  sgemm-peak   measured sgemm GFLOP/s of this machine (OpenBLAS, every thread)\n"
+           "  bf16-peak    measured bf16 matmul GFLOP/s (oneDNN, every thread)\n"
+           "  profile      where a training step's time goes: N steps (default 5, after one\n"
+           "               warm-up step) of CONFIG with the key=value overrides, on synthetic\n"
+           "               tokens, in fp32 and in bf16 where native (precision=P: only P); prints\n"
+           "               the median ms of each phase and its share of the median step\n"
+           "Each peak is the best of 12 short trials of 512x512 matrices per thread, the way the\n"
+           "trainer calls the kernels. OMP_NUM_THREADS (or threads=N) sets the thread count.\n");
 }
 
 #define PROF_MAX_STEPS 1000
@@ -128,8 +128,8 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
             break;
         }
         OptimFuse f = {grad_clip_scale(norm, c->grad_clip), gpt2_weight_copy(&m)};
-        PROF(PROF_ADAMW, optim_step_fused(&opt, m.params, m.grads, ranges, m.nspecs, c->lr, &oh,
-                                          &f));
+        PROF(PROF_ADAMW,
+             optim_step_fused(&opt, m.params, m.grads, ranges, m.nspecs, c->lr, &oh, &f));
         if (f.copy)
             gpt2_params_synced(&m);
         else
