@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prof.h"
 #include "common/util.h"
 
 #ifdef ATTN_REAL_DOUBLE
@@ -224,9 +225,16 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
     const int P = c->row->params_per_head;
     const int stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH);
+    const int prof = prof_on; // the profile: the row maps' share of this region (common/prof.h)
+    double pw0 = 0;
+    if (prof) {
+        prof_par_reset();
+        pw0 = util_now();
+    }
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            const double pt0 = prof ? util_now() : 0;
             real* tb = thread_buf(ws);
             real* S = tb;
             real* key_sq = tb + 3 * (size_t)T * T + (size_t)T;
@@ -250,6 +258,7 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
                               .layer = c->layer};
             real* A = c->att + ((size_t)b * NH + h) * T * T;
             const real* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
+            const double pt1 = prof ? util_now() : 0;
             for (int t = 0; t < T; t++) {
                 real* srow = S + (size_t)t * T;
                 if (rs)
@@ -259,10 +268,16 @@ void attn_core_forward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) 
                 c->row->forward_row(A + (size_t)t * T, srow, t + 1, &ctx);
                 memset(A + (size_t)t * T + t + 1, 0, sizeof(real) * (size_t)(T - t - 1));
             }
+            const double pt2 = prof ? util_now() : 0;
             real* o = c->out + bt * c->ldo + (size_t)h * hs;
             real_gemm(0, 0, T, hs, T, 1.0f, A, T, v, (int)c->ldv, 0.0f, o, (int)c->ldo);
+            if (prof) {
+                prof_par_add(0, util_now() - pt0);
+                prof_par_add(1, pt2 - pt1);
+            }
         }
     }
+    if (prof) prof_par_split(PROF_ATTN_MM_FWD, PROF_ATTN_ROW_FWD, util_now() - pw0);
 }
 
 void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws) {
@@ -271,9 +286,16 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
     const int stride = c->rowp_stride > 0 ? c->rowp_stride : P;
     ASSERT(T <= ws->T && B <= ws->B && NH == ws->NH && P <= ws->maxP);
     if (P > 0) memset(ws->dp_slots, 0, sizeof(real) * (size_t)B * NH * P);
+    const int prof = prof_on; // the profile: the row maps' share of this region (common/prof.h)
+    double pw0 = 0;
+    if (prof) {
+        prof_par_reset();
+        pw0 = util_now();
+    }
 #pragma omp parallel for collapse(2) schedule(static) num_threads(ws->nthreads)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            const double pt0 = prof ? util_now() : 0;
             real* tb = thread_buf(ws);
             real* S = tb;
             real* dA = tb + (size_t)T * T;
@@ -311,6 +333,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                               .layer = c->layer};
             const real* rs = c->row_scale ? c->row_scale + ((size_t)b * NH + h) * T : NULL;
             real* drs = c->drow_scale ? c->drow_scale + ((size_t)b * NH + h) * T : NULL;
+            const double pt1 = prof ? util_now() : 0;
             for (int t = 0; t < T; t++) {
                 const real* s_raw = S + (size_t)t * T;
                 const real* s_in = s_raw;
@@ -332,6 +355,7 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                         dsr[j] *= rs[t];
                 }
             }
+            const double pt2 = prof ? util_now() : 0;
             attn_score_bias_grad(c, b, h, dS, T); // dS is dL/ds of the biased scores
             real* dq = c->dq + bt * c->ldq + (size_t)h * hs;
             real* dk = c->dk + bt * c->ldk + (size_t)h * hs;
@@ -348,8 +372,13 @@ void attn_core_backward(const AttnCore* c, const AttnDims* d, AttnWorkspace* ws)
                         dkj[i] += g * kj[i];
                 }
             }
+            if (prof) {
+                prof_par_add(0, util_now() - pt0);
+                prof_par_add(1, pt2 - pt1);
+            }
         }
     }
+    if (prof) prof_par_split(PROF_ATTN_MM_BWD, PROF_ATTN_ROW_BWD, util_now() - pw0);
     // reduce the per-(b,h) parameter gradients over b in a fixed order
     if (P > 0 && c->drowp) {
         for (int b = 0; b < B; b++)

@@ -10,6 +10,7 @@
 
 #include "common/dnnl_mm.h"
 #include "common/portable.h"
+#include "common/prof.h"
 #include "common/util.h"
 
 static MMPrecision g_prec = MM_FP32;
@@ -295,9 +296,11 @@ typedef struct {
 static Opnd opnd(const float* p, int rows, int cols, int slot) {
     Opnd o = {p, NULL};
     if (g_prec != MM_FP32) {
+        const int pp = prof_begin(PROF_CAST); // the step profile (common/prof.h)
         int ld = cols;
         o.h = as_bf16(p, rows, cols, &ld, slot);
         o.f = NULL;
+        prof_end(pp);
     }
     return o;
 }

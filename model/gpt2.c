@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prof.h"
 #include "common/rng.h"
 #include "common/util.h"
 #include "model/kv_cache.h"
@@ -373,7 +374,7 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
     const int Vp = m->cfg.padded_vocab;
     const size_t BT = (size_t)B * T, BTC = BT * C;
     const float* P = m->params;
-    refresh_bf16(m);
+    PROF(PROF_CAST, refresh_bf16(m));
     m->cur_B = B;
     m->cur_T = T;
     m->inputs = inputs;
@@ -383,7 +384,7 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
         ASSERT(B == 1 && T == 1 && kv_cache_len(kv) < m->cfg.block_size);
         if (wpe) wpe += (size_t)kv_cache_len(kv) * C;
     }
-    encoder_forward(m->encoded, inputs, P + m->specs[P_WTE].offset, wpe, B, T, C);
+    PROF(PROF_EMBED, encoder_forward(m->encoded, inputs, P + m->specs[P_WTE].offset, wpe, B, T, C));
     const int rp = m->cfg.residual != GPT2_RESID_STANDARD; // sublayer inputs are routed
     const ResidSources rsrc = {m->encoded, m->attproj, m->fcproj};
     const float* rq = rp ? gpt2_tensor(m, P, m->row_spec[P_RESID_QUERY], 0) : NULL;
@@ -391,10 +392,12 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
         const float* in1 = rp ? resid_forward(m->resid, 2 * l, res, rq, &rsrc, B, T) : res;
         float* ln1 = m->ln1 + l * BTC;
-        layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
-                          gpt2_tensor(m, P, P_LN1W, l), gpt2_tensor(m, P, P_LN1B, l), (int)BT, C);
-        matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
-                       gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C);
+        PROF(PROF_LN_FWD, layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
+                                            gpt2_tensor(m, P, P_LN1W, l),
+                                            gpt2_tensor(m, P, P_LN1B, l), (int)BT, C));
+        PROF(PROF_MM_QKV_FWD,
+             matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
+                            gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C));
         if (m->cfg.value_residual)
             vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B,
                          T);
@@ -408,36 +411,45 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
         if (kv)
             kv_cache_attend(kv, &al);
         else
-            attention_forward(&al);
-        matmul_forward(m->attproj + l * BTC, m->atty + l * BTC, gpt2_tensor(m, P, P_ATTPROJW, l),
-                       gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C);
-        residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC);
+            PROF(PROF_ATTN_MM_FWD, attention_forward(&al));
+        PROF(PROF_MM_ATTPROJ_FWD, matmul_forward(m->attproj + l * BTC, m->atty + l * BTC,
+                                                 gpt2_tensor(m, P, P_ATTPROJW, l),
+                                                 gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C));
+        PROF(PROF_RESID, residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC));
         if (!m->cfg.mlp) continue; // residual3 is residual2
         const float* in2 = m->residual2 + l * BTC;
         if (rp) in2 = resid_forward(m->resid, 2 * l + 1, in2, rq, &rsrc, B, T);
         float* ln2 = m->ln2 + l * BTC;
-        layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
-                          gpt2_tensor(m, P, P_LN2W, l), gpt2_tensor(m, P, P_LN2B, l), (int)BT, C);
-        matmul_forward(m->fch + l * 4 * BTC, ln2, gpt2_tensor(m, P, P_FCW, l),
-                       gpt2_tensor(m, P, P_FCB, l), (int)BT, C, 4 * C);
-        gelu_forward(m->fch_gelu + l * 4 * BTC, m->fch + l * 4 * BTC, 4 * BTC);
-        matmul_forward(m->fcproj + l * BTC, m->fch_gelu + l * 4 * BTC,
-                       gpt2_tensor(m, P, P_FCPROJW, l), gpt2_tensor(m, P, P_FCPROJB, l), (int)BT,
-                       4 * C, C);
-        residual_forward(m->residual3 + l * BTC, m->residual2 + l * BTC, m->fcproj + l * BTC, BTC);
+        PROF(PROF_LN_FWD, layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
+                                            gpt2_tensor(m, P, P_LN2W, l),
+                                            gpt2_tensor(m, P, P_LN2B, l), (int)BT, C));
+        PROF(PROF_MM_FC_FWD, matmul_forward(m->fch + l * 4 * BTC, ln2, gpt2_tensor(m, P, P_FCW, l),
+                                            gpt2_tensor(m, P, P_FCB, l), (int)BT, C, 4 * C));
+        PROF(PROF_GELU_FWD, gelu_forward(m->fch_gelu + l * 4 * BTC, m->fch + l * 4 * BTC, 4 * BTC));
+        PROF(PROF_MM_FCPROJ_FWD,
+             matmul_forward(m->fcproj + l * BTC, m->fch_gelu + l * 4 * BTC,
+                            gpt2_tensor(m, P, P_FCPROJW, l), gpt2_tensor(m, P, P_FCPROJB, l),
+                            (int)BT, 4 * C, C));
+        PROF(PROF_RESID, residual_forward(m->residual3 + l * BTC, m->residual2 + l * BTC,
+                                          m->fcproj + l * BTC, BTC));
     }
     const float* inf = m->residual3 + (L - 1) * BTC;
     if (rp) inf = resid_forward(m->resid, 2 * L, inf, rq, &rsrc, B, T);
-    layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
-                      P + m->specs[P_LNFB].offset, (int)BT, C);
-    matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp);
+    PROF(PROF_LN_FWD,
+         layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
+                           P + m->specs[P_LNFB].offset, (int)BT, C));
+    PROF(PROF_MM_LMHEAD_FWD,
+         matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp));
     if (targets) {
-        crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp);
+        PROF(PROF_LOSS_FWD,
+             crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp));
+        const int pp = prof_begin(PROF_METRICS);
         double s = 0.0;
         for (size_t i = 0; i < BT; i++)
             s += m->losses[i];
         m->mean_loss = (float)(s / (double)BT);
         m->mean_zloss = m->cfg.z_loss > 0.0f ? zloss_mean(m->lse, (int)BT, m->cfg.z_loss) : 0.0f;
+        prof_end(pp);
     } else {
         m->mean_loss = -1.0f;
         m->mean_zloss = 0.0f;
@@ -459,9 +471,11 @@ void gpt2_zero_grad(GPT2* m) {
     m->bf16_synced = 0;
     // the matmul-written tensors (mm_grad, nearly all of the 124M floats) are not cleared: the
     // next backward overwrites them (grads_fresh); only the tensors it adds into are zeroed
+    const int pp = prof_begin(PROF_ZERO_GRAD);
     for (int i = 0; i < m->nspecs; i++)
         if (!m->specs[i].mm_grad)
             memset(m->grads + m->specs[i].offset, 0, sizeof(float) * m->specs[i].size);
+    prof_end(pp);
     m->grads_fresh = 1;
 }
 
@@ -489,6 +503,7 @@ void gpt2_backward(GPT2* m, float scale) {
     // dlogits_bf16 as they are computed, registered as the logits' bf16 copy for the classifier
     // matmul, and the fp32 logits stay as they are
     const int half = m->dlogits_bf16 != NULL && m->precision != MM_FP32;
+    int pp = prof_begin(PROF_LOSS_BWD);
     if (half) {
         crossentropy_backward_bf16_z(m->dlogits_bf16, m->logits, m->lse, m->targets,
                                      scale / (float)BT, m->cfg.z_loss, (int)BT, V, Vp);
@@ -497,9 +512,11 @@ void gpt2_backward(GPT2* m, float scale) {
         crossentropy_backward_z(m->logits, m->logits, m->lse, m->targets, scale / (float)BT,
                                 m->cfg.z_loss, (int)BT, V, Vp);
     }
-    matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first, NULL,
-                       m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
-    memset(m->dres, 0, sizeof(float) * BTC);
+    prof_end(pp);
+    PROF(PROF_MM_LMHEAD_BWD,
+         matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first,
+                            NULL, m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp));
+    PROF(PROF_RESID, memset(m->dres, 0, sizeof(float) * BTC));
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
     // resid_backward; each branch reads d(its output) from resid_branch_grad
     const int rp = m->cfg.residual != GPT2_RESID_STANDARD;
@@ -507,11 +524,13 @@ void gpt2_backward(GPT2* m, float scale) {
     const float* rq = rp ? gpt2_tensor(m, P, m->row_spec[P_RESID_QUERY], 0) : NULL;
     float* drq = rp ? gpt2_tensor(m, G, m->row_spec[P_RESID_QUERY], 0) : NULL;
     if (rp) resid_backward_begin(m->resid);
+    pp = prof_begin(PROF_LN_BWD);
     layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, G + m->specs[P_LNFW].offset,
                        G + m->specs[P_LNFB].offset, m->dlnf,
                        rp ? resid_input(m->resid, 2 * L, m->residual3 + (L - 1) * BTC)
                           : m->residual3 + (L - 1) * BTC,
                        P + m->specs[P_LNFW].offset, m->lnf_mean, m->lnf_rstd, (int)BT, C);
+    prof_end(pp);
     if (rp) resid_backward(m->resid, 2 * L, m->dres, rq, drq, &rsrc);
     GRAD_HOOK(0, 1);
     for (int l = L - 1; l >= 0; l--) {
@@ -521,33 +540,40 @@ void gpt2_backward(GPT2* m, float scale) {
         // MLP branch: dres is d(residual3) = d(fcproj) and the direct part of d(residual2)
         const float* datt = m->dres; // mlp = 0: residual3 is residual2
         if (m->cfg.mlp) {
-            matmul_backward_to(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l), WGRAD,
-                               gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
-                               gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C);
-            gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC);
-            matmul_backward_to(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
-                               gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
-                               gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C);
+            PROF(PROF_MM_FCPROJ_BWD,
+                 matmul_backward_to(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l),
+                                    WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp,
+                                    m->fch_gelu + l * 4 * BTC, gpt2_tensor(m, P, P_FCPROJW, l),
+                                    (int)BT, 4 * C, C));
+            PROF(PROF_GELU_BWD,
+                 gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
+            PROF(PROF_MM_FC_BWD,
+                 matmul_backward_to(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
+                                    gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
+                                    gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C));
+            pp = prof_begin(PROF_LN_BWD);
             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
                                gpt2_tensor(m, G, P_LN2B, l), m->dln,
                                rp ? resid_input(m->resid, 2 * l + 1, m->residual2 + l * BTC)
                                   : m->residual2 + l * BTC,
                                gpt2_tensor(m, P, P_LN2W, l), m->ln2_mean + l * BT,
                                m->ln2_rstd + l * BT, (int)BT, C);
+            prof_end(pp);
             if (rp) resid_backward(m->resid, 2 * l + 1, m->dres, rq, drq, &rsrc);
             datt = rp ? resid_branch_grad(m->resid, 2 * l, m->dres) : m->dres;
         }
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
-        matmul_backward_to(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
-                           gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
-                           gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C);
-        memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
-        memset(m->dln, 0, sizeof(float) * BTC);
+        PROF(PROF_MM_ATTPROJ_BWD,
+             matmul_backward_to(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
+                                gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
+                                gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C));
+        PROF(PROF_RESID, memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
+             memset(m->dln, 0, sizeof(float) * BTC));
         AttnLayer al = make_layer(m, l, B, T);
         al.dout = m->datty;
         al.dqkv = m->dqkv;
         al.dx = m->dln; // layer-level variants that read x add their gradient here
-        attention_backward(&al);
+        PROF(PROF_ATTN_MM_BWD, attention_backward(&al));
         if (m->cfg.value_residual)
             vres_backward(m->vres, l, m->dqkv, m->qkv,
                           gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l),
@@ -559,24 +585,29 @@ void gpt2_backward(GPT2* m, float scale) {
                                  gpt2_tensor(m, P, m->row_spec[P_QKNORM_Q], l),
                                  gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
                                  m->cfg.qk_norm_kind, m->nthreads);
-        matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
-                           gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
-                           gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C);
-        layernorm_backward(
-            rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
-            gpt2_tensor(m, G, P_LN1B, l), m->dln, rp ? resid_input(m->resid, 2 * l, res) : res,
-            gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT, m->ln1_rstd + l * BT, (int)BT, C);
+        PROF(PROF_MM_QKV_BWD,
+             matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
+                                gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
+                                gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C));
+        PROF(PROF_LN_BWD,
+             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
+                                gpt2_tensor(m, G, P_LN1B, l), m->dln,
+                                rp ? resid_input(m->resid, 2 * l, res) : res,
+                                gpt2_tensor(m, P, P_LN1W, l), m->ln1_mean + l * BT,
+                                m->ln1_rstd + l * BT, (int)BT, C));
         if (rp) resid_backward(m->resid, 2 * l, m->dres, rq, drq, &rsrc);
         GRAD_HOOK(L - l, 1);
     }
     if (rp) resid_embed_grad(m->resid, m->dres);
     GRAD_HOOK(L + 1, 0);
     if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
-        matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL, m->logits,
-                           m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp);
+        PROF(PROF_MM_LMHEAD_BWD,
+             matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL,
+                                m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
-    encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C);
+    PROF(PROF_EMBED,
+         encoder_backward(G + m->specs[P_WTE].offset, dwpe, m->dres, m->inputs, B, T, C));
     GRAD_HOOK(L + 1, 1);
 #undef GRAD_HOOK
 #undef WGRAD

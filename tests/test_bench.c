@@ -1,11 +1,19 @@
 // tests/test_bench.c: ./bench, the matmul peak measurements (tools/bench.c): the usage and an
 // unknown measurement exit 2; sgemm-peak prints a positive GFLOP/s with the OpenMP thread count;
 // bf16-peak prints its peak and oneDNN's kernel where the CPU has a native bf16 matmul, and is
-// refused (exit 2) where it has none.
+// refused (exit 2) where it has none. `profile` (common/prof.h): on a tiny config it lists every
+// phase for fp32 (and bf16 where native, else says why not), the named phases add up to a sane
+// fraction of the measured step, bad arguments exit 2 naming them; and profiling changes no
+// result (the gradients and the optimizer step are bitwise those of an unprofiled step).
+#include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prof.h"
+#include "optim/optim.h"
+#include "tests/model_util.h"
 #include "tests/reader_util.h"
 #include "tests/testutil.h"
 
@@ -41,6 +49,132 @@ START_TEST(test_bench_bf16_peak) {
 }
 END_TEST
 
+#define TINY                                                                                       \
+    "n_layer=2 n_head=2 n_embd=32 vocab_size=260 tokenizer=byte block_size=32 seq_len=32 "         \
+    "batch_size=2"
+
+// The value of column `col` (0: fp32 ms, 2: bf16 ms) in the row "| name |" of the profile table;
+// fails the test when the row is missing.
+static double row_value(const char* out, const char* name, int col) {
+    char key[128];
+    snprintf(key, sizeof(key), "\n| %s |", name);
+    const char* l = strstr(out, key);
+    ck_assert_msg(l != NULL, "phase '%s' missing from:\n%s", name, out);
+    l += strlen(key);
+    for (int i = 0; i < col; i++) {
+        l = strchr(l, '|');
+        ck_assert(l != NULL);
+        l++;
+    }
+    double v = NAN;
+    ck_assert_msg(sscanf(l, " %lf", &v) == 1, "row '%s': %.80s", name, l);
+    return v;
+}
+
+START_TEST(test_bench_profile_tiny) {
+    static char out[1 << 16];
+    int rc = rd_run("bench", "profile " TINY " threads=2 steps=3", out, sizeof(out));
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "2 threads") && strstr(out, "median of 3 steps"), "%s", out);
+    const int native = test_bf16_native("bench profile");
+    ck_assert_msg(native ? strstr(out, "| bf16 ms |") != NULL
+                         : strstr(out, "bf16: not profiled") != NULL,
+                  "%s", out);
+    for (int c = 0; c <= (native ? 2 : 0); c += 2) {
+        double sum = 0;
+        for (int p = 0; p < PROF_NPHASES; p++) {
+            double v = row_value(out, prof_name(p), c);
+            ck_assert_msg(v >= 0 && isfinite(v), "phase %s: %g ms", prof_name(p), v);
+            if (p != PROF_OTHER) sum += v;
+        }
+        // the printed sum is the sum of the rows (each rounded to 0.01 ms)
+        double printed = row_value(out, "sum of the named phases", c);
+        ck_assert_msg(fabs(sum - printed) <= 0.006 * PROF_NPHASES + 1e-9, "sum %g vs %g", sum,
+                      printed);
+        // the phases are medians over the steps, so they need not add up to the median step
+        // exactly, but the named phases must cover most of it and not much more
+        double step = row_value(out, "step (median)", c);
+        ck_assert_msg(step > 0 && sum > 0.5 * step && sum < 1.5 * step,
+                      "named phases %g ms of a %g ms step:\n%s", sum, step, out);
+        // the work every step does was timed
+        ck_assert_msg(row_value(out, "matmul lm head fwd", c) > 0 &&
+                          row_value(out, "adamw (+clip scale, bf16 copy)", c) > 0,
+                      "%s", out);
+    }
+    // one precision only
+    rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));
+    ck_assert_msg(rc == 0 && strstr(out, "| fp32 ms |") && !strstr(out, "bf16 ms"), "%s", out);
+}
+END_TEST
+
+START_TEST(test_bench_profile_bad_args) {
+    RD_EXPECT(2, "bench", "profile " TINY " steps=0", "steps = '0'");
+    RD_EXPECT(2, "bench", "profile " TINY " steps=x", "steps = 'x'");
+    RD_EXPECT(2, "bench", "profile " TINY " n_layr=2", "n_layr");
+    RD_EXPECT(2, "bench", "profile no/such.conf", "no/such.conf");
+    RD_EXPECT(2, "bench", "profile " TINY " seq_len=64", "seq_len");
+}
+END_TEST
+
+// One training step (zero_grad, forward, backward, AdamW with clipping) of a fresh tiny model;
+// the gradients and the updated parameters into g, p.
+static void one_step(MMPrecision prec, int prof, float* g, float* p, size_t* n) {
+    Config c;
+    test_tiny_config(&c, 64, 2, 2, 32, 16);
+    GPT2 m;
+    test_build_model(&m, &c, 2, 16, 7);
+    gpt2_set_precision(&m, prec);
+    int x[32], y[32];
+    Rng r;
+    rng_seed(&r, 3);
+    test_random_tokens(x, 32, 64, &r);
+    test_random_tokens(y, 32, 64, &r);
+    Optimizer o;
+    optim_init(&o, optim_lookup("adamw"), m.num_params);
+    OptimRange rg = {0, m.num_params, 1};
+    OptimHParams h = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    prof_enable(prof);
+    prof_step_begin();
+    gpt2_zero_grad(&m);
+    gpt2_forward(&m, x, y, 2, 16);
+    gpt2_backward(&m, 1.0f);
+    memcpy(g, m.grads, sizeof(float) * m.num_params);
+    OptimFuse f = {0.5f, gpt2_weight_copy(&m)};
+    optim_step_fused(&o, m.params, m.grads, &rg, 1, 1e-3f, &h, &f);
+    double acc[PROF_NPHASES];
+    prof_step_end(acc);
+    prof_enable(0);
+    double named = 0;
+    for (int i = 1; i < PROF_NPHASES; i++)
+        named += acc[i];
+    ck_assert_msg(prof ? named > 0 : named == 0, "profiling %d: %g s in named phases", prof, named);
+    memcpy(p, m.params, sizeof(float) * m.num_params);
+    *n = m.num_params;
+    optim_free(&o);
+    gpt2_free(&m);
+}
+
+START_TEST(test_profile_changes_nothing) {
+    const size_t cap = 1 << 20;
+    float *g0 = malloc(cap * 4), *g1 = malloc(cap * 4), *p0 = malloc(cap * 4),
+          *p1 = malloc(cap * 4);
+    for (int k = 0; k < 2; k++) {
+        MMPrecision prec = k == 0 ? MM_FP32 : MM_BF16_REF;
+        size_t n0, n1;
+        one_step(prec, 0, g0, p0, &n0);
+        one_step(prec, 1, g1, p1, &n1);
+        ck_assert(n0 == n1 && n0 <= cap);
+        ck_assert_msg(memcmp(g0, g1, n0 * 4) == 0, "gradients differ with profiling on (%d)", k);
+        ck_assert_msg(memcmp(p0, p1, n0 * 4) == 0, "parameters differ with profiling on (%d)", k);
+    }
+    mm_set_precision(MM_FP32);
+    free(g0);
+    free(g1);
+    free(p0);
+    free(p1);
+}
+END_TEST
+
 static Suite* bench_suite(void) {
     Suite* s = suite_create("bench");
     TCase* tc = tcase_create("core");
@@ -48,6 +182,9 @@ static Suite* bench_suite(void) {
     tcase_add_test(tc, test_bench_usage_and_unknown);
     tcase_add_test(tc, test_bench_sgemm_peak);
     tcase_add_test(tc, test_bench_bf16_peak);
+    tcase_add_test(tc, test_bench_profile_tiny);
+    tcase_add_test(tc, test_bench_profile_bad_args);
+    tcase_add_test(tc, test_profile_changes_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
