@@ -41,7 +41,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/rowops.h"
 
 enum { HP_BETA, N_HP };

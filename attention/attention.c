@@ -1,6 +1,6 @@
 // attention/attention.c: the attention driver shared by every variant: scores through sgemm,
 // causal rows handed to the variant's row map, A·V, and the backward of all three. See
-// attention.h for shapes and the threading contract.
+// attention/layer.h for shapes, attention.h for the threading contract.
 //
 // Forward, per (b, h), with S, A of shape (T, T) and q, k, v, o of shape (T, hs):
 //   S   = scale * q k^T (+ ALiBi slope_h * (j - t)) ; S'_t = row_scale_t * S_t
@@ -405,7 +405,7 @@ real attn_alibi_slope(int h, int NH) {
     return real_pow(2.0f, -4.0f * (real)(2 * (h - P) + 1) / (real)P);
 }
 
-// xPos (torchscale, see attention.h): ln zeta_0 = ln(0.4 / 1.4) is the most negative, so the
+// xPos (torchscale, see attention/posenc.h): ln zeta_0 = ln(0.4 / 1.4) is the most negative, so the
 // extreme factors are zeta_0^(-+P/512) at the centred position p = -P, P = ceil(T/2). Both stay
 // normal floats while P ln(1.4 / 0.4) / 512 <= 126 ln 2 (FLT_MIN = 2^-126; FLT_MAX > 2^127).
 int attn_xpos_max_T(void) {

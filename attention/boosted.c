@@ -39,7 +39,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "common/matmul.h"
 
 enum { T_QKVW, T_QKVB, T_GATEW, T_GATEB };

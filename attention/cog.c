@@ -23,7 +23,7 @@
 //   per-layer spec, e.g. attention = 0:softmax,1-10:cog,11:softmax.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise

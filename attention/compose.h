@@ -8,7 +8,7 @@
 #ifndef ATTNLAB_COMPOSE_H
 #define ATTNLAB_COMPOSE_H
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 
 extern const AttnVariant attn_relu;
 extern const AttnVariant attn_entmax;

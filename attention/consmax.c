@@ -34,7 +34,7 @@
 //   80 is off by default in its train_args.py).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_BETA0, HP_GAMMA0, HP_CLAMP };
 

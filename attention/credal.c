@@ -39,7 +39,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { EV_SOFTPLUS, EV_EXP, EV_RELU };
 

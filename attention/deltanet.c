@@ -85,7 +85,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/deltanet_chunk.h"
 #include "attention/deltanet_onorm.h"
 

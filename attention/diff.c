@@ -56,7 +56,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/rowops.h"
 #include "common/util.h"
 

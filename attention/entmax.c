@@ -48,7 +48,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/compose.h"
 #include "attention/rowops.h"
 

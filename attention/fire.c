@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/posenc.h"
 #include "common/rng.h"
 #include "common/util.h"
 

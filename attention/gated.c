@@ -36,7 +36,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/rowops.h"
 
 enum { HP_GATE_INIT, N_HP };

@@ -41,7 +41,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_TAU, HP_HARD };

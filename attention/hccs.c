@@ -34,7 +34,7 @@
 //   calibration).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are
 // finite), so loops stay inline and vectorise

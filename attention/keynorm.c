@@ -24,7 +24,7 @@
 //   the source papers and code were not located.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 static const AttnHParamSpec keynorm_hparams[] = {

@@ -90,7 +90,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/linear_features.h"
 #include "common/matmul.h"
 

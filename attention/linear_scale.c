@@ -12,7 +12,7 @@
 // No learnable parameters. Rows do not sum to 1; not shift-invariant.
 // Numerics: a linear map, finite for any finite scores.
 // Backward: J = I / N, so ds_j += da_j / N                                                O(n)
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { LEN_ROW, LEN_TRAIN };
 

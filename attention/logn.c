@@ -33,7 +33,7 @@
 //   from 1/2 to 2).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_KAPPA, HP_LEARN };

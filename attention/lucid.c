@@ -50,7 +50,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 
 #define LUCID_EPS ((real)1e-6)
 

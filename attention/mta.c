@@ -61,7 +61,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/mta_conv.h"
 #include "attention/rowops.h"
 

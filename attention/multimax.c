@@ -28,7 +28,7 @@
 //   0.02^2)).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_T0, HP_R0, N_HP };

@@ -51,7 +51,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 
 enum { T_SR, T_SW, T_SO, T_GW, N_T };
 

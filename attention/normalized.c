@@ -39,7 +39,7 @@
 //   attn.eps = 1e-12) and attn.len_scale = inv_sqrt_n are extensions.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_EPS, HP_GAIN, HP_LEN, HP_BIAS, HP_EPS_MODE };
 enum { GAIN_OFF, GAIN_LEARN };

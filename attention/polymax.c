@@ -29,7 +29,7 @@
 // Deviations from it: none.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_X0, HP_Y0, HP_POWER, HP_DIVISOR };
 

@@ -29,7 +29,7 @@
 //   length).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_POWER, HP_CLAMP, HP_SCALE };
 enum { SCALE_ROW, SCALE_TRAIN };

@@ -28,7 +28,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_FRAC, HP_ROUND, N_HP };

@@ -1,5 +1,5 @@
 // attention/qknorm.c: qk-norm, the model key qk_norm (definition, source and the choice of
-// LayerNorm in attention.h): every head's q and k normalised over the head's channels, times a
+// LayerNorm in attention/qknorm.h): every head's q and k normalised over the head's channels, times a
 // learnable gain per layer shared by the heads, in place in qkv before the layer reads them.
 //
 // Forward, per row r of B*T, part p in {q, k} and head h, x = the head's hs channels:
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/qknorm.h"
 
 static const char* const QKNORM_NAMES[ATTN_QKNORM_COUNT] = {
     [ATTN_QKNORM_LAYERNORM] = "layernorm",

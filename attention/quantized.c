@@ -35,7 +35,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 // min without libm's NaN and signed-zero handling (inputs are finite), so loops vectorise

@@ -28,7 +28,7 @@
 // Deviations from it: L, the sequence length of the paper's non-causal ViT, becomes the causal row
 //   length n (attn.form = relu is Ran-Milo's unnormalised ReLU); the paper trains with qk-layernorm
 //   (model key qk_norm).
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/compose.h"
 
 enum { HP_FORM };

@@ -33,7 +33,7 @@
 //   implementation's choices.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { AFF_LEARN, AFF_NONE };
 

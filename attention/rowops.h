@@ -6,15 +6,15 @@
 // results. Maxima use `x > m ? x : m`: an inline comparison (fmaxf is a libm call per entry)
 // that, like fmaxf, ignores a NaN entry and gives the same differences s_j - m.
 //
-// Layer helpers (end of file) run the driver's core with position encoding, for layer-level
-// variants that wrap an inner row map.
+// The layer helpers that run the driver's core with position encoding, for layer-level variants
+// that wrap an inner row map, are in attention/layer.h.
 #ifndef ATTNLAB_ROWOPS_H
 #define ATTNLAB_ROWOPS_H
 
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 // max(x, y) without libm's NaN and signed-zero handling (for finite inputs), so loops vectorise
 static inline real rowops_max_f(real x, real y) {
@@ -201,92 +201,6 @@ static inline void rowops_softmax_double(real* a, double* z, int n) {
     double inv = 1.0 / sum;
     for (int j = 0; j < n; j++)
         a[j] = (real)(z[j] * inv);
-}
-
-// ---------------------------------------------------------------------------------------------
-// layer helpers for variants that wrap an inner row map
-
-// The default-pipeline core of layer L (attn_layer_core) with its A·V product written to out
-// (B,T,C) and, in backward, its output gradient read from dout (B,T,C).
-static inline AttnCore rowops_layer_core(const AttnLayer* L, real* out, real* dout) {
-    AttnCore c = attn_layer_core(L);
-    c.out = out;
-    c.dout = dout;
-    return c;
-}
-
-// Position encoding of c's q, k (rotated into L->qk_pos under rope), then the core forward.
-static inline void rowops_core_forward(AttnCore* c, const AttnLayer* L) {
-    attn_pos_forward(c, L, L->qk_pos);
-    attn_core_forward(c, &L->d, L->ws);
-}
-
-// The core backward between attn_pos_backward_begin and _end (gradients += into c's dq, dk, dv).
-static inline void rowops_core_backward(AttnCore* c, const AttnLayer* L) {
-    AttnPosSave save;
-    attn_pos_backward_begin(c, &save, L, L->qk_pos);
-    attn_core_backward(c, &L->d, L->ws);
-    attn_pos_backward_end(c, &save, L);
-}
-
-// The core (forward or backward, position encoding included) of a composed variant (rela,
-// asentmax): the row map its compose hook resolved at setup (L->own: a fixed map with fixed
-// hyperparameters and no row parameters) replaces c's row map; without one c keeps its own
-// (attn.inner, with its row parameters).
-static inline void rowops_core_composed(AttnCore* c, const AttnLayer* L, int backward) {
-    if (L->own && L->own->row) {
-        c->row = L->own->row;
-        c->hp = &L->own->hp;
-        c->rowp = NULL;
-        c->rowp_stride = 0;
-        c->drowp = NULL;
-    }
-    if (backward)
-        rowops_core_backward(c, L);
-    else
-        rowops_core_forward(c, L);
-}
-
-// For layer-level variants whose heads are coupled and which therefore compute every head's
-// scores themselves (talking_heads, selective): with c the layer's core after the position
-// encoding, S (T,T) = c->scale q_h k_h^T (+ ALiBi slope_h (j - t), + the FIRE bias) of item b,
-// head h (their backward hands dS_h to attn_score_bias_grad); the key norms
-// |k_j|^2 of that head; and the row context of head h (its row parameters, step, seed, layer).
-static inline void rowops_head_scores(real* S, const AttnCore* c, const AttnDims* d, int b, int h) {
-    const int T = d->T, hs = d->hs;
-    const real* q = c->q + (size_t)b * T * c->ldq + (size_t)h * hs;
-    const real* k = c->k + (size_t)b * T * c->ldk + (size_t)h * hs;
-    real_gemm(0, 1, T, T, hs, c->scale, q, (int)c->ldq, k, (int)c->ldk, 0.0f, S, T);
-    const real slope = c->score_bias_slopes ? c->score_bias_slopes[h] : 0.0f;
-    if (slope != 0.0f)
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j <= t; j++)
-                S[(size_t)t * T + j] -= slope * (real)(t - j);
-    attn_score_bias_add(S, c, h, T); // FIRE
-}
-
-static inline void rowops_head_key_sq(real* ks, const AttnCore* c, const AttnDims* d, int b,
-                                      int h) {
-    const real* k = c->k + (size_t)b * d->T * c->ldk + (size_t)h * d->hs;
-    for (int j = 0; j < d->T; j++) {
-        real a = 0.0f;
-        for (int i = 0; i < d->hs; i++)
-            a += k[(size_t)j * c->ldk + i] * k[(size_t)j * c->ldk + i];
-        ks[j] = a;
-    }
-}
-
-static inline AttnRowCtx rowops_head_ctx(const AttnCore* c, const AttnLayer* L, int h,
-                                         real* scratch) {
-    const int P = c->row->params_per_head, stride = c->rowp_stride > 0 ? c->rowp_stride : P;
-    return (AttnRowCtx){.hp = c->hp,
-                        .p = P > 0 ? c->rowp + (size_t)h * stride : NULL,
-                        .scratch = scratch,
-                        .T = L->d.T,
-                        .h = h,
-                        .step = L->step,
-                        .seed = L->seed,
-                        .layer = L->layer};
 }
 
 // Row statistic of sparse maps: the fraction of keys with nonzero weight (signature of

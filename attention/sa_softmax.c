@@ -39,7 +39,7 @@
 //   through them (no stop-gradient); code chuanyang-Zheng/SA-Softmax is not in the index.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_FORM };

@@ -38,7 +38,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/rowops.h"
 
 // per-thread scratch: 2 NH + 1 (T, T) planes, the row map's scratch and three rows

@@ -27,7 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { TAU_WIDTH, TAU_NONE };
 

@@ -40,7 +40,7 @@
 //   (qk_norm: true; here the model key qk_norm = 1, qk-layernorm, off by default).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_BIAS_MODE, HP_BIAS };
 enum { BIAS_LN_N, BIAS_LN_T, BIAS_FIXED, BIAS_NONE, BIAS_LEARN };

@@ -26,7 +26,7 @@
 // Deviations from it: used as the attention row map (the paper defines it for the output layer).
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 static real sig_g(real x) {

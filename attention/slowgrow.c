@@ -31,7 +31,7 @@
 //   implementation's choices.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { K_POLY, K_LOG, K_ELU1 };

@@ -23,7 +23,7 @@
 // Deviations from it: none.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_CAP };

@@ -29,7 +29,7 @@
 //   not modelled.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 #define LN2 ((real)0.693147180559945309) // float in the float build, double in the double

@@ -14,7 +14,7 @@
 // Deviations from it: none.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 static void softmax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {

@@ -34,7 +34,7 @@
 //   learn) is an extension.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_SINK };
 enum { SINK_FIXED, SINK_LEARN };

@@ -36,7 +36,7 @@
 //   0.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 
 enum { HP_EPS };
 

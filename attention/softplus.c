@@ -37,7 +37,7 @@
 //   2) are unverified readings of the abstract.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_NREF, HP_SCALE, HP_REWEIGHT, HP_POWER, N_HP };

@@ -24,7 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 // max/min without libm's NaN and signed-zero handling (a call per element otherwise; inputs are

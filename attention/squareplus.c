@@ -35,7 +35,7 @@
 // O(n), one sqrt per entry. Rows sum to 1 under barron only; not shift-invariant.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_FORM, HP_B, HP_DIV };

@@ -47,7 +47,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 
 enum { HP_VALUE, HP_TEMP, N_HP };
 enum { TEMP_POSITION, TEMP_TOKEN };

@@ -34,7 +34,7 @@
 //   paper's 'with bias' form is attn.bias = learn.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 enum { HP_THETA_INIT, HP_THETA0, HP_BIAS };

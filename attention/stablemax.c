@@ -28,7 +28,7 @@
 // Deviations from it: used as the attention row map (the reference uses it in the cross-entropy
 //   loss); the reference's 1e-30 in 1/(1 - x + 1e-30) is omitted (below float resolution for x <
 //   0).
-#include "attention/attention.h"
+#include "attention/rowmap.h"
 #include "attention/rowops.h"
 
 static void stablemax_forward_row(real* a, const real* s, int n, const AttnRowCtx* ctx) {

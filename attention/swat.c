@@ -13,7 +13,7 @@
 //   balanced (default)  heads h < P: m_h = +2^(-8(h+1)/P) (a penalty on distance, favours recent
 //                       keys); heads h >= P: m_h = -2^(-8(h-P+1)/P) (favours distant keys in the
 //                       window). Inside the window the bias is bounded by |m_h| (w - 1).
-//   alibi               m_h = attn_alibi_slope(h, H), standard ALiBi (attention.h: the ALiBi
+//   alibi               m_h = attn_alibi_slope(h, H), standard ALiBi (attention/posenc.h: the ALiBi
 //                       authors' slopes; 2^(-8(h+1)/H) when H is a power of two).
 // The balanced slopes use the plain geometric sequence 2^(-8(h+1)/P) for every P, the form of
 // get_alibi_slope in SWAT's code (Fzkuji/swat-attention:fla/layers/swat_attn.py, which takes it
@@ -42,7 +42,7 @@
 //   taken as the reference.
 #include <math.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 
 enum { SL_BALANCED, SL_ALIBI, SL_NONE };
 enum { B_NONE, B_FIXED, B_LEARN };

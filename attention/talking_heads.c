@@ -44,7 +44,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "attention/rowops.h"
 
 enum { T_PRE, T_POST, N_T };

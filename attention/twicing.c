@@ -27,7 +27,7 @@
 //   (per-layer spec, e.g. attention = 0-9:softmax,10-11:twicing).
 #include <string.h>
 
-#include "attention/attention.h"
+#include "attention/layer.h"
 #include "common/matmul.h"
 
 static size_t twicing_cache_floats(const AttnDims* d, const AttnHParams* hp) {

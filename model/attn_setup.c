@@ -11,7 +11,7 @@
 #include "model/residual.h"
 
 // "a, b or c": the names of an enum's name table, for error messages (the tables are the one
-// spelling of the names: attention.h attn_pos_name, residual.h resid_name).
+// spelling of the names: attention/posenc.h attn_pos_name, residual.h resid_name).
 static void name_list(char* out, size_t cap, const char* (*name)(int), int count) {
     size_t len = 0;
     out[0] = '\0';

@@ -173,7 +173,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
             const float* q = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
             const float* k = q + C;
             mm_gemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, S, T);
-            // the driver's ALiBi slopes (attention.h)
+            // the driver's ALiBi slopes (attention/posenc.h)
             const float slope = alibi ? attn_alibi_slope(h, NH) : 0.0f;
             float mx = 0.0f;
             for (int t = 0; t < T; t++) {

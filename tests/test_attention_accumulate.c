@@ -1,5 +1,5 @@
 // tests/test_attention_accumulate.c: the backward contract of attention_backward, "+= into all
-// of these" (attention/attention.h: dx, dqkv, the row-parameter and layer-tensor gradients).
+// of these" (attention/layer.h: dx, dqkv, the row-parameter and layer-tensor gradients).
 // The model zeroes these buffers before every layer's backward, so a kernel that writes '='
 // where it should add gives the same gradients there and in every gradient check; here each
 // variant runs its backward once from zeroed buffers (g0) and once from buffers holding known

@@ -203,7 +203,7 @@ START_TEST(test_reference_form_checker) {
 }
 END_TEST
 
-// Every registered variant names the implementation its default follows (attention/attention.h),
+// Every registered variant names the implementation its default follows (attention/rowmap.h),
 // and a deviations text, when present, says something. The failing variants are listed together.
 START_TEST(test_every_variant_names_its_reference) {
     char bad[4096] = "";

@@ -18,7 +18,7 @@ A case line is a JSON object: id, variant, hp {name: number or choice word}, inn
 pos (learned | rope | alibi | none | xpos | fire), B, T, C, NH, P, tensors [names]. An unknown variant,
 hyperparameter or choice word is an error naming it (exit 2).
 
-Conventions (attention/attention.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
+Conventions (attention/layer.h): q, k, v at channel offsets 0, C, 2C of qkv, head h at h*hs;
 scores s_tj = q_t.k_j / sqrt(hs) for j <= t (n_t = t + 1 keys); weights above the diagonal are 0.
 RoPE (RoFormer): pair (2i, 2i+1) of q and k at position t is rotated by t * 10000^(-2i/hs),
 (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos). xPos (Sun et al. 2022, arXiv 2212.10554; as the
