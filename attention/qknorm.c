@@ -1,6 +1,6 @@
 // attention/qknorm.c: qk-norm, the model key qk_norm (definition, source and the choice of
-// LayerNorm in attention/qknorm.h): every head's q and k normalised over the head's channels, times a
-// learnable gain per layer shared by the heads, in place in qkv before the layer reads them.
+// LayerNorm in attention/qknorm.h): every head's q and k normalised over the head's channels, times
+// a learnable gain per layer shared by the heads, in place in qkv before the layer reads them.
 //
 // Forward, per row r of B*T, part p in {q, k} and head h, x = the head's hs channels:
 //   layernorm: mu = mean x, rstd = 1/sqrt(mean (x - mu)^2 + eps), xhat = (x - mu) rstd
