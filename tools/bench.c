@@ -405,8 +405,8 @@ static int generate(int argc, char** argv) {
         printf("precision %s: %s\n", c.precision, info);
         printf("key/value cache: %.0f bytes (%.1f MiB) for %d positions\n",
                kv_cache_model_bytes(&m, T), kv_cache_model_bytes(&m, T) / 1048576.0, T);
-        printf("cached: %.2f tokens/s (%.4f s for %d tokens)\n", tokens / mc, mc, tokens);
-        printf("uncached: %.2f tokens/s (%.4f s for %d tokens)\n", tokens / mu, mu, tokens);
+        printf("cached: %.2f tokens/s (%.6g s for %d tokens)\n", tokens / mc, mc, tokens);
+        printf("uncached: %.2f tokens/s (%.6g s for %d tokens)\n", tokens / mu, mu, tokens);
         printf("speed-up: %.2fx (cached over uncached tokens/s)\n", mu / mc);
         printf("tokens: cached %016llx, uncached %016llx (FNV-1a of the new token ids): "
                "identical\n",
