@@ -192,10 +192,10 @@ START_TEST(test_bench_generate_tiny) {
     // tokens/s is the tokens over the printed median seconds; the ratio that of the two rates
     double sc = NAN, su = NAN;
     int nc = 0, nu = 0;
-    ck_assert(sscanf(strstr(out, "\ncached: "), "\ncached: %*f tokens/s (%lf s for %d tokens)",
-                     &sc, &nc) == 2);
-    ck_assert(sscanf(strstr(out, "\nuncached: "),
-                     "\nuncached: %*f tokens/s (%lf s for %d tokens)", &su, &nu) == 2);
+    ck_assert(sscanf(strstr(out, "\ncached: "), "\ncached: %*f tokens/s (%lf s for %d tokens)", &sc,
+                     &nc) == 2);
+    ck_assert(sscanf(strstr(out, "\nuncached: "), "\nuncached: %*f tokens/s (%lf s for %d tokens)",
+                     &su, &nu) == 2);
     ck_assert_int_eq(nc, GEN_N);
     ck_assert_int_eq(nu, GEN_N);
     ck_assert_msg(sc > 0 && su > 0, "%s", out);
@@ -205,8 +205,7 @@ START_TEST(test_bench_generate_tiny) {
     // the same tokens both ways, and the tokens greedy decoding of that model gives
     unsigned long long hc = 0, hu = 0;
     const char* l = strstr(out, "\ntokens: ");
-    ck_assert_msg(l && sscanf(l, "\ntokens: cached %llx, uncached %llx", &hc, &hu) == 2, "%s",
-                  out);
+    ck_assert_msg(l && sscanf(l, "\ntokens: cached %llx, uncached %llx", &hc, &hu) == 2, "%s", out);
     double want_bytes = 0;
     const unsigned long long want = reference_hash(&want_bytes);
     ck_assert_msg(hc == want && hu == want, "cached %016llx, uncached %016llx, reference %016llx",

@@ -86,8 +86,9 @@ START_TEST(test_kv_cache_bytes_is_what_is_allocated) {
                     const double est = kv_cache_model_bytes(&m, T);
                     const double got = measured_bytes(&m, T);
                     const double lay = layout_bytes(&m, T, threads[t]);
-                    ck_assert_msg(est == got, "%s %s %d threads T=%d: estimate %.0f, allocated %.0f",
-                                  att[a], pos[p], threads[t], T, est, got);
+                    ck_assert_msg(est == got,
+                                  "%s %s %d threads T=%d: estimate %.0f, allocated %.0f", att[a],
+                                  pos[p], threads[t], T, est, got);
                     // beyond the buffers only the struct: seven ints and five pointers
                     const double head = est - lay;
                     ck_assert_msg(head >= 7 * sizeof(int) + 5 * sizeof(void*) && head <= 128,
@@ -101,11 +102,11 @@ START_TEST(test_kv_cache_bytes_is_what_is_allocated) {
 }
 END_TEST
 
-#define GV 257 // the byte tokenizer
-#define GL 3
+#define GV  257 // the byte tokenizer
+#define GL  3
 #define GNH 4
-#define GC 32
-#define GT 48
+#define GC  32
+#define GT  48
 
 static void gen_config(Config* c, const char* pos) {
     test_tiny_config(c, GV, GL, GNH, GC, GT);
@@ -113,10 +114,17 @@ static void gen_config(Config* c, const char* pos) {
     util_strlcpy(c->pos_encoding, pos, sizeof(c->pos_encoding));
 }
 
+// One scratch folder for the suite (test_tmpdir makes a new one on every call).
+static const char* tmp(void) {
+    static char dir[600];
+    if (!dir[0]) util_strlcpy(dir, test_tmpdir(), sizeof(dir));
+    return dir;
+}
+
 // ./generate's stderr for the checkpoint ck with options opts (one thread); fails unless exit 0.
 static void generate_stderr(const char* ck, const char* opts, char* errtext, size_t cap) {
     char cmd[4096], ep[1200];
-    snprintf(ep, sizeof(ep), "%s/kvmem_stderr.txt", test_tmpdir());
+    snprintf(ep, sizeof(ep), "%s/kvmem_stderr.txt", tmp());
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 %s/generate --checkpoint %s %s >/dev/null 2>%s",
              test_build_dir(), ck, opts, ep);
     const int st = system(cmd);
@@ -136,7 +144,7 @@ START_TEST(test_generate_verbose_counts_the_cache) {
         GPT2 m;
         build(&m, &c, GT, 1, 3);
         char ck[1100], err[2048];
-        snprintf(ck, sizeof(ck), "%s/kvmem_%s.bin", test_tmpdir(), pos[p]);
+        snprintf(ck, sizeof(ck), "%s/kvmem_%s.bin", tmp(), pos[p]);
         char* text = NULL;
         size_t tl = 0;
         FILE* f = open_memstream(&text, &tl);
@@ -173,11 +181,10 @@ START_TEST(test_generate_verbose_counts_the_cache) {
         ck_assert(par > 0 && grad > 0 && acts > 0 && total > 0);
 
         // without the cache: none counted
-        generate_stderr(ck, "--verbose --no-cache --n 1 --tokens 3 --temperature 0", e,
-                        sizeof(e));
+        generate_stderr(ck, "--verbose --no-cache --n 1 --tokens 3 --temperature 0", e, sizeof(e));
         l = strstr(e, "key/value cache ");
-        ck_assert_msg(l && sscanf(l, "key/value cache %lf bytes", &cache) == 1 && cache == 0,
-                      "%s", e);
+        ck_assert_msg(l && sscanf(l, "key/value cache %lf bytes", &cache) == 1 && cache == 0, "%s",
+                      e);
         // and nothing without --verbose
         generate_stderr(ck, "--n 1 --tokens 3 --temperature 0", e, sizeof(e));
         ck_assert_msg(strstr(e, "memory estimate") == NULL, "%s", e);

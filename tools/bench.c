@@ -10,10 +10,10 @@
 //                              and prints the median ms per phase and its share of the median step
 //        ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]
 //                              greedy generation of N new tokens (default 512) by a randomly
-//                              initialised model of CONFIG's shapes (default configs/gpt2_124M.conf)
-//                              with the key/value cache and without it (the prefix recomputed for
-//                              every token), in one run: median tokens/s of each and their ratio;
-//                              exit 1 when the two generated different tokens
+//                              initialised model of CONFIG's shapes (default
+//                              configs/gpt2_124M.conf) with the key/value cache and without it (the
+//                              prefix recomputed for every token), in one run: median tokens/s of
+//                              each and their ratio; exit 1 when the two generated different tokens
 // defines: mm_print_peak (common/matmul.h)
 #include <math.h>
 #include <omp.h>
@@ -262,7 +262,7 @@ static int profile(int argc, char** argv) {
     return 0;
 }
 
-#define GEN_MAX_REPEATS 100
+#define GEN_MAX_REPEATS    100
 #define GEN_DEFAULT_CONFIG "configs/gpt2_124M.conf"
 
 // A whole-number argument "key=N" in lo..hi into *v: 1 if a is that key, -1 when its value is
@@ -376,7 +376,7 @@ static int generate(int argc, char** argv) {
     const int warm = tokens < 4 ? tokens : 4; // thread pools, pages, matmul primitives
     generate_once(&m, kv, a, warm);
     generate_once(&m, NULL, b, warm);
-    int bad = -1; // the first new token where the two differ
+    int bad = -1;                                  // the first new token where the two differ
     for (int r = 0; r < repeats && bad < 0; r++) { // alternated: load changes hit both alike
         tc[r] = generate_once(&m, kv, a, tokens);
         tu[r] = generate_once(&m, NULL, b, tokens);
@@ -426,8 +426,8 @@ int main(int argc, char** argv) {
         usage(stdout);
         return 0;
     }
-    if (argc < 2 || (argc != 2 && strcmp(argv[1], "profile") != 0 &&
-                      strcmp(argv[1], "generate") != 0)) {
+    if (argc < 2 ||
+        (argc != 2 && strcmp(argv[1], "profile") != 0 && strcmp(argv[1], "generate") != 0)) {
         usage(stderr);
         return 2;
     }

@@ -50,16 +50,17 @@ static double mib(double b) {
 // key/value cache (kv_cache_model_bytes, what kv_cache_new took).
 static void print_memory(const GPT2* m, const KVCache* kv) {
     const GPT2Bytes* b = &m->bytes;
-    const double model = b->params + b->grads + b->bf16 + b->matmul + b->acts + b->caches +
-                         b->workspace;
+    const double model =
+        b->params + b->grads + b->bf16 + b->matmul + b->acts + b->caches + b->workspace;
     const int T = kv ? kv_cache_capacity(kv) : 0;
     const double cache = kv ? kv_cache_model_bytes(m, T) : 0;
     fprintf(stderr,
             "generate: memory estimate %.1f MiB: parameters %.1f, gradients %.1f, activations of "
             "1 x %d positions %.1f, workspace and variant caches %.1f MiB; key/value cache %.0f "
             "bytes (%.1f MiB, %d positions)\n",
-            mib(model + cache), mib(b->params), mib(b->grads), m->T, mib(b->acts + b->bf16 + b->matmul),
-            mib(b->caches + b->workspace), cache, mib(cache), T);
+            mib(model + cache), mib(b->params), mib(b->grads), m->T,
+            mib(b->acts + b->bf16 + b->matmul), mib(b->caches + b->workspace), cache, mib(cache),
+            T);
 }
 
 int main(int argc, char** argv) {
