@@ -1,5 +1,6 @@
 // tools/bench.c: the machine's measured matmul peaks, the reference of the trainer's MFU column
-// and of scripts/bench, and the per-phase profile of a training step (docs/performance.md).
+// and of scripts/bench, the per-phase profile of a training step, and the speed of generation
+// with the key/value cache against without it (docs/performance.md).
 // Usage: ./bench sgemm-peak    sgemm GFLOP/s with every OpenMP thread (OpenBLAS)
 //        ./bench bf16-peak     bf16 matmul GFLOP/s with every OpenMP thread (oneDNN); refused
 //                              where the CPU has no native bf16 matmul (exit 2)
