@@ -49,12 +49,27 @@ static size_t scratch_floats(const GPT2Config* cfg, int T, int nthreads, size_t 
                                                  (size_t)(nthreads > 0 ? nthreads : 1);
 }
 
+// Bytes real_alloc takes for n reals (util_floats_bytes rounds each buffer to 64 bytes).
+static double reals_bytes(size_t n) {
+    return (double)util_floats_bytes(n * (sizeof(real) / sizeof(float)));
+}
+
 double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch_floats) {
+    // what kv_cache_new allocates: k and v, q, krot under xpos, the scratch, and the struct
     const size_t TC = (size_t)T * (size_t)cfg->n_embd;
-    size_t n = 2 * (size_t)cfg->n_layer * TC + (size_t)cfg->n_embd;
-    if (cfg->pos_encoding == ATTN_POS_XPOS) n += TC;
-    n += scratch_floats(cfg, T, nthreads, row_scratch_floats);
-    return (double)sizeof(real) * (double)n + (double)sizeof(KVCache);
+    double b = 2 * reals_bytes((size_t)cfg->n_layer * TC) + reals_bytes((size_t)cfg->n_embd);
+    if (cfg->pos_encoding == ATTN_POS_XPOS) b += reals_bytes(TC);
+    b += reals_bytes(scratch_floats(cfg, T, nthreads, row_scratch_floats));
+    return b + (double)sizeof(KVCache);
+}
+
+double kv_cache_model_bytes(const GPT2* m, int T) {
+    size_t rs = 0; // the largest row-map scratch of the layers, as kv_cache_new takes it
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const size_t s = attn_row_scratch(m->la[l].row, T);
+        if (s > rs) rs = s;
+    }
+    return kv_cache_bytes(&m->cfg, T, m->nthreads, rs);
 }
 
 KVCache* kv_cache_new(const GPT2* m, int T) {

@@ -5,6 +5,10 @@
 // phase for fp32 (and bf16 where native, else says why not), the named phases add up to a sane
 // fraction of the measured step, bad arguments exit 2 naming them; and profiling changes no
 // result (the gradients and the optimizer step are bitwise those of an unprofiled step).
+// `generate` on a tiny model: cached and uncached tokens/s finite and positive, each the tokens
+// over its printed seconds, their ratio the printed speed-up; the two token fingerprints equal
+// each other and the fingerprint of the greedy tokens this suite generates itself from the same
+// model (gpt2_generate); the cache's bytes those kv_cache_new takes; bad arguments exit 2.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -12,6 +16,9 @@
 #include <string.h>
 
 #include "common/prof.h"
+#include "common/util.h"
+#include "model/kv_cache.h"
+#include "model/sample.h"
 #include "optim/optim.h"
 #include "tests/model_util.h"
 #include "tests/reader_util.h"
@@ -116,6 +123,121 @@ START_TEST(test_bench_profile_bad_args) {
 }
 END_TEST
 
+// The tiny generation model: the default config's other keys, these shapes (the byte tokenizer)
+#define GEN_TINY "n_layer=2 n_head=2 n_embd=32 vocab_size=260 tokenizer=byte block_size=32"
+#define GEN_N    20
+
+// The number after `key` in out (the first occurrence at a line start); fails when absent.
+static double line_value(const char* out, const char* key) {
+    char k[128];
+    snprintf(k, sizeof(k), "\n%s", key);
+    const char* l = strstr(out, k);
+    ck_assert_msg(l != NULL, "'%s' missing from:\n%s", key, out);
+    double v = NAN;
+    ck_assert_msg(sscanf(l + strlen(k), "%lf", &v) == 1, "%s: %.80s", key, l);
+    return v;
+}
+
+// Greedy tokens of the benchmark's model, generated here without the cache: the FNV-1a (64 bit)
+// of the new token ids, each folded in as one value.
+static unsigned long long reference_hash(double* cache_bytes) {
+    Config c;
+    config_defaults(&c);
+    char path[1200], err[2048];
+    snprintf(path, sizeof(path), "%s/configs/gpt2_124M.conf", test_repo_root());
+    ck_assert_msg(config_load(&c, path, err, sizeof(err)) == 0, "%s", err);
+    char args[] = GEN_TINY;
+    for (char* a = strtok(args, " "); a; a = strtok(NULL, " "))
+        ck_assert_msg(config_apply_arg(&c, a, err, sizeof(err)) == 0, "%s", err);
+    GPT2 m;
+    memset(&m, 0, sizeof(m));
+    GPT2Config g;
+    ck_assert(gpt2_setup_attention(&m, &c, err, sizeof(err)) == 0);
+    ck_assert(gpt2_config_from(&g, &c, err, sizeof(err)) == 0);
+    gpt2_build(&m, &g);
+    gpt2_init(&m, (uint64_t)c.seed);
+    gpt2_alloc_acts(&m, 1, 1 + GEN_N, 1); // the benchmark ran on one thread (rd_run)
+    const size_t before = util_alloc_total();
+    KVCache* kv = kv_cache_new(&m, 1 + GEN_N);
+    *cache_bytes = (double)(util_alloc_total() - before);
+    kv_cache_free(kv);
+    int ids[1 + GEN_N] = {0};
+    Rng r;
+    rng_seed(&r, 1);
+    ck_assert_int_eq(gpt2_generate(&m, ids, 1, GEN_N, 0.0f, 0, -1, &r), 1 + GEN_N);
+    gpt2_free(&m);
+    unsigned long long h = 0xcbf29ce484222325ULL; // the FNV-1a offset basis
+    for (int i = 1; i <= GEN_N; i++) {
+        h ^= (unsigned long long)(unsigned)ids[i];
+        h *= 0x100000001b3ULL; // the FNV prime
+    }
+    return h;
+}
+
+START_TEST(test_bench_generate_tiny) {
+    static char out[1 << 14];
+    char args[512];
+    snprintf(args, sizeof(args), "generate " GEN_TINY " tokens=%d repeats=3", GEN_N);
+    int rc = rd_run("bench", args, out, sizeof(out));
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+    ck_assert_msg(strstr(out, "1 threads") && strstr(out, "median of 3 repeats") &&
+                      strstr(out, "precision fp32") && strstr(out, "CPU ") &&
+                      strstr(out, "random init"),
+                  "%s", out);
+    const double cached = line_value(out, "cached: "), uncached = line_value(out, "uncached: ");
+    const double ratio = line_value(out, "speed-up: ");
+    ck_assert_msg(isfinite(cached) && isfinite(uncached) && isfinite(ratio) && cached > 0 &&
+                      uncached > 0 && ratio > 0,
+                  "%s", out);
+    // tokens/s is the tokens over the printed median seconds; the ratio that of the two rates
+    double sc = NAN, su = NAN;
+    int nc = 0, nu = 0;
+    ck_assert(sscanf(strstr(out, "\ncached: "), "\ncached: %*f tokens/s (%lf s for %d tokens)", &sc,
+                     &nc) == 2);
+    ck_assert(sscanf(strstr(out, "\nuncached: "), "\nuncached: %*f tokens/s (%lf s for %d tokens)",
+                     &su, &nu) == 2);
+    ck_assert_int_eq(nc, GEN_N);
+    ck_assert_int_eq(nu, GEN_N);
+    ck_assert_msg(sc > 0 && su > 0, "%s", out);
+    ck_assert_msg(fabs(cached - GEN_N / sc) <= 1e-3 * cached, "%s", out);
+    ck_assert_msg(fabs(uncached - GEN_N / su) <= 1e-3 * uncached, "%s", out);
+    ck_assert_msg(fabs(ratio - cached / uncached) <= 0.01 + 0.01 * ratio, "%s", out);
+    // the same tokens both ways, and the tokens greedy decoding of that model gives
+    unsigned long long hc = 0, hu = 0;
+    const char* l = strstr(out, "\ntokens: ");
+    ck_assert_msg(l && sscanf(l, "\ntokens: cached %llx, uncached %llx", &hc, &hu) == 2, "%s", out);
+    double want_bytes = 0;
+    const unsigned long long want = reference_hash(&want_bytes);
+    ck_assert_msg(hc == want && hu == want, "cached %016llx, uncached %016llx, reference %016llx",
+                  hc, hu, want);
+    ck_assert_msg(strstr(l, "identical") != NULL, "%s", out);
+    // the cache it decoded with: the bytes kv_cache_new takes for 1 + N positions
+    l = strstr(out, "\nkey/value cache: ");
+    double bytes = NAN;
+    int pos = 0;
+    ck_assert_msg(l && sscanf(l, "\nkey/value cache: %lf bytes (%*f MiB) for %d positions", &bytes,
+                              &pos) == 2,
+                  "%s", out);
+    ck_assert_int_eq(pos, 1 + GEN_N);
+    ck_assert_msg(bytes == want_bytes, "printed %.0f, allocated %.0f", bytes, want_bytes);
+}
+END_TEST
+
+START_TEST(test_bench_generate_bad_args) {
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " tokens=0", "tokens = '0'");
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " tokens=x", "tokens = 'x'");
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " repeats=0", "repeats = '0'");
+    // past the block size the window would slide
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " tokens=32", "tokens = 32", "block_size = 32");
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " n_layr=2", "n_layr");
+    RD_EXPECT(2, "bench", "generate no/such.conf", "no/such.conf");
+    // a model whose attention cannot cache: said, not benchmarked
+    RD_EXPECT(2, "bench", "generate " GEN_TINY " attention=gated tokens=4", "gated",
+              "no key/value cache");
+    RD_EXPECT(0, "bench", "--help", "generate");
+}
+END_TEST
+
 // One training step (zero_grad, forward, backward, AdamW with clipping) of a fresh tiny model;
 // the gradients and the updated parameters into g, p.
 static void one_step(MMPrecision prec, int prof, float* g, float* p, size_t* n) {
@@ -185,6 +307,8 @@ static Suite* bench_suite(void) {
     tcase_add_test(tc, test_bench_profile_tiny);
     tcase_add_test(tc, test_bench_profile_bad_args);
     tcase_add_test(tc, test_profile_changes_nothing);
+    tcase_add_test(tc, test_bench_generate_tiny);
+    tcase_add_test(tc, test_bench_generate_bad_args);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,6 @@
 // tools/bench.c: the machine's measured matmul peaks, the reference of the trainer's MFU column
-// and of scripts/bench, and the per-phase profile of a training step (docs/performance.md).
+// and of scripts/bench, the per-phase profile of a training step, and the speed of generation
+// with the key/value cache against without it (docs/performance.md).
 // Usage: ./bench sgemm-peak    sgemm GFLOP/s with every OpenMP thread (OpenBLAS)
 //        ./bench bf16-peak     bf16 matmul GFLOP/s with every OpenMP thread (oneDNN); refused
 //                              where the CPU has no native bf16 matmul (exit 2)
@@ -8,6 +9,12 @@
 //                              synthetic tokens, in fp32 and in bf16 where native (or only in the
 //                              precision= given), timing each phase of the step (common/prof.h),
 //                              and prints the median ms per phase and its share of the median step
+//        ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]
+//                              greedy generation of N new tokens (default 512) by a randomly
+//                              initialised model of CONFIG's shapes (default
+//                              configs/gpt2_124M.conf) with the key/value cache and without it (the
+//                              prefix recomputed for every token), in one run: median tokens/s of
+//                              each and their ratio; exit 1 when the two generated different tokens
 // defines: mm_print_peak (common/matmul.h)
 #include <math.h>
 #include <omp.h>
@@ -23,18 +30,28 @@
 #include "common/rng.h"
 #include "common/util.h"
 #include "model/gpt2.h"
+#include "model/kv_cache.h"
+#include "model/sample.h"
 #include "optim/clip.h"
 #include "optim/optim.h"
 
 static void usage(FILE* f) {
     fprintf(
         f, "usage: ./bench sgemm-peak | bf16-peak | profile [CONFIG] [steps=N] [key=value...]\n"
+           "       ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]\n"
            "  sgemm-peak   measured sgemm GFLOP/s of this machine (OpenBLAS, every thread)\n"
            "  bf16-peak    measured bf16 matmul GFLOP/s (oneDNN, every thread)\n"
            "  profile      where a training step's time goes: N steps (default 5, after one\n"
            "               warm-up step) of CONFIG with the key=value overrides, on synthetic\n"
            "               tokens, in fp32 and in bf16 where native (precision=P: only P); prints\n"
            "               the median ms of each phase and its share of the median step\n"
+           "  generate     tokens/s of greedy generation with the key/value cache and without it\n"
+           "               (the prefix recomputed for every token), in one run: N new tokens\n"
+           "               (default 512) after a one-token prompt, by a randomly initialised\n"
+           "               model of CONFIG's shapes (default configs/gpt2_124M.conf) with the\n"
+           "               key=value overrides, median of R repeats (default 3, after a warm-up);\n"
+           "               prints both rates and their ratio, and exits 1 when the two generated\n"
+           "               different tokens\n"
            "Each peak is the best of 12 short trials of 512x512 matrices per thread, the way the\n"
            "trainer calls the kernels. OMP_NUM_THREADS (or threads=N) sets the thread count.\n");
 }
@@ -246,12 +263,172 @@ static int profile(int argc, char** argv) {
     return 0;
 }
 
+#define GEN_MAX_REPEATS    100
+#define GEN_DEFAULT_CONFIG "configs/gpt2_124M.conf"
+
+// A whole-number argument "key=N" in lo..hi into *v: 1 if a is that key, -1 when its value is
+// bad (said on stderr), 0 when a is another key.
+static int int_arg(const char* a, const char* key, int lo, int hi, int* v) {
+    const size_t kl = strlen(key);
+    if (strncmp(a, key, kl) != 0 || a[kl] != '=') return 0;
+    char* end;
+    long x = strtol(a + kl + 1, &end, 10);
+    if (end == a + kl + 1 || *end || x < lo || x > hi) {
+        fprintf(stderr, "bench: %s = '%s' is not a whole number in %d..%d\n", key, a + kl + 1, lo,
+                hi);
+        return -1;
+    }
+    *v = (int)x;
+    return 1;
+}
+
+// FNV-1a (64 bit) of the token ids, each folded in as one value: the tokens' fingerprint.
+static unsigned long long tokens_hash(const int* ids, int n) {
+    unsigned long long h = 14695981039346656037ULL;
+    for (int i = 0; i < n; i++) {
+        h ^= (unsigned long long)(unsigned)ids[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+// Greedy generation of `tokens` new tokens after the one-token prompt 0, with the cache kv or
+// recomputing the prefix (kv NULL): the seconds it took; the sequence in ids.
+static double generate_once(GPT2* m, KVCache* kv, int* ids, int tokens) {
+    Rng r; // greedy draws nothing
+    rng_seed(&r, 1);
+    ids[0] = 0;
+    const double t0 = util_now();
+    const int n = gpt2_generate_cached(m, kv, ids, 1, tokens, 0.0f, 0, -1, &r);
+    const double dt = util_now() - t0;
+    ASSERT(n == 1 + tokens);
+    return dt;
+}
+
+static int generate(int argc, char** argv) {
+    Config c;
+    config_defaults(&c);
+    char err[2048];
+    int tokens = 512, repeats = 3, argi = 0;
+    const char* conf = GEN_DEFAULT_CONFIG;
+    if (argi < argc && !strchr(argv[argi], '=')) conf = argv[argi++];
+    if (config_load(&c, conf, err, sizeof(err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    for (; argi < argc; argi++) {
+        const char* a = argv[argi];
+        int r = int_arg(a, "tokens", 1, 1 << 20, &tokens);
+        if (!r) r = int_arg(a, "repeats", 1, GEN_MAX_REPEATS, &repeats);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (config_apply_arg(&c, a, err, sizeof(err))) {
+            fprintf(stderr, "bench: %s\n", err);
+            return 2;
+        }
+    }
+    // nothing trains: the training lengths need only be valid for the block size given
+    if (c.seq_len > c.block_size) c.seq_len = c.block_size;
+    if (c.eval_seq_len > c.block_size) c.eval_seq_len = c.block_size;
+    if (config_validate(&c, err, sizeof(err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    if (tokens > c.block_size - 1) { // past the block size the window slides: no cache then
+        fprintf(stderr,
+                "bench: tokens = %d: the prompt token and the new tokens must fit block_size = %d "
+                "(at most %d new tokens), or the window slides and the cache no longer serves\n",
+                tokens, c.block_size, c.block_size - 1);
+        return 2;
+    }
+    MMPrecision prec;
+    char info[384];
+    if (mm_resolve_precision(c.precision, &prec, info, sizeof(info), err, sizeof(err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    mm_init_threads();
+    const int nthreads = c.threads > 0 ? c.threads : omp_get_max_threads();
+    omp_set_num_threads(nthreads);
+    GPT2 m;
+    memset(&m, 0, sizeof(m));
+    GPT2Config gc;
+    if (gpt2_setup_attention(&m, &c, err, sizeof(err)) ||
+        gpt2_config_from(&gc, &c, err, sizeof(err))) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 2;
+    }
+    const int T = 1 + tokens;
+    gpt2_build(&m, &gc);
+    gpt2_init(&m, (uint64_t)c.seed);
+    gpt2_alloc_acts(&m, 1, T, nthreads);
+    gpt2_set_precision(&m, prec);
+    char why[512];
+    if (!kv_cache_supported(&m, why, sizeof(why))) {
+        fprintf(stderr, "bench: no key/value cache for this model: %s\n", why);
+        gpt2_free(&m);
+        return 2;
+    }
+    KVCache* kv = kv_cache_new(&m, T);
+    int* a = mallocCheck(sizeof(int) * (size_t)T);
+    int* b = mallocCheck(sizeof(int) * (size_t)T);
+    double* tc = mallocCheck(sizeof(double) * (size_t)repeats);
+    double* tu = mallocCheck(sizeof(double) * (size_t)repeats);
+    const int warm = tokens < 4 ? tokens : 4; // thread pools, pages, matmul primitives
+    generate_once(&m, kv, a, warm);
+    generate_once(&m, NULL, b, warm);
+    int bad = -1;                                  // the first new token where the two differ
+    for (int r = 0; r < repeats && bad < 0; r++) { // alternated: load changes hit both alike
+        tc[r] = generate_once(&m, kv, a, tokens);
+        tu[r] = generate_once(&m, NULL, b, tokens);
+        for (int i = 1; i < T && bad < 0; i++)
+            if (a[i] != b[i]) bad = i;
+    }
+    int rc = 0;
+    if (bad >= 0) {
+        fprintf(stderr,
+                "bench: cached and uncached greedy generation differ at new token %d (cached %d, "
+                "uncached %d)\n",
+                bad, a[bad], b[bad]);
+        rc = 1;
+    } else {
+        const double mc = median(tc, repeats), mu = median(tu, repeats);
+        char model[256], flags[512];
+        cpuinfo_describe(model, sizeof(model), flags, sizeof(flags));
+        const char* wait = getenv("OMP_WAIT_POLICY"); // spinning waits cost much on a busy CPU
+        printf("generate: %d layers, %d heads, %d wide, vocab %d, block_size %d (%s and the "
+               "overrides), attention %s, pos_encoding %s, random init (seed %lld); greedy, %d new "
+               "tokens after a one-token prompt; %d threads (OMP_WAIT_POLICY %s); CPU %s; median "
+               "of %d repeats (after a warm-up)\n",
+               c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.block_size, conf, c.attention,
+               c.pos_encoding, (long long)c.seed, tokens, nthreads, wait ? wait : "unset", model,
+               repeats);
+        printf("precision %s: %s\n", c.precision, info);
+        printf("key/value cache: %.0f bytes (%.1f MiB) for %d positions\n",
+               kv_cache_model_bytes(&m, T), kv_cache_model_bytes(&m, T) / 1048576.0, T);
+        printf("cached: %.2f tokens/s (%.6g s for %d tokens)\n", tokens / mc, mc, tokens);
+        printf("uncached: %.2f tokens/s (%.6g s for %d tokens)\n", tokens / mu, mu, tokens);
+        printf("speed-up: %.2fx (cached over uncached tokens/s)\n", mu / mc);
+        printf("tokens: cached %016llx, uncached %016llx (FNV-1a of the new token ids): "
+               "identical\n",
+               tokens_hash(a + 1, tokens), tokens_hash(b + 1, tokens));
+    }
+    free(a);
+    free(b);
+    free(tc);
+    free(tu);
+    kv_cache_free(kv);
+    gpt2_free(&m);
+    return rc;
+}
+
 int main(int argc, char** argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
         return 0;
     }
-    if (argc < 2 || (argc != 2 && strcmp(argv[1], "profile") != 0)) {
+    if (argc < 2 ||
+        (argc != 2 && strcmp(argv[1], "profile") != 0 && strcmp(argv[1], "generate") != 0)) {
         usage(stderr);
         return 2;
     }
@@ -259,6 +436,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[1], "sgemm-peak")) return mm_print_peak(NULL);
     if (!strcmp(argv[1], "bf16-peak")) return mm_print_peak("bf16");
     if (!strcmp(argv[1], "profile")) return profile(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "generate")) return generate(argc - 2, argv + 2);
     fprintf(stderr, "bench: unknown measurement '%s'\n", argv[1]);
     usage(stderr);
     return 2;

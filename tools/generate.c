@@ -1,10 +1,11 @@
 // tools/generate.c: sample text from an attnlab checkpoint.
 // Usage: ./generate --checkpoint PATH [--prompt TEXT] [--n N] [--tokens N] [--temperature T]
-//                   [--top-k K] [--seed S] [--raw] [--no-cache]
+//                   [--top-k K] [--seed S] [--raw] [--no-cache] [--verbose]
 // A generated end-of-text token shows as the line "--- end of document ---" (SAMPLE_DOC_BREAK,
 // model/sample.h); --raw prints its text "<|endoftext|>" instead. Decoding keeps a key/value
 // cache (model/kv_cache.h) unless --no-cache, or unless the model's attention cannot be cached
 // (a layer-level variant: one note on stderr, then the prefix is recomputed for every token).
+// --verbose prints the memory the generation takes on stderr, the cache included.
 // defines: model_open (model/open.h), gpt2_generate_cached (model/sample.h), tokenizer
 #include <omp.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@ static void usage(FILE* f) {
                "  --no-cache         recompute the whole prefix for every token (no key/value\n"
                "                     cache; the cache is used by default where the attention\n"
                "                     allows it)\n"
+               "  --verbose          print the memory generation takes on stderr (model buffers\n"
+               "                     and the key/value cache for block_size positions)\n"
                "The tokenizer and model sizes come from the config saved in the checkpoint.\n");
 }
 
@@ -39,9 +42,30 @@ static const unsigned char* token_bytes(const void* tok, int id, size_t* len) {
     return tokenizer_token_bytes(tok, id, len);
 }
 
+static double mib(double b) {
+    return b / (1024.0 * 1024.0);
+}
+
+// The memory of this generation on stderr: the model's buffers as allocated (GPT2.bytes) and the
+// key/value cache (kv_cache_model_bytes, what kv_cache_new took).
+static void print_memory(const GPT2* m, const KVCache* kv) {
+    const GPT2Bytes* b = &m->bytes;
+    const double model =
+        b->params + b->grads + b->bf16 + b->matmul + b->acts + b->caches + b->workspace;
+    const int T = kv ? kv_cache_capacity(kv) : 0;
+    const double cache = kv ? kv_cache_model_bytes(m, T) : 0;
+    fprintf(stderr,
+            "generate: memory estimate %.1f MiB: parameters %.1f, gradients %.1f, activations of "
+            "1 x %d positions %.1f, workspace and variant caches %.1f MiB; key/value cache %.0f "
+            "bytes (%.1f MiB, %d positions)\n",
+            mib(model + cache), mib(b->params), mib(b->grads), m->T,
+            mib(b->acts + b->bf16 + b->matmul), mib(b->caches + b->workspace), cache, mib(cache),
+            T);
+}
+
 int main(int argc, char** argv) {
     const char *ckpt = NULL, *prompt = NULL;
-    int n = 3, tokens = 100, top_k = 40, raw = 0, no_cache = 0;
+    int n = 3, tokens = 100, top_k = 40, raw = 0, no_cache = 0, verbose = 0;
     float temperature = 0.8f;
     long seed = 1;
     const CliOpt opts[] = {CLI_STR_OPT("--checkpoint", &ckpt),
@@ -52,7 +76,8 @@ int main(int argc, char** argv) {
                            CLI_LONG_OPT("--seed", &seed, 0, (double)(1L << 62)),
                            CLI_FLOAT_OPT("--temperature", &temperature, 0, 100),
                            CLI_FLAG_OPT("--raw", &raw),
-                           CLI_FLAG_OPT("--no-cache", &no_cache)};
+                           CLI_FLAG_OPT("--no-cache", &no_cache),
+                           CLI_FLAG_OPT("--verbose", &verbose)};
     const char* bad;
     switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
     case CLI_HELP:
@@ -89,6 +114,7 @@ int main(int argc, char** argv) {
                     "token\n",
                     why);
     }
+    if (verbose) print_memory(&m, kv);
     Tokenizer* tok = tokenizer_load(cfg.tokenizer, cfg.tokenizer_dir, err, sizeof(err));
     if (!tok) die(EXIT_USAGE, "%s", err);
     int* pids = NULL;
