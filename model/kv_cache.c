@@ -18,10 +18,10 @@ struct KVCache {
     int token;      // the token of the step in progress (the forward keeps a pointer to it)
     int reposition; // rope keys stored raw and rotated at their cache index every step (stream)
     real* k;        // (L, T, C): rotated under rope, raw otherwise (xpos rotates per step)
-    real* v;       // (L, T, C)
-    real* krot;    // (T, C) under xpos: this step's rotated keys
-    real* q;       // (C) the rotated query under rope / xpos
-    real* scratch; // attn_decode_scratch_floats of the largest row map
+    real* v;        // (L, T, C)
+    real* krot;     // (T, C) under xpos: this step's rotated keys
+    real* q;        // (C) the rotated query under rope / xpos
+    real* scratch;  // attn_decode_scratch_floats of the largest row map
 };
 
 int kv_cache_supported(const GPT2* m, char* why, size_t cap) {

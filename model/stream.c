@@ -66,8 +66,7 @@ double stream_token_loss(const float* logits, int V, int target) {
 }
 
 // Through a cache of S + W positions: when it is full, the oldest position after the sinks goes.
-static void stream_cached(GPT2* m, const StreamPolicy* p, const int* tokens, int n,
-                          float* losses) {
+static void stream_cached(GPT2* m, const StreamPolicy* p, const int* tokens, int n, float* losses) {
     const int cap = p->sinks + p->window, V = m->cfg.vocab_size;
     KVCache* kv = kv_cache_new_stream(m, cap);
     for (int i = 0; i + 1 < n; i++) {

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "common/util.h"
 #include "data/shard.h"
@@ -29,6 +30,7 @@
 #include "model/gpt2.h"
 #include "model/kv_cache.h"
 #include "model/stream.h"
+#include "tests/file_util.h"
 #include "tests/model_util.h"
 #include "tests/reader_util.h"
 #include "tests/testutil.h"
@@ -206,8 +208,8 @@ START_TEST(test_recompute_equals_last_window_forward) {
             const int start = i + 1 > 24 ? i + 1 - 24 : 0;
             const double want = forward_loss(&m, x + start, i + 1 - start, x[i + 1]);
             ck_assert_msg(fabs((double)got[i] - want) <= LOSS_TOL,
-                          "%s/%s: position %d: recompute %.6f, forward of %d..%d %.6f",
-                          cases[c][0], cases[c][1], i, got[i], start, i, want);
+                          "%s/%s: position %d: recompute %.6f, forward of %d..%d %.6f", cases[c][0],
+                          cases[c][1], i, got[i], start, i, want);
         }
         gpt2_free(&m);
     }
@@ -219,7 +221,9 @@ START_TEST(test_check_refusals) {
     GPT2 m;
     build(&m, "softmax", "rope", 1, 32, 3);
     char err[512];
-    const StreamPolicy bad[] = {{.window = 0}, {.window = 29, .sinks = 4}, {.window = 8, .sinks = -1},
+    const StreamPolicy bad[] = {{.window = 0},
+                                {.window = 29, .sinks = 4},
+                                {.window = 8, .sinks = -1},
                                 {.window = 8, .sinks = 2, .recompute = 1}};
     const char* want[] = {"--window 0", "block_size = 32", "--sinks -1", "--recompute takes no"};
     for (int i = 0; i < 4; i++) {
@@ -260,11 +264,12 @@ static void write_model(GPT2* m, const char* path, const char* attention) {
 // (d) the tool
 START_TEST(test_evaluate_stream_tool) {
     const char* dir = test_tmpdir();
-    char ck[1100], gated[1100], shard[1100], csv[1100], err[1024];
+    char ck[1100], gated[1100], shard[1100], csv[2][1100], err[1024];
     snprintf(ck, sizeof(ck), "%s/stream_rope.bin", dir);
     snprintf(gated, sizeof(gated), "%s/stream_gated.bin", dir);
     snprintf(shard, sizeof(shard), "%s/val_000.bin", dir);
-    snprintf(csv, sizeof(csv), "%s/stream.csv", dir);
+    for (int k = 0; k < 2; k++)
+        snprintf(csv[k], sizeof(csv[k]), "%s/stream_%d.csv", dir, k);
     enum { NT = 300, LEN = 100 };
     uint16_t tok[NT];
     int x[LEN + 1];
@@ -288,11 +293,11 @@ START_TEST(test_evaluate_stream_tool) {
         for (int i = 0; i < LEN; i++)
             mean += want[i];
         mean /= LEN;
-        char args[4000], out[16384];
+        char args[6000], out[16384];
         snprintf(args, sizeof(args),
                  "--checkpoint %s --stream --data '%s' %s --length %d --bucket 32 --csv %s "
                  "--threads 1",
-                 ck, shard, opts[k], LEN, csv);
+                 ck, shard, opts[k], LEN, csv[k]);
         ck_assert_msg(rd_run("evaluate", args, out, sizeof(out)) == 0, "%s", out);
         const char* line = strstr(out, "\nloss ");
         ck_assert_msg(line != NULL, "%s", out);
@@ -304,7 +309,7 @@ START_TEST(test_evaluate_stream_tool) {
         ck_assert_msg(fabs(loss - mean) < 1e-4, "tool %.6f, library %.6f", loss, mean);
         ck_assert_double_eq_tol(ppl, exp(mean), 1e-3 * exp(mean));
         // the CSV: the header, then buckets 0-31, 32-63, 64-95, 96-99 with their mean losses
-        FILE* f = fopen(csv, "r");
+        FILE* f = fopen(csv[k], "r");
         ck_assert_ptr_nonnull(f);
         char row[512];
         ck_assert_ptr_nonnull(fgets(row, sizeof(row), f));
@@ -314,9 +319,8 @@ START_TEST(test_evaluate_stream_tool) {
             char pol[32];
             int w, s, a, b, t;
             double l, pp;
-            ck_assert_int_eq(sscanf(row, "%31[^,],%d,%d,%d,%d,%d,%lf,%lf", pol, &w, &s, &a, &b, &t,
-                                    &l, &pp),
-                             8);
+            ck_assert_int_eq(
+                sscanf(row, "%31[^,],%d,%d,%d,%d,%d,%lf,%lf", pol, &w, &s, &a, &b, &t, &l, &pp), 8);
             ck_assert_str_eq(pol, stream_policy_name(&pols[k]));
             ck_assert_int_eq(w, pols[k].window);
             ck_assert_int_eq(s, pols[k].sinks);
@@ -337,6 +341,36 @@ START_TEST(test_evaluate_stream_tool) {
         ck_assert_int_eq(total, LEN);
     }
     gpt2_free(&m);
+    // scripts/plot_stream draws both on one PNG; a NaN loss is refused naming file:line
+    if (test_have_python("matplotlib")) {
+        char cmd[6000], png[1100];
+        snprintf(png, sizeof(png), "%s/stream.png", dir);
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_stream --out %s %s %s >/dev/null",
+                 TEST_PYTHON, test_repo_root(), png, csv[0], csv[1]);
+        ck_assert_int_eq(system(cmd), 0);
+        FILE* f = fopen(png, "rb");
+        unsigned char magic[8] = {0};
+        ck_assert(f && fread(magic, 1, 8, f) == 8 && fclose(f) == 0);
+        ck_assert(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+        f = fopen(csv[1], "a");
+        ck_assert(f && fputs("recompute,12,0,100,131,32,nan,nan\n", f) >= 0 && fclose(f) == 0);
+        char errf[1100];
+        snprintf(errf, sizeof(errf), "%s/plot_err.txt", dir);
+        snprintf(cmd, sizeof(cmd), "%s %s/scripts/plot_stream --out %s %s %s 2>%s", TEST_PYTHON,
+                 test_repo_root(), png, csv[0], csv[1], errf);
+        const int st = system(cmd);
+        ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        size_t n;
+        char* msg = (char*)rd_slurp(errf, &n);
+        msg[n] = '\0'; // rd_slurp leaves room for it
+        char want[1200];
+        snprintf(want, sizeof(want), "%s:6: loss nan is not finite", csv[1]);
+        ck_assert_msg(n > 0 && strstr(msg, want), "%.*s", (int)n, msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "test_evaluate_stream_tool: %s has no matplotlib: plot not run\n",
+                TEST_PYTHON);
+    }
     // refusals, naming the option or file
     struct {
         const char* model;

@@ -349,10 +349,10 @@ static void eval_stream(GPT2* m, const Config* cfg, const char* glob, const Stre
     all /= N;
     char bpb[32] = "-";
     if (bytes > 0) snprintf(bpb, sizeof(bpb), "%.4f", mc_bits_per_byte(all, N, (double)bytes));
-    printf("# stream: policy %s, window %d, sinks %d (positions are indices in the cache); %d "
-           "tokens of %s; attention=%s pos_encoding=%s block_size=%d\n",
-           stream_policy_name(p), p->window, p->sinks, N, glob, cfg->attention,
-           cfg->pos_encoding, m->cfg.block_size);
+    printf("# stream: policy %s, window %d, sinks %d (positions: indices in the %s); %d tokens of "
+           "%s; attention=%s pos_encoding=%s block_size=%d\n",
+           stream_policy_name(p), p->window, p->sinks, p->recompute ? "window" : "cache", N, glob,
+           cfg->attention, cfg->pos_encoding, m->cfg.block_size);
     if (!tok) printf("# no bits per byte: %s\n", terr);
     printf("loss %.4f perplexity %.4f tokens %d bpb %s\n", all, exp(all), N, bpb);
     stream_print_buckets(stdout, losses, N, bucket);
