@@ -15,12 +15,13 @@ struct KVCache {
     int len;         // positions cached
     int pos;         // ATTN_POS_*
     int nthreads;
-    int token;     // the token of the step in progress (the forward keeps a pointer to it)
-    real* k;       // (L, T, C): rotated under rope, raw otherwise (xpos rotates per step)
-    real* v;       // (L, T, C)
-    real* krot;    // (T, C) under xpos: this step's rotated keys
-    real* q;       // (C) the rotated query under rope / xpos
-    real* scratch; // attn_decode_scratch_floats of the largest row map
+    int token;      // the token of the step in progress (the forward keeps a pointer to it)
+    int reposition; // rope keys stored raw and rotated at their cache index every step (stream)
+    real* k;        // (L, T, C): rotated under rope, raw otherwise (xpos rotates per step)
+    real* v;        // (L, T, C)
+    real* krot;     // (T, C) under xpos: this step's rotated keys
+    real* q;        // (C) the rotated query under rope / xpos
+    real* scratch;  // attn_decode_scratch_floats of the largest row map
 };
 
 int kv_cache_supported(const GPT2* m, char* why, size_t cap) {
@@ -72,7 +73,7 @@ double kv_cache_model_bytes(const GPT2* m, int T) {
     return kv_cache_bytes(&m->cfg, T, m->nthreads, rs);
 }
 
-KVCache* kv_cache_new(const GPT2* m, int T) {
+static KVCache* cache_new(const GPT2* m, int T, int reposition) {
     char why[256];
     if (!kv_cache_supported(m, why, sizeof(why))) die(EXIT_USAGE, "%s", why);
     ASSERT(T >= 1 && T <= m->T && T <= m->cfg.block_size);
@@ -83,11 +84,12 @@ KVCache* kv_cache_new(const GPT2* m, int T) {
     kv->T = T;
     kv->pos = m->cfg.pos_encoding;
     kv->nthreads = m->nthreads;
+    kv->reposition = reposition && kv->pos == ATTN_POS_ROPE;
     const size_t TC = (size_t)T * (size_t)kv->C;
     kv->k = real_alloc((size_t)kv->L * TC);
     kv->v = real_alloc((size_t)kv->L * TC);
     kv->q = real_alloc((size_t)kv->C);
-    if (kv->pos == ATTN_POS_XPOS) kv->krot = real_alloc(TC);
+    if (kv->pos == ATTN_POS_XPOS || kv->reposition) kv->krot = real_alloc(TC);
     size_t ns = 0;
     for (int l = 0; l < kv->L; l++) {
         size_t s = attn_decode_scratch_floats(m->la[l].row, T, kv->NH, kv->nthreads);
@@ -95,6 +97,14 @@ KVCache* kv_cache_new(const GPT2* m, int T) {
     }
     kv->scratch = real_alloc(ns);
     return kv;
+}
+
+KVCache* kv_cache_new(const GPT2* m, int T) {
+    return cache_new(m, T, 0);
+}
+
+KVCache* kv_cache_new_stream(const GPT2* m, int T) {
+    return cache_new(m, T, 1);
 }
 
 void kv_cache_free(KVCache* kv) {
@@ -119,6 +129,20 @@ int kv_cache_capacity(const KVCache* kv) {
     return kv->T;
 }
 
+void kv_cache_evict(KVCache* kv, int from, int count) {
+    ASSERT(from >= 0 && count >= 0 && from + count <= kv->len);
+    if (count == 0) return;
+    const size_t C = (size_t)kv->C, TC = (size_t)kv->T * C;
+    const size_t keep = (size_t)(kv->len - from - count) * C; // the positions after the gap
+    for (int l = 0; l < kv->L; l++) {
+        real* K = kv->k + (size_t)l * TC + (size_t)from * C;
+        real* Vl = kv->v + (size_t)l * TC + (size_t)from * C;
+        memmove(K, K + (size_t)count * C, sizeof(real) * keep);
+        memmove(Vl, Vl + (size_t)count * C, sizeof(real) * keep);
+    }
+    kv->len -= count;
+}
+
 const float* kv_cache_step(GPT2* m, KVCache* kv, int token) {
     ASSERT(kv->len < kv->T && kv->L == m->cfg.n_layer);
     kv->token = token;
@@ -139,12 +163,14 @@ void kv_cache_attend(KVCache* kv, const AttnLayer* al) {
         .q = qkv, .k = K, .v = V, .ld = (size_t)C, .n = n, .out = al->out, .scratch = kv->scratch};
     // the rotation of a call of length n, as the full forward over the prefix rotates it
     const AttnDims d = {.B = 1, .T = n, .C = C, .NH = kv->NH, .hs = C / kv->NH};
-    if (kv->pos == ATTN_POS_ROPE) { // position t's rotation does not depend on n: cache it
+    if (kv->pos == ATTN_POS_ROPE && !kv->reposition) { // t's rotation does not depend on n
         attn_pos_rotate_rows(K + (size_t)t * C, (size_t)C, qkv + C, 3 * (size_t)C, &d, al->ws,
                              kv->pos, 1, t);
         attn_pos_rotate_rows(kv->q, (size_t)C, qkv, 3 * (size_t)C, &d, al->ws, kv->pos, 0, t);
         s.q = kv->q;
-    } else if (kv->pos == ATTN_POS_XPOS) { // centred on the call: rotate every key again
+    } else if (kv->pos == ATTN_POS_XPOS || kv->reposition) {
+        // xpos is centred on the call, and a repositioning cache's keys move down on eviction:
+        // rotate every cached key again at its index 0..n-1 (the query at n - 1)
         memcpy(K + (size_t)t * C, qkv + C, sizeof(real) * (size_t)C);
         attn_pos_rotate_rows(kv->krot, (size_t)C, K, (size_t)C, &d, al->ws, kv->pos, 1, 0);
         attn_pos_rotate_rows(kv->q, (size_t)C, qkv, 3 * (size_t)C, &d, al->ws, kv->pos, 0, t);

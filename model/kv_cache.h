@@ -44,6 +44,18 @@ double kv_cache_model_bytes(const GPT2* m, int T);
 // floats, valid until the next forward of m). Overwrites the model's activations of position 0.
 const float* kv_cache_step(GPT2* m, KVCache* kv, int token);
 
+// ---- streaming with eviction (model/stream.h): positions are indices in the cache
+// A cache like kv_cache_new's whose positions may be evicted. Under rope its keys are stored
+// before the rotation and every step rotates all of them at their current cache index 0..n-1
+// (the query at n - 1), so a key moves to its new index when earlier ones are evicted (xpos keys
+// are already rotated per step; alibi and fire biases read the cache index). Learned positions
+// enter the residual stream before the first layer: a cached key or value keeps the wpe row of
+// the index it was appended at.
+KVCache* kv_cache_new_stream(const GPT2* m, int T);
+// Drop the `count` positions from index `from` (from + count <= kv_cache_len): the later ones
+// move down by count in every layer.
+void kv_cache_evict(KVCache* kv, int from, int count);
+
 // ---- the two halves of a step (gpt2.c owns the forward, this file the attention of a layer)
 // The forward of one position, kv_cache_len(kv), reading and extending kv (model/gpt2.c).
 void gpt2_forward_cached(GPT2* m, KVCache* kv, const int* token);

@@ -19,6 +19,14 @@
 //     acc_norm (llm.c: mean log-likelihood per token) and acc_norm_bytes (lm-evaluation-harness:
 //     per byte of the ending) over the first N examples (default all), the context cut from the
 //     left to a window of N tokens (default block_size). docs/evaluation.md.
+//   ./evaluate --checkpoint PATH --stream --data GLOB [--window W] [--sinks S | --recompute]
+//              [--length N] [--bucket N] [--csv FILE] [--threads N]
+//     Streaming evaluation (model/stream.h, docs/streaming.md): the first N tokens of the data
+//     (default 4 x block_size) run one token at a time through a cache of the last W tokens
+//     (default block_size - S), with the first S tokens kept as attention sinks (StreamingLLM),
+//     or with --recompute a full forward over the last W tokens per position. The mean next-token
+//     loss and perplexity over the whole text, with bits per byte, and per bucket of N positions
+//     (default 64) on stdout and in FILE as CSV.
 //
 // The training length is the checkpoint's seq_len; an llm.c file or an hf:DIR has none, and its
 // block_size stands in. A run that evaluates no length at all (every one longer than block_size,
@@ -62,6 +70,7 @@
 #include "model/gpt2.h"
 #include "model/mc_eval.h"
 #include "model/open.h"
+#include "model/stream.h"
 
 static void usage(FILE* f) {
     fprintf(f,
@@ -70,15 +79,22 @@ static void usage(FILE* f) {
             "       ./evaluate --checkpoint PATH --passkey [--length N] [--trials N] [--seed S]\n"
             "                  [--threads N]\n"
             "       ./evaluate --checkpoint PATH --multiple-choice FILE [--examples N]\n"
-            "                  [--window N] [--threads N]\n\n"
+            "                  [--window N] [--threads N]\n"
+            "       ./evaluate --checkpoint PATH --stream --data GLOB [--window W]\n"
+            "                  [--sinks S | --recompute] [--length N] [--bucket N] [--csv FILE]\n"
+            "                  [--threads N]\n\n"
             "Loss at multiples of the training length (seq_len of the checkpoint; block_size for\n"
             "llmc: and hf: models) or at lengths in tokens (--seq-len), reported over all\n"
             "positions, inside the training length and beyond it, with the bits per byte of the\n"
             "text; a passkey retrieval probe (accuracy by needle position: start, middle, end);\n"
             "multiple-choice accuracy (HellaSwag: llm.c's evaluation file or its JSONL): acc,\n"
             "acc_norm (per token, llm.c) and acc_norm_bytes (per byte, lm-evaluation-harness's\n"
-            "acc_norm). Lengths must be <= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O,\n"
-            "2 bad usage or input (also when no length could be evaluated).\n");
+            "acc_norm); streaming evaluation (--stream: the first --length tokens one at a time\n"
+            "through a cache of the last W tokens, plus the first S with --sinks, or a full\n"
+            "forward over the last W per position with --recompute; W + S <= block_size): loss\n"
+            "and perplexity over the text and per --bucket of positions, --csv FILE. Lengths\n"
+            "must be <= the checkpoint's block_size. Exit codes: 0 ok, 1 I/O, 2 bad usage or\n"
+            "input (also when no length could be evaluated).\n");
 }
 
 // Build the model saved in `path` (its config, attention and parameters).
@@ -301,6 +317,56 @@ static void eval_mc(GPT2* m, const Config* cfg, const char* path, int limit, int
     if (tok) tokenizer_free(tok);
 }
 
+// ---------------------------------------------------------------------------------------------
+// streaming (model/stream.h)
+
+static void eval_stream(GPT2* m, const Config* cfg, const char* glob, const StreamPolicy* p, int N,
+                        int bucket, const char* csv, int nthreads) {
+    char err[2048];
+    if (stream_check(m, p, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    if (csv) { // refuse an unwritable file before the long run (written again at the end)
+        FILE* f = fopen(csv, "w");
+        if (!f || fclose(f)) die(EXIT_FAILURE, "--csv %s: cannot open for writing", csv);
+    }
+    DataLoader dl;
+    if (dataloader_init(&dl, glob, 1, N, 0, 0, err, sizeof(err))) die(EXIT_USAGE, "%s", err);
+    int* tokens = mallocCheck(sizeof(int) * ((size_t)N + 1));
+    int* tg = mallocCheck(sizeof(int) * (size_t)N);
+    dataloader_next(&dl, tokens, tg);
+    dataloader_free(&dl);
+    tokens[N] = tg[N - 1];
+    if (tokens_check_range(tokens, (size_t)N + 1, m->cfg.vocab_size, glob, err, sizeof(err)))
+        die(EXIT_USAGE, "%s", err);
+    float* losses = mallocCheck(sizeof(float) * (size_t)N);
+    gpt2_alloc_acts(m, 1, p->window + p->sinks, nthreads);
+    stream_losses(m, p, tokens, N + 1, losses);
+    char terr[512];
+    Tokenizer* tok = tokenizer_load(cfg->tokenizer, cfg->tokenizer_dir, terr, sizeof(terr));
+    const long long bytes = tok ? mc_text_bytes(tok, tokens + 1, (size_t)N) : -1;
+    double all = 0;
+    for (int i = 0; i < N; i++)
+        all += losses[i];
+    all /= N;
+    char bpb[32] = "-";
+    if (bytes > 0) snprintf(bpb, sizeof(bpb), "%.4f", mc_bits_per_byte(all, N, (double)bytes));
+    printf("# stream: policy %s, window %d, sinks %d (positions: indices in the %s); %d tokens of "
+           "%s; attention=%s pos_encoding=%s block_size=%d\n",
+           stream_policy_name(p), p->window, p->sinks, p->recompute ? "window" : "cache", N, glob,
+           cfg->attention, cfg->pos_encoding, m->cfg.block_size);
+    if (!tok) printf("# no bits per byte: %s\n", terr);
+    printf("loss %.4f perplexity %.4f tokens %d bpb %s\n", all, exp(all), N, bpb);
+    stream_print_buckets(stdout, losses, N, bucket);
+    if (csv) {
+        if (stream_write_csv(csv, p, losses, N, bucket, err, sizeof(err)))
+            die(EXIT_FAILURE, "--csv %s", err);
+        printf("# wrote %s\n", csv);
+    }
+    if (tok) tokenizer_free(tok);
+    free(losses);
+    free(tokens);
+    free(tg);
+}
+
 // --lengths (factors of the training length) and --seq-len (tokens) fill one list; the later wins.
 typedef struct {
     const char* list;
@@ -317,6 +383,8 @@ int main(int argc, char** argv) {
     int mc_examples = 0, mc_window = 0;
     int batches = 4, B = 0, threads = 0, passkey = 0, plen = 0, trials = 20;
     int seed = 1234;
+    int stream = 0, sinks = 0, recompute = 0, bucket = 64;
+    const char* csv = NULL;
     Lengths len = {"1,2,4", 0};
     const CliOpt opts[] = {CLI_FLAG_OPT("--passkey", &passkey),
                            CLI_STR_OPT("--multiple-choice", &mc),
@@ -331,7 +399,12 @@ int main(int argc, char** argv) {
                            CLI_INT_OPT("--threads", &threads, 1, 1024),
                            CLI_INT_OPT("--length", &plen, 8, 1 << 20),
                            CLI_INT_OPT("--trials", &trials, 1, 1000000),
-                           CLI_INT_OPT("--seed", &seed, 0, 2147483647)};
+                           CLI_INT_OPT("--seed", &seed, 0, 2147483647),
+                           CLI_FLAG_OPT("--stream", &stream),
+                           CLI_INT_OPT("--sinks", &sinks, 0, 1 << 20),
+                           CLI_FLAG_OPT("--recompute", &recompute),
+                           CLI_INT_OPT("--bucket", &bucket, 1, 1 << 30),
+                           CLI_STR_OPT("--csv", &csv)};
     const char* bad;
     const int got = cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad);
     if (got == CLI_HELP) {
@@ -356,6 +429,15 @@ int main(int argc, char** argv) {
         usage(stderr);
         die(EXIT_USAGE, "--multiple-choice runs alone: not with --data or --passkey");
     }
+    if (stream && (passkey || mc || !data)) {
+        usage(stderr);
+        die(EXIT_USAGE, "--stream reads --data GLOB and runs alone: not with --passkey or "
+                        "--multiple-choice");
+    }
+    if (!stream && (sinks || recompute || csv)) {
+        usage(stderr);
+        die(EXIT_USAGE, "--sinks, --recompute and --csv belong to --stream");
+    }
     mm_init_threads();
     if (threads <= 0) threads = omp_get_max_threads();
     omp_set_num_threads(threads);
@@ -363,7 +445,13 @@ int main(int argc, char** argv) {
     memset(&m, 0, sizeof(m));
     Config cfg;
     load_model(&m, &cfg, ckpt);
-    if (mc)
+    if (stream) {
+        const StreamPolicy p = {.window = mc_window > 0 ? mc_window : m.cfg.block_size - sinks,
+                                .sinks = sinks,
+                                .recompute = recompute};
+        eval_stream(&m, &cfg, data, &p, plen > 0 ? plen : 4 * m.cfg.block_size, bucket, csv,
+                    threads);
+    } else if (mc)
         eval_mc(&m, &cfg, mc, mc_examples, mc_window, threads);
     else if (passkey)
         eval_passkey(&m, &cfg, plen > 0 ? plen : cfg.seq_len, trials, (uint64_t)seed, threads);
