@@ -28,6 +28,10 @@ void test_tiny_config(Config* c, int V, int L, int NH, int C, int T) {
 }
 
 void test_build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
+    test_build_model_threads(m, c, B, T, omp_get_max_threads(), seed);
+}
+
+void test_build_model_threads(GPT2* m, const Config* c, int B, int T, int nthreads, uint64_t seed) {
     char err[512];
     memset(m, 0, sizeof(*m));
     ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
@@ -35,7 +39,7 @@ void test_build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed) {
     ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
     gpt2_build(m, &g);
     gpt2_init(m, seed);
-    gpt2_alloc_acts(m, B, T, omp_get_max_threads());
+    gpt2_alloc_acts(m, B, T, nthreads);
 }
 
 void test_random_tokens(int* x, int n, int V, Rng* r) {

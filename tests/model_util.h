@@ -15,6 +15,8 @@
 void test_tiny_config(Config* c, int V, int L, int NH, int C, int T);
 // Attention setup, build, init from `seed` and activations for (B, T); fails the test on error.
 void test_build_model(GPT2* m, const Config* c, int B, int T, uint64_t seed);
+// The same with activations for `nthreads` threads (test_build_model: omp_get_max_threads()).
+void test_build_model_threads(GPT2* m, const Config* c, int B, int T, int nthreads, uint64_t seed);
 // n token ids uniform in [0, V).
 void test_random_tokens(int* x, int n, int V, Rng* r);
 // DIR/train_000.bin and DIR/val_000.bin: a learnable stream, a random sequence of `period` tokens

@@ -51,18 +51,6 @@ static double measured_bytes(GPT2* m, int T) {
     return (double)(after - before);
 }
 
-// test_build_model with nthreads threads for activations (1, T)
-static void build(GPT2* m, const Config* c, int T, int nthreads, uint64_t seed) {
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, seed);
-    gpt2_alloc_acts(m, 1, T, nthreads);
-}
-
 START_TEST(test_kv_cache_bytes_is_what_is_allocated) {
     const char* att[] = {"softmax", "entmax"};
     const char* pos[] = {"learned", "rope", "xpos"};
@@ -76,7 +64,7 @@ START_TEST(test_kv_cache_bytes_is_what_is_allocated) {
                 util_strlcpy(c.attention, att[a], sizeof(c.attention));
                 util_strlcpy(c.pos_encoding, pos[p], sizeof(c.pos_encoding));
                 GPT2 m;
-                build(&m, &c, 20, threads[t], 5);
+                test_build_model_threads(&m, &c, 1, 20, threads[t], 5);
                 char why[256];
                 if (!kv_cache_supported(&m, why, sizeof(why))) {
                     gpt2_free(&m);
@@ -142,7 +130,7 @@ START_TEST(test_generate_verbose_counts_the_cache) {
         Config c;
         gen_config(&c, pos[p]);
         GPT2 m;
-        build(&m, &c, GT, 1, 3);
+        test_build_model_threads(&m, &c, 1, GT, 1, 3);
         char ck[1100], err[2048];
         snprintf(ck, sizeof(ck), "%s/kvmem_%s.bin", tmp(), pos[p]);
         char* text = NULL;
