@@ -102,8 +102,8 @@ def loss_unit(settings):
 
 
 def metric_family(metric):
-    if metric.startswith(("sink", "nontrig_a0")):
-        return "sink"
+    if metric.startswith(("sink", "nontrig_a0", "stream_")):
+        return "sink"  # stream_*: what evicting the first tokens costs (ablate.stream)
     if metric.startswith(("kurtosis", "max_abs", "massive")):
         return "outlier"
     if metric.startswith("lr_"):
@@ -311,6 +311,8 @@ def measured_text(res, metric, unit):
 def control_column(metric):
     """(the positive-control column a claim on `metric` needs, whether a larger value means less
     of the phenomenon), or (None, False)."""
+    if metric.startswith("stream_"):
+        return "control_stream", False
     if metric.startswith(("sink_rate_gu", "nontrig_a0")):
         return "control_sink_gu", False
     if metric.startswith("sink"):

@@ -48,6 +48,12 @@ SPIKE_MIN_HISTORY = 10
 CONTROL_SINK_FRAC = 0.3
 CONTROL_GU_RATE, CONTROL_GUO_A0 = 0.15, 0.5
 CONTROL_OUTLIER = 100.0
+# The streaming control (ablate.stream; docs/streaming.md): evicting the first tokens hurts
+# softmax when its window-only loss exceeds its sinks + window loss by at least
+# CONTROL_STREAM_GAP nats over the text, that is a perplexity at least twice as high
+# (StreamingLLM, Xiao et al. 2309.17453, Fig. 3: window attention collapses, sinks restore it).
+CONTROL_STREAM_GAP = math.log(2.0)
+STREAM_POLICIES = ("window", "sinks", "recompute")
 
 
 def median(xs):
@@ -261,6 +267,26 @@ def run_metrics(d):
                         r["val_loss_inside_%sx" % m.group(1)] = fnum(m.group(3))
                     if fnum(m.group(4)) is not None:
                         r["val_loss_beyond_%sx" % m.group(1)] = fnum(m.group(4))
+    # streaming evaluation (ablate.stream): "# stream: policy POLICY, ..." then "loss L perplexity P
+    # tokens N ..." per policy (./evaluate --stream); stream_gap = window-only loss - sinks +
+    # window loss (nats), its control control_stream (CONTROL_STREAM_GAP)
+    tpath = os.path.join(d, "stream.txt")
+    if os.path.exists(tpath):
+        pol = None
+        with open(tpath) as f:
+            for line in f:
+                m = re.match(r"^# stream: policy (\w+)", line)
+                if m:
+                    pol = m.group(1) if m.group(1) in STREAM_POLICIES else None
+                m = re.match(r"^loss (\S+) perplexity (\S+) tokens \d+", line)
+                if m and pol:
+                    r["stream_loss_" + pol] = fnum(m.group(1))
+                    r["stream_ppl_" + pol] = fnum(m.group(2))
+                    pol = None
+        lw, ls = r.get("stream_loss_window"), r.get("stream_loss_sinks")
+        if lw is not None and ls is not None and finite(lw) and finite(ls):
+            r["stream_gap"] = lw - ls
+            r["control_stream"] = int(lw - ls >= CONTROL_STREAM_GAP)
     kpath = os.path.join(d, "passkey.txt")
     if os.path.exists(kpath):
         length, tot = None, {}
@@ -359,7 +385,8 @@ def main():
     key_cols = [k for k in keys if k not in ("attention", "seed")] + extra_keys
     opt_cols = sorted({k for r in rows for k in r if k.startswith(("probe_acc", "val_loss_",
                                                                     "passkey_acc", "sink_rate_gu",
-                                                                    "nontrig_a0", "control_sink_gu"))},
+                                                                    "nontrig_a0", "control_sink_gu",
+                                                                    "stream_", "control_stream"))},
                       key=lambda c: (c.split("_")[0], len(c), c))
     cols = ["run", "settings"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
         ["wall_s"]

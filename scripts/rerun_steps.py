@@ -242,7 +242,8 @@ PROBE = {
 }
 EVALUATE = {"--checkpoint": "path", "--data": "glob", "--lengths": "ints", "--seq-len": "ints",
             "--batches": N, "--batch-size": N, "--threads": N, "--passkey": None, "--length": N,
-            "--trials": N, "--seed": N}
+            "--trials": N, "--seed": N, "--stream": None, "--window": N, "--sinks": N,
+            "--recompute": None, "--bucket": N, "--csv": "path"}
 SCORE_SINKS = {"--task": "word", "--data": "path", "--docs": N, "--threads": N, "--probe": "probe"}
 # the trainer's keys whose values are paths (a glob for the data)
 TRAIN_PATHS = {"include": "path", "out_dir": "path", "tokenizer_dir": "path",
