@@ -42,8 +42,7 @@ double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scr
                             .T = T,
                             .pos = cfg->pos_encoding,
                             .nthreads = nthreads,
-                            .scratch_floats =
-                                scratch_floats(cfg, T, nthreads, row_scratch_floats)};
+                            .scratch_floats = scratch_floats(cfg, T, nthreads, row_scratch_floats)};
     return kv_store_bytes(&s);
 }
 
