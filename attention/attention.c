@@ -62,16 +62,17 @@ struct AttnWorkspace {
     real* buf;         // nthreads * per_thread
     real* dp_slots;    // (B, NH, maxP) private parameter-gradient slots
     real* slopes;      // (NH) ALiBi slopes
-    // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (built on first use)
+    // RoPE: cos/sin of t * 10000^(-2i/hs) for t < T, i < hs/2 (attn_workspace_prepare_pos)
     real *rope_cos, *rope_sin;
-    real* xpos_scale; // (T, hs/2) zeta_i^(p/512), p = t - ceil(T/2), for xPos (built on first use)
+    real* xpos_scale; // (T, hs/2) zeta_i^(p/512), p = t - ceil(T/2), for xPos
     int rope_hs;
     real* posgrad; // (B,T,2C) rotated-space gradient of q, k under rope
     size_t posgrad_n;
     real* extra; // nthreads * extra_n: scratch reserved by layer-level variants
     size_t extra_n;
-    real* fire_bias;  // (NH,T,T) FIRE bias of the layer being run (built on first use)
+    real* fire_bias;  // (NH,T,T) FIRE bias of the layer being run (attn_workspace_prepare_pos)
     real* fire_dbias; // (B,NH,T,T) its gradient slots
+    real* fire_rows;  // (T, attn_fire_nparams(NH)) attn_fire_backward's private rows
 };
 
 // per-thread layout: S (T*T) | dA (T*T) | dS (T*T) | srow (T) | key_sq (T) | dkey_sq (T) | row
@@ -83,6 +84,7 @@ static size_t ws_fixed(int T) {
 typedef struct {
     size_t per_thread, buf, dp_slots, slopes;
     size_t rope, posgrad; // each of the 3 RoPE tables, the rotated-space gradient (rope, xpos)
+    size_t fire_bias, fire_dbias, fire_rows; // FIRE's bias table, its slots, its backward's rows
 } WsSizes;
 
 static WsSizes ws_sizes(int B, int T, int NH, int C, int nthreads, size_t row_scratch, int maxP) {
@@ -93,6 +95,9 @@ static WsSizes ws_sizes(int B, int T, int NH, int C, int nthreads, size_t row_sc
     z.slopes = (size_t)NH;
     z.rope = C > 0 ? (size_t)T * (size_t)(C / NH / 2) : 0;
     z.posgrad = (size_t)B * T * 2 * (size_t)C;
+    z.fire_bias = (size_t)NH * T * T;
+    z.fire_dbias = (size_t)B * NH * T * T;
+    z.fire_rows = attn_fire_backward_scratch(NH, T);
     return z;
 }
 
@@ -106,6 +111,8 @@ size_t attn_workspace_bytes(int B, int T, int NH, int C, int nthreads, size_t ro
     size_t b =
         sizeof(AttnWorkspace) + real_bytes(z.buf) + real_bytes(z.dp_slots) + real_bytes(z.slopes);
     if (attn_pos_rotates(pos_encoding)) b += 3 * real_bytes(z.rope) + real_bytes(z.posgrad);
+    if (pos_encoding == ATTN_POS_FIRE)
+        b += real_bytes(z.fire_bias) + real_bytes(z.fire_dbias) + real_bytes(z.fire_rows);
     return b;
 }
 
@@ -139,6 +146,7 @@ void attn_workspace_free(AttnWorkspace* ws) {
     free(ws->extra);
     free(ws->fire_bias);
     free(ws->fire_dbias);
+    free(ws->fire_rows);
     free(ws);
 }
 
@@ -459,13 +467,8 @@ static void rope_table(AttnWorkspace* ws, int hs) {
 static void rope_apply_from(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims* d,
                             AttnWorkspace* ws, int inverse, int accumulate, int xsign, int t0) {
     const int B = d->B, T = d->T, NH = d->NH, hs = d->hs, half = hs / 2, R = T - t0;
-    if (hs % 2 != 0) die(EXIT_USAGE, "pos_encoding = rope needs an even head size (got %d)", hs);
-    ASSERT(T <= ws->T);
-    if (xsign != 0 && ws->T > attn_xpos_max_T())
-        die(EXIT_USAGE,
-            "pos_encoding = xpos: sequence length %d is beyond xPos's float32 range (at most %d)",
-            ws->T, attn_xpos_max_T());
-    rope_table(ws, hs);
+    // the tables of attn_workspace_prepare_pos; an even hs is attn_layer_check's (at setup)
+    ASSERT(T <= ws->T && hs % 2 == 0 && ws->rope_cos && ws->rope_hs == hs);
     const int xoff = (ws->T + 1) / 2 - (T + 1) / 2; // table row of position t: t + xoff
     const real sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) num_threads(ws->nthreads)
@@ -549,17 +552,12 @@ void attn_xpos(real* out, size_t ldo, const real* in, size_t ldi, const AttnDims
     rope_apply(out, ldo, in, ldi, d, ws, inverse, accumulate, is_key ? -1 : 1);
 }
 
-// FIRE: this layer's bias table into the workspace; the core then adds it to its scores
+// FIRE: this layer's bias table into the workspace; the core then adds it to its scores. The
+// variant forms logits (model setup refuses fire otherwise) and the model gives the layer its
+// FIRE parameters; the table was allocated with the workspace (attn_workspace_prepare_pos).
 static void fire_forward(AttnCore* c, const AttnLayer* L) {
     AttnWorkspace* ws = L->ws;
-    if (!attn_pos_supported(L->v, L->pos_encoding))
-        die(EXIT_USAGE,
-            "attention layer %d: pos_encoding = fire adds a bias to attention logits, which %s "
-            "does not form",
-            L->layer, L->v->name);
-    if (!L->posp)
-        die(EXIT_USAGE, "attention layer %d: pos_encoding = fire but no FIRE parameters", L->layer);
-    if (!ws->fire_bias) ws->fire_bias = real_alloc((size_t)ws->NH * ws->T * ws->T);
+    ASSERT(attn_pos_supported(L->v, L->pos_encoding) && L->posp && ws->fire_bias);
     attn_fire_bias(ws->fire_bias, L->posp, L->d.NH, L->d.T, ws->nthreads);
     c->score_bias = ws->fire_bias;
     c->dscore_nh = L->d.NH;
@@ -570,11 +568,7 @@ void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
     c->score_bias = NULL;
     if (L->pos_encoding == ATTN_POS_FIRE) fire_forward(c, L);
     if (!attn_pos_rotates(L->pos_encoding)) return;
-    if (!qk)
-        die(EXIT_USAGE,
-            "attention layer %d: pos_encoding = rope/xpos but no buffer for the "
-            "rotated q, k",
-            L->layer);
+    ASSERT(qk); // the model allocates every layer's qk_pos under rope/xpos (gpt2_alloc_acts)
     const size_t C = (size_t)L->d.C;
     const int xs = L->pos_encoding == ATTN_POS_XPOS;
     rope_apply(qk, 2 * C, c->q, c->ldq, &L->d, L->ws, 0, 0, xs ? 1 : 0);
@@ -585,8 +579,15 @@ void attn_pos_forward(AttnCore* c, const AttnLayer* L, real* qk) {
 }
 
 void attn_workspace_prepare_pos(AttnWorkspace* ws, int pos_encoding, int C) {
-    if (!attn_pos_rotates(pos_encoding)) return;
     const WsSizes z = ws_sizes(ws->B, ws->T, ws->NH, C, ws->nthreads, 0, ws->maxP);
+    if (pos_encoding == ATTN_POS_FIRE && !ws->fire_bias) {
+        ws->fire_bias = real_alloc(z.fire_bias);
+        ws->fire_dbias = real_alloc(z.fire_dbias);
+        ws->fire_rows = real_alloc(z.fire_rows);
+    }
+    if (!attn_pos_rotates(pos_encoding)) return;
+    // the tables must hold every centred xPos factor: model setup refuses a longer block_size
+    ASSERT(pos_encoding != ATTN_POS_XPOS || ws->T <= attn_xpos_max_T());
     rope_table(ws, C / ws->NH);
     if (ws->posgrad_n < z.posgrad) {
         free(ws->posgrad);
@@ -606,7 +607,7 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
     if (L->pos_encoding == ATTN_POS_FIRE && L->dposp) {
         AttnWorkspace* ws = L->ws;
         const size_t n = (size_t)L->d.B * L->d.NH * L->d.T * L->d.T;
-        if (!ws->fire_dbias) ws->fire_dbias = real_alloc((size_t)ws->B * ws->NH * ws->T * ws->T);
+        ASSERT(ws->fire_dbias); // attn_workspace_prepare_pos
         memset(ws->fire_dbias, 0, sizeof(real) * n);
         c->dscore_bias = ws->fire_dbias;
         save->fire = 1;
@@ -614,11 +615,7 @@ void attn_pos_backward_begin(AttnCore* c, AttnPosSave* save, const AttnLayer* L,
     if (!attn_pos_rotates(L->pos_encoding)) return;
     AttnWorkspace* ws = L->ws;
     const size_t C = (size_t)L->d.C, n = (size_t)L->d.B * (size_t)L->d.T * 2 * C;
-    if (ws->posgrad_n < n) {
-        free(ws->posgrad);
-        ws->posgrad = real_alloc(n);
-        ws->posgrad_n = n;
-    }
+    ASSERT(ws->posgrad_n >= n); // attn_workspace_prepare_pos
     memset(ws->posgrad, 0, sizeof(real) * n);
     save->active = 1;
     c->dq = ws->posgrad;
@@ -629,7 +626,7 @@ void attn_pos_backward_end(const AttnCore* c, const AttnPosSave* save, const Att
     (void)c;
     if (save->fire)
         attn_fire_backward(L->dposp, L->ws->fire_dbias, L->d.B, L->posp, L->d.NH, L->d.T,
-                           L->ws->nthreads);
+                           L->ws->nthreads, L->ws->fire_rows);
     if (!save->active) return;
     const size_t C = (size_t)L->d.C;
     const real* g = L->ws->posgrad;

@@ -61,6 +61,13 @@ void attn_hparams_write(const AttnHParams* hp, const AttnVariant* v, void* file 
 // Resolve v's own row map for hyperparameters hp (v->compose; out->row = NULL without one).
 void attn_compose(AttnComposed* out, const AttnVariant* v, const AttnHParams* hp);
 
+// The configuration checks of one layer of variant v (hyperparameters hp) in a model of dims d
+// (d->T = block_size) under position encoding pos, run once at model setup (layer_check.c):
+// rope/xpos need an even head size, fire at most ATTN_FIRE_MAX_HEADS heads, and the variant's own
+// layer_check. 0 ok; -1 with err naming the key and the value.
+int attn_layer_check(const AttnVariant* v, const AttnHParams* hp, const AttnDims* d, int pos,
+                     char* err, size_t errcap);
+
 // Forward and backward of one attention layer (dispatches to the variant's layer hooks, or the
 // default pipeline: position encoding of q,k (rope rotation or ALiBi bias), scores, row map, A·V).
 void attention_forward(AttnLayer* L);

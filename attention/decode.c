@@ -37,9 +37,8 @@ void attn_decode_forward(const AttnLayer* L, const AttnDecode* s, int T, int nth
     const int stride = c.rowp_stride > 0 ? c.rowp_stride : P;
     real* fire = NULL;
     if (L->pos_encoding == ATTN_POS_FIRE) { // row t of every head's bias, heads n apart
-        if (!L->posp)
-            die(EXIT_USAGE, "attention layer %d: pos_encoding = fire but no FIRE parameters",
-                L->layer);
+        // the model gives every layer its FIRE parameters
+        ASSERT(L->posp);
         fire = s->scratch;
         attn_fire_bias_row(fire, (size_t)n, L->posp, NH, t);
     }

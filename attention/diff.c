@@ -49,11 +49,13 @@
 // identical for any thread count.
 // Cache: A1, A2 (B,NH,T,T), U (B,T,C), 1/r (B,T,NH), the rotation tables of width d (query cos,
 // sin, key cos, sin: 4 (T, d/2), written under rope/xpos in forward and again in backward),
-// slots. Inner maps that need key norms are refused at setup.
+// slots. Inner maps that need key norms, odd head sizes and, under rope/xpos, head sizes that
+// are not multiples of 4 are refused at setup (diff_check).
 //
 // Reference: microsoft/unilm:Diff-Transformer/multihead_diffattn.py
 // Deviations from it: none.
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attention/layer.h"
@@ -72,13 +74,36 @@ static const AttnHParamSpec DIFF_HP[N_HP] = {
     [HP_LAMBDA0] = {"lambda0", 0.8f, -10.0f, 10.0f, NULL, "lambda_init when lambda_mode = fixed"},
 };
 
+// The configuration diff needs, checked once at setup (attn_layer_check): the forward and
+// backward then assume it.
+static int diff_check(const AttnDims* d, const AttnHParams* hp, int pos, char* err, size_t cap) {
+    if (hp->inner && hp->inner->needs_key_sq) {
+        snprintf(err, cap,
+                 "key 'attn.inner': attention 'diff' cannot run inner map '%s', which reads key "
+                 "norms (not supported)",
+                 hp->inner->name);
+        return -1;
+    }
+    if (d->hs % 2 != 0) {
+        snprintf(err, cap,
+                 "key 'n_embd': attention 'diff' splits each head's q and k in halves: head size "
+                 "%d (n_embd %d / n_head %d) is odd",
+                 d->hs, d->C, d->NH);
+        return -1;
+    }
+    if (attn_pos_rotates(pos) && (d->hs / 2) % 2 != 0) {
+        snprintf(err, cap,
+                 "key 'pos_encoding': attention 'diff' under %s rotates each half of a head as a "
+                 "head of its own: head size %d (n_embd %d / n_head %d) is not a multiple of 4",
+                 attn_pos_name(pos), d->hs, d->C, d->NH);
+        return -1;
+    }
+    return 0;
+}
+
 static int diff_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
-    if (hp->inner && hp->inner->needs_key_sq)
-        die(EXIT_USAGE, "attention 'diff': inner map '%s' needs key norms (not supported)",
-            hp->inner->name);
-    if (d->hs % 2 != 0)
-        die(EXIT_USAGE,
-            "attention 'diff' splits each head's q and k in halves: head size %d is odd", d->hs);
+    (void)hp;
+    ASSERT(d->hs % 2 == 0); // diff_check
     static const char* const names[4] = {"lq1", "lk1", "lq2", "lk2"};
     for (int i = 0; i < 4; i++)
         out[i] = (AttnTensorSpec){.name = names[i],
@@ -190,11 +215,7 @@ static DiffRot diff_pos_halves(AttnCore* c, const AttnLayer* L, const DiffCache*
                                size_t ldq0, const real* k0, size_t ldk0) {
     DiffRot r = {0};
     if (!attn_pos_rotates(L->pos_encoding)) return r;
-    if ((L->d.hs / 2) % 2 != 0)
-        die(EXIT_USAGE,
-            "attention 'diff' under rope/xpos rotates each half of a head as a head of its own: "
-            "head size %d is not a multiple of 4",
-            L->d.hs);
+    ASSERT((L->d.hs / 2) % 2 == 0); // diff_check
     const int T = L->d.T, d = L->d.hs / 2, xs = L->pos_encoding == ATTN_POS_XPOS;
     const size_t C = (size_t)L->d.C, n = (size_t)T * (size_t)(d / 2);
     real *qc = k->rot, *qs = qc + n, *kc = qs + n, *ks = kc + n;
@@ -381,6 +402,7 @@ const AttnVariant attn_diff = {
     .shift_invariant = 0,
     .hparams = DIFF_HP,
     .n_hparams = N_HP,
+    .layer_check = diff_check,
     .layer_tensors = diff_tensors,
     .layer_cache_floats = diff_cache_floats,
     .layer_scratch_floats = diff_scratch,

@@ -34,7 +34,8 @@
 // MLP at T(T+1)/2 pairs, (H + NH H) multiply-adds each, in forward and twice in backward
 // (recompute + VJP); the bias table is (NH, T, T).
 // Threading: rows t are independent in forward; backward writes a private dtheta row per t and
-// sums the rows in index order, so results do not depend on the thread count.
+// sums the rows in index order, so results do not depend on the thread count. Nothing here
+// allocates: the rows are the caller's (the workspace's, attn_workspace_prepare_pos).
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@
 #include "common/rng.h"
 #include "common/util.h"
 
-enum { FH = ATTN_FIRE_HIDDEN, FIRE_MAX_NH = 128 };
+enum { FH = ATTN_FIRE_HIDDEN };
 
 int attn_fire_nparams(int NH) {
     return 2 + 2 * FH + NH * FH + NH;
@@ -129,13 +130,17 @@ void attn_fire_bias_row(real* bias, size_t ldh, const real* theta, int NH, int t
     fire_row(bias, ldh, &f, NH, t);
 }
 
+size_t attn_fire_backward_scratch(int NH, int T) {
+    return (size_t)T * (size_t)attn_fire_nparams(NH);
+}
+
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
-                        int nthreads) {
+                        int nthreads, real* rows) {
     const FireView f = fire_view(theta, NH);
     const int P = attn_fire_nparams(NH);
     const size_t TT = (size_t)T * T;
-    ASSERT(NH <= FIRE_MAX_NH);
-    real* rows = real_alloc((size_t)T * (size_t)P); // one private dtheta per query row
+    ASSERT(NH <= ATTN_FIRE_MAX_HEADS); // attn_layer_check, at setup
+    // rows: one private dtheta per query row (attn_fire_backward_scratch)
     memset(rows, 0, sizeof(real) * (size_t)T * (size_t)P);
 #pragma omp parallel for schedule(dynamic, 4) num_threads(nthreads > 0 ? nthreads : 1)
     for (int t = 0; t < T; t++) {
@@ -143,7 +148,7 @@ void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* thet
         real *dW1 = d + 2, *db1 = dW1 + FH, *dW2 = db1 + FH, *db2 = dW2 + (size_t)NH * FH;
         const real m = fire_m(&f, t);
         const real D = real_log1p(f.a * m);
-        real z[FH], g[FH], Gp[FIRE_MAX_NH], dz[FH];
+        real z[FH], g[FH], Gp[ATTN_FIRE_MAX_HEADS], dz[FH];
         for (int j = 0; j <= t; j++) {
             for (int h = 0; h < NH; h++) { // G_h = sum over b, in index order
                 real s = 0.0f;
@@ -187,5 +192,4 @@ void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* thet
     for (int t = 0; t < T; t++)
         for (int p = 0; p < P; p++)
             dtheta[p] += rows[(size_t)t * P + p];
-    free(rows);
 }

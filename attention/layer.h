@@ -151,6 +151,8 @@ void attn_score_grad(const real* dS, int T, int n, real alpha, const real* q, in
 // features W (m, hs) of head h of layer `layer`: blocks of hs Gram-Schmidt-orthonormalised
 // Gaussian rows, each scaled by the norm of an independent N(0, I_hs) vector. Draw
 // e = floor(step / redraw) (0 when redraw = 0 or step < 0) from (seed, layer, h, e) only.
+// hs <= ATTN_PERFORMER_MAX_HS (linear.c refuses larger heads at setup).
+#define ATTN_PERFORMER_MAX_HS 64
 void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, int h, long step,
                              int redraw);
 

@@ -88,6 +88,7 @@
 // (b, h) and reduced over b in index order (thread-count independent). Products through the
 // kernel layer (real_gemm) on per-thread scratch.
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attention/layer.h"
@@ -181,6 +182,20 @@ static int lin_role_kind(int kind, int role) {
 static int lin_fdim(const AttnHParams* hp, int hs) {
     if (lin_kind(hp) == F_PERFORMER) return hp->v[HP_RF_M] > 0.0f ? (int)hp->v[HP_RF_M] : 2 * hs;
     return lin_kind(hp) == F_HEDGEHOG ? 2 * hs : hs;
+}
+
+// Performer's orthogonal blocks are drawn hs x hs in a fixed buffer (attn_performer_features):
+// refused at setup above ATTN_PERFORMER_MAX_HS channels per head.
+static int linear_check(const AttnDims* d, const AttnHParams* hp, int pos, char* err, size_t cap) {
+    (void)pos;
+    if (lin_kind(hp) == F_PERFORMER && d->hs > ATTN_PERFORMER_MAX_HS) {
+        snprintf(err, cap,
+                 "key 'attn.feature': performer draws its random features for a head size of at "
+                 "most %d, and n_embd %d / n_head %d gives %d",
+                 ATTN_PERFORMER_MAX_HS, d->C, d->NH, d->hs);
+        return -1;
+    }
+    return 0;
 }
 
 static int linear_tensors(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp) {
@@ -606,6 +621,7 @@ const AttnVariant attn_linear = {
     .shift_invariant = 0,
     .hparams = linear_hparams,
     .n_hparams = N_HP,
+    .layer_check = linear_check,
     .layer_tensors = linear_tensors,
     .layer_cache_floats = linear_cache_floats,
     .layer_scratch_floats = linear_scratch,

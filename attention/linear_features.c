@@ -55,8 +55,8 @@ void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, i
     s = rowops_mix64(s ^ ((uint64_t)e << 32));
     Rng r;
     rng_seed(&r, s);
-    double G[64 * 64];
-    ASSERT(hs <= 64);
+    double G[ATTN_PERFORMER_MAX_HS * ATTN_PERFORMER_MAX_HS];
+    ASSERT(hs <= ATTN_PERFORMER_MAX_HS); // linear_check
     for (int b0 = 0; b0 < m; b0 += hs) {
         for (int i = 0; i < hs * hs; i++)
             G[i] = (double)rng_normal(&r);

@@ -113,8 +113,9 @@ int attn_pos_supported(const AttnVariant* v, int pos);
 // query t and key j <= t is b_h(t, j) = f_h(psi(t - j) / psi(max(L, t))), psi(x) = ln(|c| x + 1),
 // L = 512 |l|, f an MLP 1 -> ATTN_FIRE_HIDDEN (ReLU) -> NH. One parameter vector per layer:
 // [c, l, W1 (H), b1 (H), W2 (NH,H), b2 (NH)].
-#define ATTN_FIRE_HIDDEN 32
-#define ATTN_FIRE_L0     512.0
+#define ATTN_FIRE_HIDDEN    32
+#define ATTN_FIRE_L0        512.0
+#define ATTN_FIRE_MAX_HEADS 128 // n_head beyond this is refused at setup (attn_layer_check)
 int attn_fire_nparams(int NH);
 // initial values from `seed`: c = 0.1, l = 1 (L = 512), the MLP as PyTorch's nn.Linear default
 // (W1, b1 ~ U(-1, 1) for one input; W2, b2 ~ U(-1/sqrt(H), 1/sqrt(H)))
@@ -123,8 +124,10 @@ void attn_fire_init(real* theta, int NH, uint64_t seed);
 void attn_fire_bias(real* bias, const real* theta, int NH, int T, int nthreads);
 // row t of every head's bias: entries j <= t of head h at bias[h*ldh + j] (equal to the table's)
 void attn_fire_bias_row(real* bias, size_t ldh, const real* theta, int NH, int t);
-// dtheta += dL/dtheta given dbias (B,NH,T,T) slots (entries j <= t are read); thread-invariant
+// dtheta += dL/dtheta given dbias (B,NH,T,T) slots (entries j <= t are read); thread-invariant.
+// rows: attn_fire_backward_scratch(NH, T) reals of scratch (the workspace holds them).
+size_t attn_fire_backward_scratch(int NH, int T);
 void attn_fire_backward(real* dtheta, const real* dbias, int B, const real* theta, int NH, int T,
-                        int nthreads);
+                        int nthreads, real* rows);
 
 #endif

@@ -100,6 +100,10 @@ struct AttnVariant {
     const char* row_stat_name;
     real (*row_stat)(const real* a, const real* s, int n, const AttnRowCtx* ctx);
     // ---- layer-level hooks (optional)
+    // Configuration checks of a layer of dims d (T = block_size) under hyperparameters hp and
+    // position encoding pos, run once at model setup (attn_layer_check): 0 ok, or -1 with err
+    // naming the key and the value. The forward and backward may then assume what it checked.
+    int (*layer_check)(const AttnDims* d, const AttnHParams* hp, int pos, char* err, size_t cap);
     int (*layer_tensors)(AttnTensorSpec* out, const AttnDims* d, const AttnHParams* hp);
     size_t (*layer_cache_floats)(const AttnDims* d, const AttnHParams* hp);
     // Per-thread workspace scratch (attn_workspace_reserve) the layer hooks take for dims d, the

@@ -22,8 +22,10 @@ typedef struct AttnWorkspace AttnWorkspace;
 AttnWorkspace* attn_workspace_new(int B, int T, int NH, int nthreads, size_t row_scratch,
                                   int max_params_per_head);
 void attn_workspace_free(AttnWorkspace* ws);
-// Allocate now what a rotating position encoding (rope, xpos) of width C would otherwise allocate
-// on the first forward and backward (the RoPE tables and the (B,T,2C) rotated-space gradient).
+// Allocate what the position encoding of width C needs in forward and backward: under rope and
+// xpos the tables and the (B,T,2C) rotated-space gradient, under fire the bias table (NH,T,T),
+// its gradient slots (B,NH,T,T) and the backward's rows. Required before any forward under these
+// encodings (which allocate nothing themselves).
 void attn_workspace_prepare_pos(AttnWorkspace* ws, int pos_encoding, int C);
 // Bytes attn_workspace_new and then attn_workspace_prepare_pos allocate for these arguments,
 // allocating nothing (the memory estimate's size-only mode).

@@ -250,10 +250,14 @@ int gpt2_setup_attention(GPT2* m, const Config* c, char* err, size_t errcap) {
     }
     // a row-map layer is its own row map: one set of hyperparameters serves both roles
     // composed variants resolve their own row map once, from their final hyperparameters
+    // every configuration check of the attention, here at setup (attention/layer_check.c)
+    const AttnDims d = {.B = 1, .T = c->block_size, .C = c->n_embd, .NH = NH, .hs = hs};
     for (int l = 0; l < L; l++) {
         LayerAttn* la = &m->la[l];
         if (la->row == la->v) la->row_hp = la->hp;
         attn_compose(&la->own, la->v, &la->hp);
+        if (attn_layer_check(la->v, &la->hp, &d, attn_pos_from_name(c->pos_encoding), err, errcap))
+            return -1;
     }
     return 0;
 }

@@ -21,7 +21,7 @@
 #include "common/prof.h"
 #include "common/rng.h"
 #include "common/util.h"
-#include "model/kv_cache.h"
+#include "model/kv_store.h"
 #include "model/layers.h"
 #include "model/params.h"
 #include "model/residual.h"

@@ -233,6 +233,10 @@ int gpt2_find_spec(const GPT2* m, const char* name); // -1 if absent
 // Forward (B,T) token ids; with targets the mean loss is in m->mean_loss and per-position
 // losses in m->losses. Token ids must be < vocab_size (checked by the caller).
 void gpt2_forward(GPT2* m, const int* inputs, const int* targets, int B, int T);
+// The forward of one position, kv_cache_len(kv), whose layers attend over and extend the cache kv
+// (model/kv_store.h); model/kv_cache.h steps a cache with it.
+struct KVCache;
+void gpt2_forward_cached(GPT2* m, struct KVCache* kv, const int* token);
 // A new step's gradient: zero for the next backward. Only the tensors that backward adds into
 // are cleared in memory; the mm_grad tensors (the weight-gradient matmuls' outputs) keep stale
 // values until the next gpt2_backward overwrites them, so read m->grads only after a backward.

@@ -11,25 +11,25 @@
 // cached keys again, as the full forward would), as they are under learned / alibi / none / fire.
 // Only layers whose variant is a row map cache (attn_decode_exact): kv_cache_supported says why
 // a model cannot, and decoding then recomputes the prefix (model/sample.h).
+//
+// This file builds a cache for a model and steps it; the storage and the attention of one layer
+// over it are model/kv_store.h (which the model's forward uses, so that the dependencies run one
+// way: kv_cache -> gpt2 -> kv_store).
 #ifndef ATTNLAB_KV_CACHE_H
 #define ATTNLAB_KV_CACHE_H
 
 #include <stddef.h>
 
 #include "model/gpt2.h"
-
-typedef struct KVCache KVCache;
+#include "model/kv_store.h"
 
 // 1 when every layer of m can decode from a cache; else 0 with the reason in why (naming the
 // first layer and variant that cannot).
 int kv_cache_supported(const GPT2* m, char* why, size_t cap);
 // A cache for up to T positions (T <= the model's activation length m->T, allocated for B >= 1).
-// m must be kv_cache_supported.
+// m must be kv_cache_supported. Freed with kv_cache_free (model/kv_store.h, with the cache's
+// length, capacity, reset and eviction).
 KVCache* kv_cache_new(const GPT2* m, int T);
-void kv_cache_free(KVCache* kv);  // NULL is a no-op
-void kv_cache_reset(KVCache* kv); // forget every position
-int kv_cache_len(const KVCache* kv);
-int kv_cache_capacity(const KVCache* kv);
 // Bytes kv_cache_new takes for a model of these sizes (the memory estimate): keys and values
 // (n_layer, T, n_embd) each, the query (n_embd), the rotated keys (T, n_embd) under xpos, the
 // attention scratch (attn_decode_scratch_floats with the largest row-map scratch
@@ -45,21 +45,12 @@ double kv_cache_model_bytes(const GPT2* m, int T);
 const float* kv_cache_step(GPT2* m, KVCache* kv, int token);
 
 // ---- streaming with eviction (model/stream.h): positions are indices in the cache
-// A cache like kv_cache_new's whose positions may be evicted. Under rope its keys are stored
-// before the rotation and every step rotates all of them at their current cache index 0..n-1
-// (the query at n - 1), so a key moves to its new index when earlier ones are evicted (xpos keys
-// are already rotated per step; alibi and fire biases read the cache index). Learned positions
-// enter the residual stream before the first layer: a cached key or value keeps the wpe row of
-// the index it was appended at.
+// A cache like kv_cache_new's whose positions may be evicted (kv_cache_evict). Under rope its keys
+// are stored before the rotation and every step rotates all of them at their current cache index
+// 0..n-1 (the query at n - 1), so a key moves to its new index when earlier ones are evicted (xpos
+// keys are already rotated per step; alibi and fire biases read the cache index). Learned
+// positions enter the residual stream before the first layer: a cached key or value keeps the wpe
+// row of the index it was appended at.
 KVCache* kv_cache_new_stream(const GPT2* m, int T);
-// Drop the `count` positions from index `from` (from + count <= kv_cache_len): the later ones
-// move down by count in every layer.
-void kv_cache_evict(KVCache* kv, int from, int count);
-
-// ---- the two halves of a step (gpt2.c owns the forward, this file the attention of a layer)
-// The forward of one position, kv_cache_len(kv), reading and extending kv (model/gpt2.c).
-void gpt2_forward_cached(GPT2* m, KVCache* kv, const int* token);
-// Layer al's attention at that position: caches its key and value, writes al->out (1 row).
-void kv_cache_attend(KVCache* kv, const AttnLayer* al);
 
 #endif

@@ -77,6 +77,7 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
         h->posp[i] += 0.05f * rng_normal(&r);
     size_t rs = attn_row_scratch(h->row, T), rs_own = attn_row_scratch(h->own.row, T);
     h->ws = attn_workspace_new(B, T, NH, nthreads, rs > rs_own ? rs : rs_own, P);
+    attn_workspace_prepare_pos(h->ws, pos, h->d.C); // as the model does at setup
     h->L = (AttnLayer){.v = v,
                        .row = h->row,
                        .hp = &h->hp,

@@ -117,6 +117,7 @@ START_TEST(test_driver_tables_shared) {
         x[e] = 1.0f;
     const AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
     AttnWorkspace* ws = attn_workspace_new(B, T, NH, 2, 0, 0);
+    attn_workspace_prepare_pos(ws, ATTN_POS_XPOS, C); // the tables attn_rope and attn_xpos read
     for (int xsign = -1; xsign <= 1; xsign++) {
         attn_rope_table(cs, sn, T, hs, xsign);
         for (int inv = 0; inv < 2; inv++) {

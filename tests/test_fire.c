@@ -34,6 +34,14 @@ static double fire_formula(const float* th, int NH, int h, int t, int j) {
     return s;
 }
 
+// attn_fire_backward with its scratch rows (attn_fire_backward_scratch)
+static void fire_backward(float* dtheta, const float* dbias, int B, const float* theta, int NH,
+                          int T, int nthreads) {
+    float* rows = allocFloats(attn_fire_backward_scratch(NH, T));
+    attn_fire_backward(dtheta, dbias, B, theta, NH, T, nthreads, rows);
+    free(rows);
+}
+
 START_TEST(test_fire_reference) {
     const int NH = 3, T = 12, P = attn_fire_nparams(NH);
     ck_assert_int_eq(P, 2 + 2 * 32 + NH * 32 + NH);
@@ -107,7 +115,7 @@ START_TEST(test_fire_backward) {
                 for (int j = t + 1; j < f.T; j++)
                     f.G[((size_t)b * f.NH + h) * TT + (size_t)t * f.T + j] = 1e3f;
     memset(g, 0, sizeof(float) * (size_t)P);
-    attn_fire_backward(g, f.G, f.B, f.th, f.NH, f.T, 1);
+    fire_backward(g, f.G, f.B, f.th, f.NH, f.T, 1);
     // the entries above the diagonal must not count: zero them and compare the loss's gradient
     for (size_t e = 0; e < (size_t)f.B * f.NH * TT; e++)
         if (f.G[e] == 1e3f) f.G[e] = 0.0f;
@@ -116,7 +124,7 @@ START_TEST(test_fire_backward) {
     test_check_grad_kinks(fire_loss, &f, f.th, g, (size_t)P, 1, 5e-4, 1e-4 * max_abs(g, (size_t)P),
                           0, 4, "fire");
     memset(g2, 0, sizeof(float) * (size_t)P); // thread-invariant, bit for bit
-    attn_fire_backward(g2, f.G, f.B, f.th, f.NH, f.T, 2);
+    fire_backward(g2, f.G, f.B, f.th, f.NH, f.T, 2);
     ck_assert_msg(memcmp(g, g2, sizeof(float) * (size_t)P) == 0,
                   "FIRE backward depends on threads");
     free(f.th);
@@ -155,8 +163,8 @@ START_TEST(test_fire_signs_and_zero_transform) {
                   "negated c and l change the bias");
     memset(g1, 0, sizeof(float) * (size_t)P);
     memset(g2, 0, sizeof(float) * (size_t)P);
-    attn_fire_backward(g1, G, B, th, NH, T, 1);
-    attn_fire_backward(g2, G, B, neg, NH, T, 1);
+    fire_backward(g1, G, B, th, NH, T, 1);
+    fire_backward(g2, G, B, neg, NH, T, 1);
     ck_assert_msg(g1[0] != 0 && g1[1] != 0, "no gradient for c (%g) or l (%g)", g1[0], g1[1]);
     ck_assert_msg(g2[0] == -g1[0] && g2[1] == -g1[1], "dc %g vs %g, dl %g vs %g", g2[0], g1[0],
                   g2[1], g1[1]);
@@ -183,7 +191,7 @@ START_TEST(test_fire_signs_and_zero_transform) {
             }
     }
     memset(g1, 0, sizeof(float) * (size_t)P);
-    attn_fire_backward(g1, G, B, th, NH, T, 1);
+    fire_backward(g1, G, B, th, NH, T, 1);
     ck_assert_msg(g1[0] == 0 && g1[1] == 0, "c = 0: dc = %g, dl = %g (want 0)", g1[0], g1[1]);
     for (int k = 0; k < H; k++) {
         double db1 = 0;

@@ -24,7 +24,7 @@
 #include "tests/model_util.h"
 #include "tests/testutil.h"
 
-// The cache's floats as its layout describes them (model/kv_cache.c, struct KVCache), each
+// The cache's floats as its layout describes them (model/kv_store.c, struct KVCache), each
 // buffer rounded as util_floats_bytes rounds an allocation; the struct itself not included.
 static double layout_bytes(const GPT2* m, int T, int nthreads) {
     const size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd, Tz = (size_t)T;

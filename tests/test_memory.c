@@ -1,7 +1,8 @@
 // tests/test_memory.c: the memory estimate (model/run/memory.h) against what the model really
 // allocates. For several attention configurations (plain softmax; a row map with per-head
 // parameters; layer-level variants with their own tensors and caches; composed variants; rope,
-// whose workspace holds RoPE tables and a gradient buffer; the layer-level variants that take
+// whose workspace holds RoPE tables and a gradient buffer; fire, whose workspace holds its bias
+// table, gradient slots and backward rows; the layer-level variants that take
 // per-thread workspace scratch) and both precisions, the estimate must
 // equal the bytes the checked allocators (common/util.h: util_alloc_total) hand out while the
 // model is built, its activations allocated, its precision set and the optimizer initialised,
@@ -36,6 +37,7 @@ static const MemCase CASES[] = {
     {"0:asentmax,1:gated", "alibi", NULL}, // composed entmax; gated's tensors
     {"0:asentmax,1:rela", "learned", "attn.as_map=inner attn.rela_map=inner attn.inner=ssmax"},
     {"softmax", "rope", NULL}, // rotated q, k; RoPE tables
+    {"softmax", "fire", NULL}, // FIRE's bias table, its gradient slots and backward rows
     // layer-level variants with per-thread workspace scratch (layer_scratch_floats)
     {"0:linear,1:talking_heads", "learned", NULL},
     {"0:diff,1:selective", "rope", "attn.inner=ssmax"},

@@ -47,6 +47,7 @@ START_TEST(test_rope_reference) {
     const int B = 2, T = 7, NH = 2, hs = 6, C = NH * hs;
     AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
     AttnWorkspace* ws = attn_workspace_new(B, T, NH, 2, 0, 0);
+    attn_workspace_prepare_pos(ws, ATTN_POS_ROPE, C);
     Rng r;
     rng_seed(&r, 5);
     size_t n = (size_t)B * T * C;
@@ -119,6 +120,7 @@ START_TEST(test_xpos_reference) {
     const int B = 1, T = 9, NH = 2, hs = 8, C = NH * hs, min_pos = -5;
     AttnDims d = {.B = B, .T = T, .C = C, .NH = NH, .hs = hs};
     AttnWorkspace* ws = attn_workspace_new(B, T, NH, 1, 0, 0);
+    attn_workspace_prepare_pos(ws, ATTN_POS_XPOS, C);
     Rng r;
     rng_seed(&r, 11);
     size_t n = (size_t)B * T * C;
