@@ -57,7 +57,7 @@ ATTN64_TEST_BINS := $(ATTN64_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all tools bins portable deps setup test test-only demo bench debug asan format format-check clean \
         check-long fuzz check-includes check-docs docs coverage mutate test-browser test-slurm \
-        test-portable test-portable-emulated
+        test-portable test-portable-emulated identity-check
 all: tools
 ifeq ($(BUILD),build)
 	@for t in $(TOOLS); do cp -f $(BUILD)/$$t ./$$t; done
@@ -180,6 +180,12 @@ test-portable: portable
 test-portable-emulated: portable
 	@if [ "$$(id -u)" = 0 ]; then bash scripts/deps emulate; fi
 	@ATTNLAB_EMULATE=1 bash tests/portable/test_portable
+
+# Byte-identity of a refactoring: tiny runs of the portable build (positions, layer variants,
+# qk-norm, residual, value residual, mlp = 0, bf16 on AVX512-BF16) trained, exported to HF and
+# llm.c, and their files' sha256 compared with tests/data/identity_manifest.txt (about 15 s).
+identity-check: portable
+	@bash scripts/identity_check
 
 # ---- demo and benchmark --------------------------------------------------------------------
 demo: deps

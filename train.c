@@ -106,16 +106,17 @@ static int setup_data_parallel(Trainer* t, char* err, size_t errcap) {
 }
 
 // Every check of the config and its data that training makes before step 1, with nothing of the
-// model allocated: sizes and settings, optimizer, precision, the memory estimate against the
-// memory available, schedule, the attention spec and attn.* keys (set up on a model shell: no
-// tensors), data parallelism's limits, and the shard globs (opened and their headers probed).
-// --print-config runs it alone (t NULL); setup() keeps the schedule and the loaders in t. 0, or
-// -1 with err (main exits 2).
-static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_t errcap) {
+// model allocated: sizes and settings, optimizer, precision, the attention spec and attn.* keys
+// (the config translated once, into `shell`: settings in shell->cfg, attention set up, no
+// tensors), the memory estimate against the memory available (the allocation code run on the
+// shell in size-only mode), schedule, data parallelism's limits, and the shard globs (opened and
+// their headers probed). 0, or -1 with err (main exits 2).
+static int preflight_checks(const Config* c, int nthreads, Trainer* t, GPT2* shell, char* err,
+                            size_t errcap) {
     const int B = c->batch_size, T = c->seq_len;
     const int eval_T = c->eval_seq_len > 0 ? c->eval_seq_len : T;
-    GPT2Config gc;
-    if (gpt2_config_from(&gc, c, err, errcap)) return -1;
+    if (gpt2_config_from(&shell->cfg, c, err, errcap)) return -1;
+    const GPT2Config gc = shell->cfg;
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "key 'optimizer': unknown optimizer '%s'", c->optimizer);
@@ -125,20 +126,16 @@ static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_
     char info[256];
     if (mm_resolve_precision(c->precision, &prec, info, sizeof(info), err, errcap)) return -1;
     if (dist_is_root()) cpuinfo_blas_core_warn(stderr, "attnlab"); // a forced, slower sgemm core
+    if (gpt2_setup_attention(shell, c, err, errcap)) return -1;
     MemEstimate me; // refuse before allocating when the estimate exceeds the available memory
-    if (memory_estimate_config(&me, c, &gc, B, T > eval_T ? T : eval_T, od->state_per_param, prec,
-                               nthreads, err, errcap) ||
-        memory_check(&me, memory_available(), err, errcap))
-        return -1;
+    memory_estimate(&me, shell, &gc, B, T > eval_T ? T : eval_T, od->state_per_param, prec,
+                    nthreads);
+    if (memory_check(&me, memory_available(), err, errcap)) return -1;
     LrSchedule sched;
     if (lr_schedule_from_config(&sched, c)) {
         snprintf(err, errcap, "key 'lr_schedule': unknown schedule '%s'", c->lr_schedule);
         return -1;
     }
-    GPT2* shell = callocCheck(1, sizeof(GPT2)); // the attention only: no tensor is allocated
-    const int bad_attention = gpt2_setup_attention(shell, c, err, errcap) != 0;
-    free(shell);
-    if (bad_attention) return -1;
     if (dist_size() >= 2 && (gc.residual != GPT2_RESID_STANDARD || gc.value_residual)) {
         snprintf(err, errcap,
                  "data parallel training (mpirun) supports residual = standard and "
@@ -175,6 +172,19 @@ static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_
     return 0;
 }
 
+// preflight_checks on a model shell of its own. --print-config runs it alone (t NULL); setup()
+// keeps the schedule and the loaders in t, and the shell in t->setup for model_open, which builds
+// the model from it without translating the config again.
+static int preflight(const Config* c, int nthreads, Trainer* t, char* err, size_t errcap) {
+    GPT2* shell = callocCheck(1, sizeof(GPT2)); // large: the per-layer attention
+    const int rc = preflight_checks(c, nthreads, t, shell, err, errcap);
+    if (rc == 0 && t)
+        t->setup = shell;
+    else
+        free(shell);
+    return rc;
+}
+
 // Everything that can fail on bad input (preflight, then the model file of init_from): returns
 // -1 with err (main exits 2).
 static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t errcap) {
@@ -192,8 +202,11 @@ static int setup(Trainer* t, const Config* cfg, int nthreads, char* err, size_t 
                              errcap))
         return -1;
     // the model: built from the config, initialised from the seed, init_from's weights loaded
-    ModelOpen mo = {.run = c};
-    if (model_open(&t->model, c->init_from, &mo, err, errcap)) return -1;
+    ModelOpen mo = {.run = c, .setup = t->setup};
+    const int bad_model = model_open(&t->model, c->init_from, &mo, err, errcap) != 0;
+    free(t->setup);
+    t->setup = NULL;
+    if (bad_model) return -1;
     if (mo.note[0])
         fprintf(stderr,
                 "attnlab: init_from %s: tensors not in the file keep their initial "

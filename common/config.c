@@ -1,8 +1,9 @@
 // common/config.c: the run configuration: the defaults, the `key = value` file parser (with
 // `include`, comments and quoting), the command-line overrides, the attn.* keys, and the output
 // (resolved config file, config_diff, `--help`). The key table (with each key's default text) is
-// in config_table.c; setting and formatting one value, config_validate and "did you mean" are in
-// config_check.c. Calls go one way: config.c -> config_check.c -> config_table.c.
+// in config_table.c; setting and formatting one value and "did you mean" are in config_field.c;
+// config_validate is in config_check.c. Calls go one way: config_check.c -> resume_keys.c ->
+// config.c -> config_field.c -> config_table.c.
 //
 // File syntax, one setting per line:
 //   key = value            whitespace around key and value is ignored

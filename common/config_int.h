@@ -1,8 +1,8 @@
 // common/config_int.h: helpers shared by the sources of the run configuration (config.c:
-// defaults, parsing, includes, overrides and output; config_check.c: setting and formatting one
-// value, cross-field validation, "did you mean" suggestions; config_table.c: the key table, with
-// each key's default text). Calls go one way: config.c -> config_check.c -> config_table.c. Not
-// part of the config API (common/config.h).
+// defaults, parsing, includes, overrides and output; config_field.c: setting and formatting one
+// value, "did you mean" suggestions; config_check.c: cross-field validation; config_table.c: the
+// key table, with each key's default text). Calls go one way: config_check.c -> resume_keys.c ->
+// config.c -> config_field.c -> config_table.c. Not part of the config API (common/config.h).
 #ifndef ATTNLAB_CONFIG_INT_H
 #define ATTNLAB_CONFIG_INT_H
 

@@ -1,8 +1,9 @@
 // common/config_table.c: the table of config keys (CONFIG_FIELDS: type, default, range or
 // choices, group and help of every key) and the lookup of a key in it. The parser and the
-// defaults (config.c), the validation (config_check.c), --help and the resolved config written
-// into out_dir are all driven by this one table. It is the bottom of the config sources (config.c
-// -> config_check.c -> config_table.c) and calls neither of the other two.
+// defaults (config.c), one field's checks and text (config_field.c), the validation
+// (config_check.c), --help and the resolved config written into out_dir are all driven by this
+// one table. It is the bottom of the config sources (config_check.c -> resume_keys.c -> config.c
+// -> config_field.c -> config_table.c) and calls none of the others.
 #include <stddef.h>
 #include <string.h>
 

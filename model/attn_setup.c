@@ -9,51 +9,20 @@
 #include "common/util.h"
 #include "model/gpt2.h"
 #include "model/residual.h"
+#include "model/settings.h"
 
-// "a, b or c": the names of an enum's name table, for error messages (the tables are the one
-// spelling of the names: attention/posenc.h attn_pos_name, residual.h resid_name).
-static void name_list(char* out, size_t cap, const char* (*name)(int), int count) {
-    size_t len = 0;
-    out[0] = '\0';
-    for (int i = 0; i < count && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%s",
-                                i == 0           ? ""
-                                : i == count - 1 ? " or "
-                                                 : ", ",
-                                name(i));
-}
-
+// The model's settings, one loop over the settings table (model/settings.h), then the rules
+// between them and the sizes.
 int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     memset(g, 0, sizeof(*g));
-    g->n_layer = c->n_layer;
-    g->n_head = c->n_head;
-    g->n_embd = c->n_embd;
-    g->block_size = c->block_size;
-    g->vocab_size = c->vocab_size;
+    if (settings_from_config(g, c, err, errcap)) return -1;
     g->padded_vocab = (c->vocab_size + 127) / 128 * 128;
-    g->qk_norm = c->qk_norm;
     g->z_loss = c->z_loss;
-    g->value_residual = c->value_residual;
-    char names[256];
-    g->residual = resid_from_name(c->residual);
-    if (g->residual < 0) {
-        name_list(names, sizeof(names), resid_name, GPT2_RESID_COUNT);
-        snprintf(err, errcap, "key 'residual': '%s' is not supported (use %s)", c->residual, names);
-        return -1;
-    }
-    g->mlp = c->mlp;
     if (!g->mlp && g->residual != GPT2_RESID_STANDARD) {
         snprintf(err, errcap,
                  "key 'mlp': mlp = 0 (attention-only blocks) cannot be combined with residual = %s "
                  "(its routing assumes an attention and an MLP sublayer per block)",
                  c->residual);
-        return -1;
-    }
-    g->pos_encoding = attn_pos_from_name(c->pos_encoding);
-    if (g->pos_encoding < 0) {
-        name_list(names, sizeof(names), attn_pos_name, ATTN_POS_COUNT);
-        snprintf(err, errcap, "key 'pos_encoding': '%s' is not supported (use %s)", c->pos_encoding,
-                 names);
         return -1;
     }
     if (g->pos_encoding == ATTN_POS_XPOS && g->block_size > attn_xpos_max_T()) {
@@ -67,13 +36,6 @@ int gpt2_config_from(GPT2Config* g, const Config* c, char* err, size_t errcap) {
     if (g->n_layer > GPT2_MAX_LAYERS) {
         snprintf(err, errcap, "key 'n_layer': %d exceeds the maximum %d", g->n_layer,
                  GPT2_MAX_LAYERS);
-        return -1;
-    }
-    g->qk_norm_kind = attn_qknorm_from_name(c->qk_norm_kind);
-    if (g->qk_norm_kind < 0) {
-        name_list(names, sizeof(names), attn_qknorm_name, ATTN_QKNORM_COUNT);
-        snprintf(err, errcap, "key 'qk_norm_kind': '%s' is not supported (use %s)", c->qk_norm_kind,
-                 names);
         return -1;
     }
     if (g->qk_norm && g->qk_norm_kind == ATTN_QKNORM_LAYERNORM && g->n_embd / g->n_head < 2) {

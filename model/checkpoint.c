@@ -13,6 +13,7 @@
 #include "common/dist.h"
 #include "common/util.h"
 #include "model/residual.h"
+#include "model/settings.h"
 
 #define SPEC_REC 72 // name[64] + int64 size
 
@@ -37,26 +38,23 @@ static void put64(int32_t* h, int i, int64_t v) {
     h[i + 1] = (int32_t)(uint32_t)((uint64_t)v >> 32);
 }
 
-// Fields 2..7 of both model-file headers (attnlab's and llm.c's): maxT, V, L, NH, C, Vp.
+// Fields 2..7 of llm.c's model-file header: the settings table's rows with an llm.c slot (maxT,
+// V, L, NH, C) and Vp.
 static void header_sizes(int32_t* h, const GPT2Config* c) {
-    h[2] = c->block_size;
-    h[3] = c->vocab_size;
-    h[4] = c->n_layer;
-    h[5] = c->n_head;
-    h[6] = c->n_embd;
+    for (int i = 0; i < MODEL_NSETTINGS; i++)
+        if (MODEL_SETTINGS[i].llmc >= 0)
+            h[MODEL_SETTINGS[i].llmc] = setting_get(c, &MODEL_SETTINGS[i]);
     h[7] = c->padded_vocab;
 }
 
-// The inverse of header_sizes: a zeroed config with those six sizes.
+// The inverse of header_sizes: a config with those sizes and the settings llm.c files imply.
 static void config_from_header(GPT2Config* c, const int32_t* h) {
     memset(c, 0, sizeof(*c));
-    c->block_size = h[2];
-    c->vocab_size = h[3];
-    c->n_layer = h[4];
-    c->n_head = h[5];
-    c->n_embd = h[6];
+    for (int i = 0; i < MODEL_NSETTINGS; i++)
+        if (MODEL_SETTINGS[i].llmc >= 0)
+            setting_set(c, &MODEL_SETTINGS[i], h[MODEL_SETTINGS[i].llmc]);
+    settings_absent(c); // learned positions, standard residual, MLPs, ...
     c->padded_vocab = h[7];
-    c->mlp = 1; // llm.c files always have MLPs; attnlab headers override it from slot 19
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,14 +67,9 @@ int ckpt_save_model(const GPT2* m, const char* path, long step, const char* conf
     size_t tl = config_text ? strlen(config_text) : 0;
     h[0] = CKPT_MAGIC;
     h[1] = CKPT_VERSION;
-    header_sizes(h, c);
-    h[8] = c->pos_encoding;
-    h[9] = c->qk_norm;
+    settings_to_header(h, c); // the settings table's slots: 2..6, 8, 9, 17..20
+    h[7] = c->padded_vocab;
     h[10] = m->nspecs;
-    h[17] = c->residual; // 0 (standard) in files written before the key existed
-    h[18] = c->value_residual;
-    h[19] = c->mlp ? 0 : 1;  // 0 in files written before the key: they have MLPs
-    h[20] = c->qk_norm_kind; // 0 (layernorm) in files written before the key
     h[11] = m->maxP;
     put64(h, 12, (int64_t)m->num_params);
     put64(h, 14, (int64_t)step);
@@ -132,19 +125,13 @@ int ckpt_open(CkptFile* cf, const char* path, char* err, size_t errcap) {
         snprintf(err, errcap, "%s: unsupported version %d (expected %d)", path, h[1], CKPT_VERSION);
         goto fail;
     }
-    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) || h[17] < 0 ||
-        h[17] >= GPT2_RESID_COUNT || h[18] < 0 || h[18] > 1 || h[19] < 0 || h[19] > 1 || h[9] < 0 ||
-        h[9] > 1 || !attn_qknorm_name(h[20]) || !attn_pos_name(h[8])) {
+    memset(&cf->cfg, 0, sizeof(cf->cfg));
+    if (h[10] < 0 || h[10] > GPT2_MAX_SPECS || h[16] < 0 || h[16] > (1 << 24) ||
+        settings_from_header(&cf->cfg, h)) {
         snprintf(err, errcap, "%s: corrupted header", path);
         goto fail;
     }
-    config_from_header(&cf->cfg, h);
-    cf->cfg.pos_encoding = h[8];
-    cf->cfg.qk_norm = h[9];
-    cf->cfg.residual = h[17];
-    cf->cfg.value_residual = h[18];
-    cf->cfg.mlp = h[19] ? 0 : 1;
-    cf->cfg.qk_norm_kind = h[20];
+    cf->cfg.padded_vocab = h[7];
     cf->step = (long)get64(h, 14);
     if (read_exact(f, cf->attention, 256, path, "the attention spec", err, errcap)) goto fail;
     cf->attention[255] = '\0';
@@ -204,19 +191,11 @@ int ckpt_read_params(CkptFile* cf, GPT2* m, int strict, char* note, size_t notec
                  cf->attention, m->attention);
         return -1;
     }
-    if (strict &&
-        (cf->cfg.residual != m->cfg.residual || cf->cfg.value_residual != m->cfg.value_residual ||
-         cf->cfg.pos_encoding != m->cfg.pos_encoding || cf->cfg.qk_norm != m->cfg.qk_norm ||
-         (m->cfg.qk_norm && cf->cfg.qk_norm_kind != m->cfg.qk_norm_kind))) {
-        snprintf(err, errcap,
-                 "%s: saved with residual=%s value_residual=%d pos_encoding=%s qk_norm=%d "
-                 "qk_norm_kind=%s, the config says residual=%s value_residual=%d pos_encoding=%s "
-                 "qk_norm=%d qk_norm_kind=%s",
-                 cf->path, resid_name(cf->cfg.residual), cf->cfg.value_residual,
-                 attn_pos_name(cf->cfg.pos_encoding), cf->cfg.qk_norm,
-                 attn_qknorm_name(cf->cfg.qk_norm_kind), resid_name(m->cfg.residual),
-                 m->cfg.value_residual, attn_pos_name(m->cfg.pos_encoding), m->cfg.qk_norm,
-                 attn_qknorm_name(m->cfg.qk_norm_kind));
+    if (strict && settings_differ(&cf->cfg, &m->cfg)) {
+        char was[512], now[512];
+        settings_describe(was, sizeof(was), &cf->cfg, "=", " ");
+        settings_describe(now, sizeof(now), &m->cfg, "=", " ");
+        snprintf(err, errcap, "%s: saved with %s, the config says %s", cf->path, was, now);
         return -1;
     }
     const int ns = cf->ntensors;
@@ -320,18 +299,19 @@ int llmc_save(const GPT2* m, const char* path, char* err, size_t errcap) {
                  "%s: llm.c model files have an MLP in every block (this model has mlp = 0)", path);
         return -1;
     }
-    // llm.c's header has no field for these: a file written without them would load as a
-    // different model (learned positions, standard residual, no value residual)
-    if (c->pos_encoding != ATTN_POS_LEARNED || c->residual != GPT2_RESID_STANDARD ||
-        c->value_residual || c->qk_norm) {
+    // llm.c's header has no field for the settings (rows without an llm.c slot): a file written
+    // from a model with any of them away from its default would load as a different model
+    GPT2Config gpt2 = *c;
+    settings_absent(&gpt2);
+    if (settings_differ(c, &gpt2) || settings_differ(&gpt2, c)) {
+        char want[512], has[512];
+        settings_describe(want, sizeof(want), &gpt2, " = ", ", ");
+        settings_describe(has, sizeof(has), c, " = ", ", ");
         snprintf(err, errcap,
-                 "%s: an llm.c model file holds GPT-2 with pos_encoding = %s, residual = %s, "
-                 "value_residual = 0 and qk_norm = 0 only (this model has pos_encoding = %s, "
-                 "residual = %s, value_residual = %d, qk_norm = %d: llm.c has neither the "
-                 "setting nor its tensors); export it with --format hf --allow-nonstandard",
-                 path, attn_pos_name(ATTN_POS_LEARNED), resid_name(GPT2_RESID_STANDARD),
-                 attn_pos_name(c->pos_encoding), resid_name(c->residual), c->value_residual,
-                 c->qk_norm);
+                 "%s: an llm.c model file holds GPT-2 with %s only (this model has %s: llm.c has "
+                 "neither the setting nor its tensors); export it with --format hf "
+                 "--allow-nonstandard",
+                 path, want, has);
         return -1;
     }
     int32_t h[256] = {0};

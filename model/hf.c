@@ -12,7 +12,7 @@
 #include "common/json.h"
 #include "common/json_read.h"
 #include "common/util.h"
-#include "model/residual.h"
+#include "model/settings.h"
 
 // ---------------------------------------------------------------------------------------------
 // GPT-2 name mapping, from the parameter table: a row with an HF name is "<hf>" (unstacked) or
@@ -34,13 +34,17 @@ int hf_nonstandard(const GPT2* m, char* why, size_t cap) {
         softmax &=
             strcmp(m->la[l].v->name, "softmax") == 0 && strcmp(m->la[l].row->name, "softmax") == 0;
     if (!softmax) WHY("attention '%s' (GPT-2: softmax)", m->attention);
-    if (c->pos_encoding != ATTN_POS_LEARNED)
-        WHY("pos_encoding = %s (GPT-2: %s)", attn_pos_name(c->pos_encoding),
-            attn_pos_name(ATTN_POS_LEARNED));
-    if (c->qk_norm) WHY("qk_norm = 1");
-    if (c->residual != GPT2_RESID_STANDARD)
-        WHY("residual = %s (GPT-2: %s)", resid_name(c->residual), resid_name(GPT2_RESID_STANDARD));
-    if (c->value_residual) WHY("value_residual = 1");
+    // every setting config.json carries (an attnlab_* key) at a value plain GPT-2 lacks; one that
+    // needs another (qk_norm_kind: qk_norm) is named by that one
+    for (int i = 0; i < MODEL_NSETTINGS; i++) {
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        if (s->kind == SETTING_SIZE || !s->hf || s->needs || setting_get(c, s) == s->absent)
+            continue;
+        if (s->kind == SETTING_ENUM)
+            WHY("%s = %s (GPT-2: %s)", s->key, s->name(setting_get(c, s)), s->name(s->absent));
+        else
+            WHY("%s = %d", s->key, setting_get(c, s));
+    }
     if (!n)
         for (int s = 0; s < m->nspecs; s++)
             if (!m->specs[s].hf) {
@@ -334,12 +338,13 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
         snprintf(err, errcap, "%s: layer_norm_epsilon must be 1e-05 (attnlab's LayerNorm)", path);
         goto done;
     }
-    if (cfg_int(&root, "n_layer", path, 1, &cfg->n_layer, err, errcap) ||
-        cfg_int(&root, "n_head", path, 1, &cfg->n_head, err, errcap) ||
-        cfg_int(&root, "n_embd", path, 1, &cfg->n_embd, err, errcap) ||
-        cfg_int(&root, "n_positions", path, 1, &cfg->block_size, err, errcap) ||
-        cfg_int(&root, "vocab_size", path, 1, &cfg->vocab_size, err, errcap))
-        goto done;
+    for (int i = 0; i < MODEL_NSETTINGS; i++) { // GPT-2's sizes (n_layer, n_positions, ...)
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        int v = 0;
+        if (s->kind != SETTING_SIZE) continue;
+        if (cfg_int(&root, s->hf, path, 1, &v, err, errcap)) goto done;
+        setting_set(cfg, s, v);
+    }
     int inner = 0;
     int r = cfg_int(&root, "n_inner", path, 0, &inner, err, errcap);
     if (r < 0) goto done;
@@ -354,31 +359,28 @@ int hf_read_config(const char* dir, GPT2Config* cfg, char* attention, size_t att
         goto done;
     }
     cfg->padded_vocab = (cfg->vocab_size + 127) / 128 * 128;
-    // attnlab's settings (absent from a plain GPT-2 file: learned positions, standard residual);
-    // the names are those of the enums' tables (attn_pos_name, resid_name)
-    cfg->pos_encoding = ATTN_POS_LEARNED;
-    cfg->residual = GPT2_RESID_STANDARD;
-    const Jv* pe = jv_get(&root, "attnlab_pos_encoding");
-    if (pe && (pe->t != JV_STR || (cfg->pos_encoding = attn_pos_from_name(pe->s)) < 0)) {
-        snprintf(err, errcap, "%s: key 'attnlab_pos_encoding': '%.64s' is not a position encoding",
-                 path, pe->t == JV_STR ? pe->s : "(not a string)");
-        goto done;
-    }
-    const Jv* rs = jv_get(&root, "attnlab_residual");
-    if (rs && (rs->t != JV_STR || (cfg->residual = resid_from_name(rs->s)) < 0)) {
-        snprintf(err, errcap, "%s: key 'attnlab_residual': '%.64s' is not a residual mode", path,
-                 rs->t == JV_STR ? rs->s : "(not a string)");
-        goto done;
-    }
-    if (flag01(&root, "attnlab_value_residual", path, &cfg->value_residual, err, errcap) ||
-        flag01(&root, "attnlab_qk_norm", path, &cfg->qk_norm, err, errcap))
-        goto done;
-    cfg->qk_norm_kind = ATTN_QKNORM_LAYERNORM; // (absent from files written before the key)
-    const Jv* qn = jv_get(&root, "attnlab_qk_norm_kind");
-    if (qn && (qn->t != JV_STR || (cfg->qk_norm_kind = attn_qknorm_from_name(qn->s)) < 0)) {
-        snprintf(err, errcap, "%s: key 'attnlab_qk_norm_kind': '%.64s' is not a qk-norm kind", path,
-                 qn->t == JV_STR ? qn->s : "(not a string)");
-        goto done;
+    // attnlab's settings, the settings table's attnlab_* keys (absent from a plain GPT-2 file,
+    // and from files written before a key: the row's `absent` value); names are those of the
+    // enums' tables
+    settings_absent(cfg);
+    for (int i = 0; i < MODEL_NSETTINGS; i++) {
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        if (s->kind == SETTING_SIZE || !s->hf) continue;
+        const Jv* v = jv_get(&root, s->hf);
+        if (!v) continue;
+        if (s->kind == SETTING_FLAG) {
+            int f;
+            if (flag01(&root, s->hf, path, &f, err, errcap)) goto done;
+            setting_set(cfg, s, f);
+            continue;
+        }
+        const int e = v->t == JV_STR ? s->from_name(v->s) : -1;
+        if (e < 0) {
+            snprintf(err, errcap, "%s: key '%s': '%.64s' is not %s", path, s->hf,
+                     v->t == JV_STR ? v->s : "(not a string)", s->what);
+            goto done;
+        }
+        setting_set(cfg, s, e);
     }
     const Jv* at = jv_get(&root, "attnlab_attention");
     if (attention) {
@@ -440,16 +442,17 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
     }
     int plain = hf_is_plain_gpt2(m);
     if (util_mkdirs(dir, err, errcap)) return -1;
+    char settings[512];
+    settings_describe(settings, sizeof(settings), c, " = ", ", ");
     if (!plain)
         fprintf(stderr,
-                "attnlab: warning: this model (attention '%s', positions %s, qk_norm %d, "
-                "residual %s, value_residual %d) is not Hugging Face GPT-2: config.json gets "
+                "attnlab: warning: this model (attention '%s', %s) is not Hugging Face GPT-2: "
+                "config.json gets "
                 "model_type \"%s\" (architectures %s), which transformers does not take for "
                 "GPT-2; the settings are recorded as attnlab_* keys in config.json and the "
                 "safetensors metadata, the model's own tensors as attnlab.*; attnlab reads it "
                 "back as hf:DIR\n",
-                m->attention, attn_pos_name(c->pos_encoding), c->qk_norm, resid_name(c->residual),
-                c->value_residual, HF_MODEL_TYPE_ATTNLAB, HF_ARCH_ATTNLAB);
+                m->attention, settings, HF_MODEL_TYPE_ATTNLAB, HF_ARCH_ATTNLAB);
     // tensor list: the table's rows in order, except that the stacked GPT-2 rows are written
     // layer by layer (HF's h.<layer>.* blocks) where the first of them stands
     int cap = 0;
@@ -482,21 +485,24 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         }
         et[i].bytes = 4 * numel;
     }
-    char qk[8], vr[8];
-    snprintf(qk, sizeof(qk), "%d", c->qk_norm);
-    snprintf(vr, sizeof(vr), "%d", c->value_residual);
-    const char* meta[12] = {"attnlab_attention",      m->attention,
-                            "attnlab_pos_encoding",   attn_pos_name(c->pos_encoding),
-                            "attnlab_qk_norm",        qk,
-                            "attnlab_residual",       resid_name(c->residual),
-                            "attnlab_value_residual", vr,
-                            "attnlab_qk_norm_kind",   attn_qknorm_name(c->qk_norm_kind)};
+    // safetensors metadata: the attention, then the settings table's attnlab_* keys in its order
+    char vals[MODEL_MAX_SETTINGS][64];
+    const char* meta[2 * (MODEL_MAX_SETTINGS + 1)] = {"attnlab_attention", m->attention};
+    int nmeta = 1;
+    for (int i = 0; i < MODEL_NSETTINGS; i++) {
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        if (s->kind == SETTING_SIZE || !s->hf) continue;
+        setting_text(vals[nmeta], sizeof(vals[nmeta]), c, s);
+        meta[2 * nmeta] = s->hf;
+        meta[2 * nmeta + 1] = vals[nmeta];
+        nmeta++;
+    }
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     StWriter w;
     int rc = -1;
     float* buf = NULL;
-    int opened = st_write_begin(&w, path, meta, plain ? 0 : 6, ss, n, err, errcap) == 0;
+    int opened = st_write_begin(&w, path, meta, plain ? 0 : nmeta, ss, n, err, errcap) == 0;
     free(ss);
     if (!opened) goto done;
     buf = mallocCheck(sizeof(float) * maxT);
@@ -546,13 +552,24 @@ int hf_export(const GPT2* m, const char* dir, const char* tokenizer_dir, char* e
         json_bool(&cj, "tie_word_embeddings", 1);
         json_str(&cj, "torch_dtype", "float32");
         json_bool(&cj, "use_cache", 1);
-        if (!plain) {
+        if (!plain) { // the attention, then the settings' attnlab_* keys sorted by name
             json_str(&cj, "attnlab_attention", m->attention);
-            json_str(&cj, "attnlab_pos_encoding", attn_pos_name(c->pos_encoding));
-            json_int(&cj, "attnlab_qk_norm", c->qk_norm);
-            json_str(&cj, "attnlab_qk_norm_kind", attn_qknorm_name(c->qk_norm_kind));
-            json_str(&cj, "attnlab_residual", resid_name(c->residual));
-            json_int(&cj, "attnlab_value_residual", c->value_residual);
+            int order[MODEL_MAX_SETTINGS], no = 0;
+            for (int i = 0; i < MODEL_NSETTINGS; i++) {
+                if (MODEL_SETTINGS[i].kind == SETTING_SIZE || !MODEL_SETTINGS[i].hf) continue;
+                int j = no++;
+                for (; j > 0 && strcmp(MODEL_SETTINGS[order[j - 1]].hf, MODEL_SETTINGS[i].hf) > 0;
+                     j--)
+                    order[j] = order[j - 1];
+                order[j] = i;
+            }
+            for (int k = 0; k < no; k++) {
+                const ModelSetting* s = &MODEL_SETTINGS[order[k]];
+                if (s->kind == SETTING_ENUM)
+                    json_str(&cj, s->hf, s->name(setting_get(c, s)));
+                else
+                    json_int(&cj, s->hf, setting_get(c, s));
+            }
         }
         json_end(&cj);
         snprintf(path, sizeof(path), "%s/config.json", dir);

@@ -11,23 +11,13 @@
 #include "common/util.h"
 #include "model/checkpoint.h"
 #include "model/hf.h"
-#include "model/residual.h"
+#include "model/settings.h"
 
-// The config a bare model file implies: defaults with its sizes, settings and attention (the
-// names through the enums' tables, attn_pos_name and resid_name).
+// The config a bare model file implies: defaults with its settings (every row of the settings
+// table, names through the enums' tables) and attention.
 static void config_of_sizes(Config* c, const GPT2Config* g, const char* attention) {
     config_defaults(c);
-    c->n_layer = g->n_layer;
-    c->n_head = g->n_head;
-    c->n_embd = g->n_embd;
-    c->block_size = g->block_size;
-    c->vocab_size = g->vocab_size;
-    c->qk_norm = g->qk_norm;
-    util_strlcpy(c->qk_norm_kind, attn_qknorm_name(g->qk_norm_kind), sizeof(c->qk_norm_kind));
-    c->value_residual = g->value_residual;
-    c->mlp = g->mlp;
-    util_strlcpy(c->pos_encoding, attn_pos_name(g->pos_encoding), sizeof(c->pos_encoding));
-    util_strlcpy(c->residual, resid_name(g->residual), sizeof(c->residual));
+    settings_to_config(c, g);
     util_strlcpy(c->attention, attention, sizeof(c->attention));
 }
 
@@ -47,20 +37,37 @@ static int sizes_differ(const GPT2Config* fc, const GPT2Config* gc, const char* 
     return 1;
 }
 
-// Attention, build and (for init_from) initial values, from o->cfg.
+// The run's model settings: those the caller translated (o->setup), or *run translated here.
+static int run_config(GPT2Config* gc, const ModelOpen* o, char* err, size_t errcap) {
+    if (o->setup) {
+        *gc = o->setup->cfg;
+        return 0;
+    }
+    return gpt2_config_from(gc, o->run, err, errcap);
+}
+
+// Attention, build and (for init_from) initial values, from o->cfg (or, for a run, the setup
+// its caller made of it).
 static int build(GPT2* m, ModelOpen* o, const char* what, char* err, size_t errcap) {
     char e2[1800];
-    if (gpt2_setup_attention(m, &o->cfg, e2, sizeof(e2))) {
-        if (o->run)
-            snprintf(err, errcap, "%s", e2);
-        else
-            snprintf(err, errcap, "%s: %s", what, e2);
-        return -1;
-    }
     GPT2Config gc;
-    if (gpt2_config_from(&gc, &o->cfg, e2, sizeof(e2))) {
-        snprintf(err, errcap, "%s: %s", what, e2);
-        return -1;
+    if (o->run && o->setup) { // translated once already: its attention and settings
+        util_strlcpy(m->attention, o->setup->attention, sizeof(m->attention));
+        memcpy(m->la, o->setup->la, sizeof(m->la));
+        m->maxP = o->setup->maxP;
+        gc = o->setup->cfg;
+    } else {
+        if (gpt2_setup_attention(m, &o->cfg, e2, sizeof(e2))) {
+            if (o->run)
+                snprintf(err, errcap, "%s", e2);
+            else
+                snprintf(err, errcap, "%s: %s", what, e2);
+            return -1;
+        }
+        if (gpt2_config_from(&gc, &o->cfg, e2, sizeof(e2))) {
+            snprintf(err, errcap, "%s: %s", what, e2);
+            return -1;
+        }
     }
     gpt2_build(m, &gc);
     if (o->run) gpt2_init(m, (uint64_t)o->cfg.seed);
@@ -94,7 +101,7 @@ static int open_llmc(GPT2* m, const char* path, ModelOpen* o, char* err, size_t 
     if (llmc_read_config(path, &fc, err, errcap)) return -1;
     if (o->run) {
         GPT2Config gc;
-        if (gpt2_config_from(&gc, &o->cfg, err, errcap)) return -1;
+        if (run_config(&gc, o, err, errcap)) return -1;
         if (sizes_differ(&fc, &gc, path, "llm.c model has", "", err, errcap)) return -1;
     } else {
         config_of_sizes(&o->cfg, &fc, "softmax");
@@ -114,7 +121,7 @@ static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t err
     if (hf_read_config(dir, &fc, fatt, sizeof(fatt), err, errcap)) return -1;
     if (o->run) {
         GPT2Config gc;
-        if (gpt2_config_from(&gc, &o->cfg, err, errcap)) return -1;
+        if (run_config(&gc, o, err, errcap)) return -1;
         char where[1100];
         snprintf(where, sizeof(where), "%s/config.json", dir);
         if (sizes_differ(&fc, &gc, where, "model has", " (n_positions)", err, errcap)) return -1;
@@ -123,18 +130,16 @@ static int open_hf(GPT2* m, const char* dir, ModelOpen* o, char* err, size_t err
                     "attnlab: init_from hf:%s: weights trained with attention '%s', this run "
                     "uses '%s'\n",
                     dir, fatt, o->cfg.attention);
-        if (fc.pos_encoding != gc.pos_encoding || fc.residual != gc.residual ||
-            fc.value_residual != gc.value_residual || fc.qk_norm != gc.qk_norm ||
-            (fc.qk_norm && fc.qk_norm_kind != gc.qk_norm_kind))
+        if (settings_differ(&gc, &fc)) {
+            char was[512], now[512];
+            settings_describe(was, sizeof(was), &fc, " = ", ", ");
+            settings_describe(now, sizeof(now), &gc, NULL, ", ");
             fprintf(stderr,
-                    "attnlab: init_from hf:%s: weights trained with pos_encoding = %s, residual = "
-                    "%s, value_residual = %d, qk_norm = %d (%s); this run uses %s, %s, %d, %d (%s) "
+                    "attnlab: init_from hf:%s: weights trained with %s; this run uses %s "
                     "(tensors of the other setting are ignored, those of this run's keep their "
                     "initial values)\n",
-                    dir, attn_pos_name(fc.pos_encoding), resid_name(fc.residual), fc.value_residual,
-                    fc.qk_norm, attn_qknorm_name(fc.qk_norm_kind), attn_pos_name(gc.pos_encoding),
-                    resid_name(gc.residual), gc.value_residual, gc.qk_norm,
-                    attn_qknorm_name(gc.qk_norm_kind));
+                    dir, was, now);
+        }
     } else {
         config_of_sizes(&o->cfg, &fc, fatt);
     }

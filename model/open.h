@@ -30,6 +30,9 @@ typedef enum { MODEL_SRC_SCRATCH, MODEL_SRC_ATTNLAB, MODEL_SRC_LLMC, MODEL_SRC_H
 
 typedef struct {
     const Config* run; // in: NULL for the model as saved, else the trainer's config (init_from)
+    const GPT2* setup; // in, with run: *run translated once already (cfg from gpt2_config_from,
+                       // attention from gpt2_setup_attention, no tensors): the model is built
+                       // from it instead of translating *run again; NULL: model_open translates
     Config cfg;        // out: the config the model was built from
     ModelSource kind;  // out
     long step;         // out: the step saved in an attnlab file (0 otherwise)

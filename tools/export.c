@@ -5,7 +5,7 @@
 // unless --allow-nonstandard: a GPT-2 loader would silently compute plain GPT-2 with it.
 //
 // defines: Config (common/config.h); GPT2 (model/gpt2.h); model_open (model/open.h); checkpoints
-// (model/checkpoint.h); the Hugging Face writer (model/hf.h)
+// (model/checkpoint.h); the Hugging Face writer (model/hf.h); the model settings (model/settings.h)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +18,7 @@
 #include "model/checkpoint.h"
 #include "model/hf.h"
 #include "model/open.h"
+#include "model/settings.h"
 
 static void usage(FILE* f) {
     fprintf(
@@ -99,8 +100,9 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (!strcmp(format, "llmc")) {
         // (settings the llm.c header cannot hold are refused by llmc_save, naming them)
-        const int representable = m.cfg.pos_encoding == ATTN_POS_LEARNED &&
-                                  m.cfg.residual == GPT2_RESID_STANDARD && !m.cfg.value_residual;
+        GPT2Config gpt2 = m.cfg; // every setting at the value an llm.c file means
+        settings_absent(&gpt2);
+        const int representable = !settings_differ(&gpt2, &m.cfg);
         if (representable && !hf_is_plain_gpt2(&m))
             fprintf(stderr,
                     "export: warning: attention '%s' is not llm.c's softmax GPT-2; the "

@@ -27,6 +27,8 @@
 
 typedef struct {
     Config cfg;
+    GPT2* setup; // preflight's translation of cfg (settings, attention; no tensors), until
+                 // model_open has built the model from it
     GPT2 model;
     DataLoader train, val;
     int have_train, have_val;
