@@ -521,7 +521,7 @@ static void usage(FILE* f) {
                "       ./train --list-attention [NAME]\n"
                "                                  every attention variant and its keys (NAME:\n"
                "                                  that variant's entry only)\n"
-               "       ./train --list-metrics     every statistic of metrics.jsonl (tab-separated)\n"
+               "       ./train --list-metrics     every statistic of metrics.jsonl\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
