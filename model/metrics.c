@@ -25,13 +25,11 @@
 // ---------------------------------------------------------------------------------------------
 // setup
 
+// The statistics of one (sequence, head) of a layer: the attention rows, and one value per head
+// slot of the table (MetricSeqSlot with unit MU_HEAD).
 typedef struct {
     AttnAccum acc;
-    MetricsAlpha0 alpha0;
-    double kurt; // of this head's attention output
-    float max_logit;
-    double stat_sum;
-    long stat_n;
+    double v[SQ_COUNT];
 } HeadItem;
 
 int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, size_t errcap) {
@@ -189,10 +187,12 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
             HeadItem* it = &items[(size_t)b * NH + h];
             memset(it, 0, sizeof(*it));
             const float* A = att + ((size_t)b * NH + h) * T * T;
-            it->alpha0 = metrics_attn_accum(&it->acc, A, T, Ts);
+            const MetricsAlpha0 a0 = metrics_attn_accum(&it->acc, A, T, Ts);
+            it->v[SQ_A0_RAW] = a0.raw;
+            it->v[SQ_A0_NORM] = a0.renorm;
             // this head's channels of the attention output (before c_proj): T x hs values
-            it->kurt = metrics_kurtosis_2d(atty + (size_t)b * T * C + (size_t)h * hs, (size_t)T,
-                                           (size_t)hs, (size_t)C);
+            it->v[SQ_HEAD_KURT] = metrics_kurtosis_2d(atty + (size_t)b * T * C + (size_t)h * hs,
+                                                      (size_t)T, (size_t)hs, (size_t)C);
             // scores s = q.k / sqrt(hs) (+ ALiBi), as the row map saw them
             float* S = mt->tbuf + (size_t)omp_get_thread_num() * mt->tbuf_per;
             float* key_sq = S + (size_t)T * T;
@@ -212,7 +212,7 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
                     if (a > mx || isnan(a)) mx = a;
                 }
             }
-            it->max_logit = mx;
+            it->v[SQ_MAX_LOGIT] = mx;
             if (want_stat) {
                 if (la->row->needs_key_sq) {
                     for (int j = 0; j < T; j++) {
@@ -235,8 +235,8 @@ static void attn_items(HeadItem* items, const Metrics* mt, const GPT2* m, int l)
                     ctx.t = t;
                     float v = la->row->row_stat(A + (size_t)t * T, S + (size_t)t * T, t + 1, &ctx);
                     if (isfinite(v)) {
-                        it->stat_sum += v;
-                        it->stat_n++;
+                        it->v[SQ_STAT_SUM] += v;
+                        it->v[SQ_STAT_N] += 1.0;
                     }
                 }
             }
@@ -314,10 +314,6 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
         route_n[s] += (double)n;
     }
     HeadItem* items = mt->items;
-    double* max_logit = metrics_seq(mt, SQ_MAX_LOGIT);
-    double *stat_sum = metrics_seq(mt, SQ_STAT_SUM), *stat_n = metrics_seq(mt, SQ_STAT_N);
-    double *a0_raw = metrics_seq(mt, SQ_A0_RAW), *a0_norm = metrics_seq(mt, SQ_A0_NORM);
-    double* head_kurt = metrics_seq(mt, SQ_HEAD_KURT);
     for (int l = 0; l < L; l++) {
         attn_items(items, mt, m, l);
         for (int h = 0; h < NH; h++) {
@@ -326,12 +322,9 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
                 const HeadItem* it = &items[(size_t)b * NH + h];
                 const size_t o = lh * mt->nseq + b0 + b;
                 mt->acc[o] = it->acc;
-                max_logit[o] = it->max_logit;
-                a0_raw[o] = it->alpha0.raw;
-                a0_norm[o] = it->alpha0.renorm;
-                head_kurt[o] = it->kurt;
-                stat_sum[o] = it->stat_sum;
-                stat_n[o] = (double)it->stat_n;
+                for (int k = 0; k < SQ_COUNT; k++)
+                    if (METRIC_SEQ_UNIT[k] == MU_HEAD)
+                        metrics_seq(mt, (MetricSeqSlot)k)[o] = it->v[k];
             }
         }
     }

@@ -4,7 +4,9 @@
 // Every `metrics_every` steps, after the optimizer update, a probe forward runs on a fixed set
 // of probe sequences (`probe_sequences` windows spread evenly over the validation split, built
 // by the trainer with data/dataloader.h's dataloader_spread_tokens and handed in), in chunks of the
-// model's activation batch, and the records below go to out_dir/metrics.jsonl. Diagnostics are
+// model's activation batch, and the records below go to out_dir/metrics.jsonl. Which statistics
+// they hold, how each is collected and aggregated, and which go to main.log is the table of
+// model/metrics_table.h. Diagnostics are
 // read-only: the probe forward only overwrites activations that the next training step recomputes,
 // runs at step -1 (evaluation mode for stochastic variants) and the gradient norms are read before
 // clipping without changing anything, so the training numerics are identical with diagnostics on or

@@ -6,9 +6,12 @@
 // main.log headlines, the per-head statistics of the attention explorer and the generated table
 // in docs/diagnostics.md (`./train --list-metrics`) all come from it.
 //
-// Adding a statistic: a row here (model/metrics_table.c), and, when it needs a new collected
-// quantity, a slot in MetricSeqSlot / MetricRunSlot and the line that fills it in
-// model/metrics.c.
+// Adding a statistic: a row in model/metrics_table.c, and, when it needs a new collected
+// quantity, a slot in MetricSeqSlot / MetricRunSlot (with its unit in metrics_table.c) and the
+// line that computes it in model/metrics.c (a head slot: it->v[SLOT] in attn_items; a site slot:
+// act_items). Storage, reset, the reduction over the sequences, the record, the main.log line,
+// the explorer (MF_MAP) and the docs follow from the row; tests/test_metrics_table.c checks that
+// a real run writes it.
 #ifndef ATTNLAB_METRICS_TABLE_H
 #define ATTNLAB_METRICS_TABLE_H
 
