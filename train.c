@@ -10,7 +10,7 @@
 // Nothing is lost silently: every record and log line is checked; a failed write stops the run
 // (exit 1) before any newer checkpoint, so resume = 1 redoes the steps whose records were lost.
 // Usage: ./train CONFIG [key=value | --key=value ...]; ./train --help; ./train --list-attention
-// [NAME]; ./train CONFIG [overrides] --print-config.
+// [NAME]; ./train --list-metrics; ./train CONFIG [overrides] --print-config.
 // Data parallel: mpirun -np N ./train CONFIG ... (docs/distributed.md, optim/data_parallel.h):
 // only rank 0 writes the console and files; an error every rank can meet at the same point is
 // agreed on with dist_exit_if_failed and reported once (common/dist.h).
@@ -45,6 +45,7 @@
 #include "model/gpt2.h"
 #include "model/mc_eval.h"
 #include "model/metrics.h"
+#include "model/metrics_table.h"
 #include "model/open.h"
 #include "model/run/folder.h"
 #include "model/run/memory.h"
@@ -533,6 +534,7 @@ static void usage(FILE* f) {
                "       ./train --list-attention [NAME]\n"
                "                                  every attention variant and its keys (NAME:\n"
                "                                  that variant's entry only)\n"
+               "       ./train --list-metrics     every statistic of metrics.jsonl\n"
                "       ./train CONFIG [key=value ...] --print-config\n"
                "                                  check the config and print every resolved key;\n"
                "                                  train nothing\n\n"
@@ -564,6 +566,10 @@ int main(int argc, char** argv) {
             if (name && attn_print_named(stdout, name, err, sizeof(err)))
                 die(EXIT_USAGE, "%s", err);
             if (!name) attn_print_list(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--list-metrics")) { // the metrics table (docs/diagnostics.md)
+            metrics_print_table(stdout);
             return 0;
         }
         if (!strcmp(argv[i], "--list-attention-names")) {

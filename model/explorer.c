@@ -1,6 +1,7 @@
 // model/explorer.c: writes the attention explorer page (explorer.h): the HTML template
 // (model/explorer.html, turned into the byte array explorer_template[] by the Makefile), the
-// metadata of each run as JSON (sidecar, per-head statistics, metrics records) and each run's
+// metadata of each run as JSON (sidecar, per-head statistics under their metrics.jsonl keys,
+// metrics records) and each run's
 // quantised maps as base64 of a zlib stream.
 //
 // Quantisation of a causal row a[0..n): lo = min(0, min a), hi = max(0, max a),
@@ -16,6 +17,7 @@
 #include "common/util.h"
 #include "model/explorer.h"
 #include "model/metrics.h"
+#include "model/metrics_table.h"
 
 #include "explorer_template.h" // generated: explorer_template[], explorer_template_len
 
@@ -74,7 +76,9 @@ static uint8_t* pack_run(const ExplorerRun* r, size_t* n) {
     return buf;
 }
 
-// Per-head statistics of this text (explorer.h) as a JSON array of objects.
+// Per-head statistics of this text (explorer.h) as a JSON array of objects: every statistic of
+// the metrics table (model/metrics_table.h) that one attention map gives, under its metrics.jsonl
+// key, then the row sums of the raw map.
 static void head_stats(JsonBuf* j, const ExplorerRun* r) {
     const int T = r->T, Ts = T < METRICS_SINK_T ? T : METRICS_SINK_T;
     json_array_begin(j, "stats");
@@ -82,9 +86,7 @@ static void head_stats(JsonBuf* j, const ExplorerRun* r) {
         const float* A = r->maps + h * (size_t)T * T;
         AttnAccum acc = {0};
         MetricsAlpha0 a0 = metrics_attn_accum(&acc, A, T, Ts);
-        AttnHeadStats hs;
-        metrics_attn_finish(&hs, &acc);
-        double sink_raw = 0.0, smin = INFINITY, smax = -INFINITY, smean = 0.0;
+        double smin = INFINITY, smax = -INFINITY, smean = 0.0;
         int neg = 0;
         for (int t = 0; t < T; t++) {
             double s = 0.0;
@@ -95,17 +97,12 @@ static void head_stats(JsonBuf* j, const ExplorerRun* r) {
             smin = s < smin ? s : smin;
             smax = s > smax ? s : smax;
             smean += s / T;
-            if (t >= 1) sink_raw += A[(size_t)t * T] / (double)(T - 1);
         }
         json_object_begin(j, NULL);
-        json_num(j, "entropy", hs.entropy);
-        json_num(j, "entropy_norm", hs.entropy_norm);
-        json_num(j, "sink_mass", hs.sink_mass);
-        json_num(j, "sink_raw", T >= 2 ? sink_raw : NAN);
-        json_num(j, "alpha0", a0.renorm);
-        json_num(j, "alpha0_raw", a0.raw);
-        json_num(j, "max_weight", hs.max_weight);
-        json_num(j, "sparsity", hs.sparsity);
+        for (int i = 0; i < METRIC_NROWS; i++) {
+            const MetricDef* d = &METRIC_ROWS[i];
+            if (d->flags & MF_MAP) json_num(j, d->name, metrics_map_value(d, &acc, a0));
+        }
         json_num(j, "rowsum_min", smin);
         json_num(j, "rowsum_mean", smean);
         json_num(j, "rowsum_max", smax);

@@ -18,9 +18,11 @@
 // tokens, metrics lines) is explorer_page_bound's remainder. GPT-2 124M (12 x 12) at T = 1024:
 // raw = 77.3 MB, worst-case page 103 MB per run; real maps compress several times.
 //
-// Per head the page also gets statistics of this text's maps (definitions of model/metrics.h on
-// p = |a| / sum|a|): entropy (nats), entropy_norm, sink_mass (mean p_t0 over t >= 1), max_weight,
-// plus sink_raw (mean raw a_t0 over t >= 1) and the min / mean / max raw row sum over t.
+// Per head the page also gets statistics of this text's maps, under the keys and definitions of
+// metrics.jsonl's head records (the MF_MAP rows of model/metrics_table.h: entropy, entropy_norm,
+// sink_mass, sink_mass_raw, max_weight, sparsity, alpha0, alpha0_raw, alpha0_renorm, with the
+// text as the only sequence), plus the min / mean / max raw row sum over t (rowsum_min,
+// rowsum_mean, rowsum_max) and whether any weight is negative (negative).
 #ifndef ATTNLAB_EXPLORER_H
 #define ATTNLAB_EXPLORER_H
 

@@ -4,7 +4,9 @@
 // Every `metrics_every` steps, after the optimizer update, a probe forward runs on a fixed set
 // of probe sequences (`probe_sequences` windows spread evenly over the validation split, built
 // by the trainer with data/dataloader.h's dataloader_spread_tokens and handed in), in chunks of the
-// model's activation batch, and the records below go to out_dir/metrics.jsonl. Diagnostics are
+// model's activation batch, and the records below go to out_dir/metrics.jsonl. Which statistics
+// they hold, how each is collected and aggregated, and which go to main.log is the table of
+// model/metrics_table.h. Diagnostics are
 // read-only: the probe forward only overwrites activations that the next training step recomputes,
 // runs at step -1 (evaluation mode for stochastic variants) and the gradient norms are read before
 // clipping without changing anything, so the training numerics are identical with diagnostics on or
@@ -54,9 +56,10 @@ typedef struct {
     const void* ctx;
 } TokenText;
 
-#define METRICS_SINK_T 64 // positions used for the sink rate (Gu et al.)
-#define METRICS_DUMP_T 64 // positions of the attention dumps written during training
-#define METRICS_NSITES 6  // ln_1, attn, ln_2, mlp, block, ln_f
+#define METRICS_SINK_T    64 // positions used for the sink rate (Gu et al.)
+#define METRICS_DUMP_T    64 // positions of the attention dumps written during training
+#define METRICS_NSITES    6  // ln_1, attn, ln_2, mlp, block, ln_f
+#define METRICS_MAX_SLOTS 16 // collected quantities of one kind (model/metrics_table.h)
 
 // ---------------------------------------------------------------------------------------------
 // kernels
@@ -124,29 +127,20 @@ typedef struct {
     int* probe;  // (nseq, T) token ids
     int chunk;   // sequences per probe forward (<= the model's activation batch)
     int nthreads;
+    int L, NH, nspecs;
     // gradient norms of the current metrics step (read before clipping)
     int have_grads;
     double grad_norm;
-    double* tensor_norm; // (nspecs, L): per tensor per layer (unstacked tensors in column 0)
-    float *gq, *gk, *gv; // (L, NH)
-    // statistics collected over the probe sequences of the current metrics step
-    AttnAccum* acc;            // (L, NH)
-    float* max_logit;          // (L, NH)
-    float* logz;               // (chunk, T) log Z of the positions of one probe forward
-    double logz_sum, logz_max; // over the positions collected (max: NaN-sticky)
-    long logz_n;
-    double* stat_sum;             // (L, NH) the row map's own row statistic
-    long* stat_n;                 // (L, NH)
-    double *a0_raw, *a0_norm;     // (L, NH, nseq)
-    double* head_kurt;            // (L, NH, nseq) kurtosis of the head's attention output
-    double *act_kurt, *act_ratio; // (5 L + 1, nseq) per site and layer (ln_f last)
-    float* act_max;               // (5 L + 1, nseq)
-    long* act_massive;            // (5 L + 1, nseq)
-    // D11 under residual = attnres | delta_attnres: per sublayer s (2L + 1: ln_f last) the sum
-    // over probe positions of max_i alpha_{i->s}, and the number of positions
-    double route_sum[2 * GPT2_MAX_LAYERS + 1];
-    long route_n[2 * GPT2_MAX_LAYERS + 1];
-    int collected; // probe sequences collected so far
+    // the collected quantities of the current metrics step (model/metrics_table.h), all in one
+    // allocation `store`: per slot of MetricSeqSlot (its units x nseq) at seq_off[slot], per
+    // slot of MetricRunSlot (its units) at run_off[slot]
+    double* store;
+    size_t seq_off[METRICS_MAX_SLOTS], run_off[METRICS_MAX_SLOTS];
+    AttnAccum* acc;      // (L, NH, nseq) the attention rows of each head and sequence
+    double* grad_head;   // (3, L, NH) per head q, k, v gradient norms
+    double* grad_tensor; // (nspecs, L): per tensor per layer (unstacked tensors in column 0)
+    float* logz;         // (chunk, T) log Z of the positions of one probe forward
+    int collected;       // probe sequences collected so far
     // scratch
     void* items; // per (b, h) of one chunk
     float* tbuf; // per thread: S (T*T) | key_sq (T) | row scratch

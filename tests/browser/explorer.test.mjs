@@ -10,6 +10,7 @@
 //      every key token of both panes a weight (data-w) within one quantisation step of the .npy
 //      value of that row, step = (max(0, max a) - min(0, min a)) / 255; later tokens have none;
 //   3. the row-sum statement says "do NOT sum to 1" exactly when some .npy row sum is off 1;
+//      each thumbnail's tooltip shows the head's raw sink weight (sink_mass_raw) of the .npy;
 //   4. the step slider shows metrics.jsonl's alpha0 of the selected head at the chosen step;
 //   5. a page made from a .npy whose one row was moved by 3 steps fails check 2 on exactly
 //      that row (the comparison can fail), and the single-run page passes it;
@@ -137,6 +138,20 @@ try {
     for (let li = 0; li < L; li++) for (let hi = 0; hi < H; hi++) for (let t = 0; t < TT; t++)
       off ||= Math.abs(row(npys[i], li, hi, t).reduce((a, v) => a + v, 0) - 1) > 1e-3;
     check(p.rowsumOff === off, `pane ${i} states whether rows sum to 1 (npy says off=${off})`);
+  });
+  // the thumbnails' raw sink weight (metrics.jsonl's sink_mass_raw, the page's statistic of the
+  // same name): independently, the mean over rows t >= 1 of the .npy's a[t][0]
+  const titles = await c.page.$$eval(".pane", ps => ps.map(p =>
+    Array.from(p.querySelectorAll(".thumb")).map(t => t.title)));
+  titles.forEach((ts, i) => {
+    const [L, H, TT] = npys[i].shape;
+    for (let li = 0; li < L; li++) for (let hi = 0; hi < H; hi++) {
+      let want = 0;
+      for (let t = 1; t < TT; t++) want += row(npys[i], li, hi, t)[0] / (TT - 1);
+      const m = /raw sink weight ([0-9.]+)/.exec(ts[li * H + hi]);
+      check(m && Math.abs(Number(m[1]) - want) <= 6e-5,
+        `pane ${i} L${li} h${hi} shows raw sink weight ${want.toFixed(4)}: ${m ? m[1] : ts[li * H + hi]}`);
+    }
   });
   const bad = await compareWithNpy(c.page, npys, sidecars, queries);
   check(bad.length === 0, "hovered weights equal the .npy rows within one step; mismatches: " + bad.join(", "));
