@@ -1,8 +1,8 @@
-// model/metrics.c: the diagnostics of a run (model/metrics.h): the probe forward over the probe
-// sequences, the statistics it feeds (attention rows raw and renormalised, per-head output
-// kurtosis, activation kurtosis, outliers and massive activations, gradient norms, variant
-// parameters). What is collected, and where, is set by model/metrics_table.h; the records are
-// written by model/metrics_write.c and the kernels are in model/metrics_kernels.c; definitions
+// model/metrics.c: the diagnostics of a run (model/metrics.h): the statistics the probe forward
+// over the probe sequences feeds (attention rows raw and renormalised, per-head output kurtosis,
+// activation kurtosis, outliers and massive activations, gradient norms, variant parameters). What
+// is collected, and where, is set by model/metrics_table.h; the probe step (metrics_probe) and the
+// records are in model/metrics_write.c and the kernels are in model/metrics_kernels.c; definitions
 // are stated in metrics.h and docs/diagnostics.md.
 //
 // Parallel parts (per (b, h) attention statistics, per (site, layer, b) activation statistics)
@@ -346,46 +346,6 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
 
 // ---------------------------------------------------------------------------------------------
 // the probe
-
-static int write_dump(const Metrics* mt, const GPT2* m, long step, const TokenText* tok,
-                      const char* out_dir, char* err, size_t errcap) {
-    char dir[1100], prefix[1200];
-    snprintf(dir, sizeof(dir), "%s/attn", out_dir);
-    if (util_mkdirs(dir, err, errcap)) return -1;
-    snprintf(prefix, sizeof(prefix), "%s/step_%08ld", dir, step);
-    const int L = m->cfg.n_layer, NH = m->cfg.n_head;
-    int layers[GPT2_MAX_LAYERS], *heads = mallocCheck(sizeof(int) * (size_t)NH);
-    for (int l = 0; l < L; l++)
-        layers[l] = l;
-    for (int h = 0; h < NH; h++)
-        heads[h] = h;
-    const int Td = mt->T < METRICS_DUMP_T ? mt->T : METRICS_DUMP_T;
-    int rc = metrics_write_attention(m, prefix, 0, Td, layers, L, heads, NH, 0, mt->probe, tok,
-                                     step, "probe", err, errcap);
-    free(heads);
-    return rc;
-}
-
-int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const TokenText* tok,
-                  const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap) {
-    // probe forward in evaluation mode, in chunks of the activation batch; it overwrites only
-    // activations the next step recomputes
-    const long saved = m->step;
-    const int want = records && jsonl;
-    int rc = 0;
-    m->step = -1;
-    for (int b0 = 0; b0 < mt->nseq; b0 += mt->chunk) {
-        const int Bc = mt->nseq - b0 < mt->chunk ? mt->nseq - b0 : mt->chunk;
-        gpt2_forward(m, mt->probe + (size_t)b0 * mt->T, NULL, Bc, mt->T);
-        if (b0 == 0 && dump) rc = write_dump(mt, m, step, tok, out_dir, err, errcap);
-        if (!want) break; // the dump needs the first chunk only
-        metrics_collect(mt, m, b0);
-    }
-    m->step = saved;
-    if (want) metrics_write(mt, m, step, jsonl, log);
-    mt->have_grads = 0;
-    return rc;
-}
 
 void metrics_describe_nonfinite(const GPT2* m, char* out, size_t cap) {
     for (int i = 0; i < m->nspecs; i++) {

@@ -1,4 +1,5 @@
-// model/metrics_write.c: the records of a metrics step (metrics_write, model/metrics.h), made
+// model/metrics_write.c: a metrics step: the probe forward in chunks (metrics_probe, feeding
+// metrics_collect of model/metrics.c) and its records (metrics_write, model/metrics.h), made
 // from the table of model/metrics_table.h: for each record kind, for each of its units, the
 // index keys and then every row of that record in table order, each aggregated from the
 // quantities metrics_collect stored; then the main.log headlines of the rows that have one.
@@ -312,4 +313,44 @@ void metrics_write(Metrics* mt, const GPT2* m, long step, FILE* jsonl, FILE* log
         }
         fflush(log);
     }
+}
+
+static int write_dump(const Metrics* mt, const GPT2* m, long step, const TokenText* tok,
+                      const char* out_dir, char* err, size_t errcap) {
+    char dir[1100], prefix[1200];
+    snprintf(dir, sizeof(dir), "%s/attn", out_dir);
+    if (util_mkdirs(dir, err, errcap)) return -1;
+    snprintf(prefix, sizeof(prefix), "%s/step_%08ld", dir, step);
+    const int L = m->cfg.n_layer, NH = m->cfg.n_head;
+    int layers[GPT2_MAX_LAYERS], *heads = mallocCheck(sizeof(int) * (size_t)NH);
+    for (int l = 0; l < L; l++)
+        layers[l] = l;
+    for (int h = 0; h < NH; h++)
+        heads[h] = h;
+    const int Td = mt->T < METRICS_DUMP_T ? mt->T : METRICS_DUMP_T;
+    int rc = metrics_write_attention(m, prefix, 0, Td, layers, L, heads, NH, 0, mt->probe, tok,
+                                     step, "probe", err, errcap);
+    free(heads);
+    return rc;
+}
+
+int metrics_probe(Metrics* mt, GPT2* m, long step, int records, int dump, const TokenText* tok,
+                  const char* out_dir, FILE* jsonl, FILE* log, char* err, size_t errcap) {
+    // probe forward in evaluation mode, in chunks of the activation batch; it overwrites only
+    // activations the next step recomputes
+    const long saved = m->step;
+    const int want = records && jsonl;
+    int rc = 0;
+    m->step = -1;
+    for (int b0 = 0; b0 < mt->nseq; b0 += mt->chunk) {
+        const int Bc = mt->nseq - b0 < mt->chunk ? mt->nseq - b0 : mt->chunk;
+        gpt2_forward(m, mt->probe + (size_t)b0 * mt->T, NULL, Bc, mt->T);
+        if (b0 == 0 && dump) rc = write_dump(mt, m, step, tok, out_dir, err, errcap);
+        if (!want) break; // the dump needs the first chunk only
+        metrics_collect(mt, m, b0);
+    }
+    m->step = saved;
+    if (want) metrics_write(mt, m, step, jsonl, log);
+    mt->have_grads = 0;
+    return rc;
 }
