@@ -348,6 +348,8 @@ def paired_verdict(res, metric, op, tol, rows_a, rows_b, b_num=None):
         if va is not None and vb is not None and finite(va) and finite(vb):
             pairs.append((s, va - vb))
     ctl, larger_is_less = control_column(metric)
+    if ctl == "control_sink_gu" and any("control_sink_held" in r for r in rows_a + rows_b):
+        ctl = "control_sink_held"  # ablate.sinks_hold: the control held over time
     if ctl:
         lo_side = op == "<" if not larger_is_less else op == ">"
         need = rows_b if lo_side else rows_a if op != "~" else rows_a + rows_b

@@ -34,6 +34,7 @@ import sys
 
 import syspython  # scripts/syspython.py
 import ablate_lr
+import ablate_hold
 from ablate_claims import (claim_syntax, correct_family, evaluate_claim, finite, fnum,
                            group_stats, loss_unit)
 
@@ -367,6 +368,14 @@ def main():
             r["attention"] = cfg.get("attention", "")
         if "seed" not in d:
             r["seed"] = cfg.get("seed", "")
+        # ablate.sinks_hold = K: the sink control held at each of the last K checkpoints through
+        # one dormant head (scripts/ablate_hold.py); it replaces control_sink_gu as the gate
+        hold = settings.get("sinks_hold")
+        spath = os.path.join(out, name, "sinks.csv")
+        if hold and os.path.exists(spath):
+            ms = fnum(cfg.get("max_steps"))
+            r["control_sink_held"], r["control_sink_held_by"] = ablate_hold.held(
+                ablate_hold.read_trajectory(spath), int(hold), int(ms) if ms else -1)
         rows.append(r)
     # A one-key-plus-seed sweep labels groups by the value; extras show as key=value.
     for r in rows:
@@ -386,7 +395,8 @@ def main():
     opt_cols = sorted({k for r in rows for k in r if k.startswith(("probe_acc", "val_loss_",
                                                                     "passkey_acc", "sink_rate_gu",
                                                                     "nontrig_a0", "control_sink_gu",
-                                                                    "stream_", "control_stream"))},
+                                                                    "stream_", "control_stream",
+                                                                    "control_sink_held"))},
                       key=lambda c: (c.split("_")[0], len(c), c))
     cols = ["run", "settings"] + key_cols + ["attention", "seed", "status", "steps"] + BASE_COLS + opt_cols + \
         ["wall_s"]

@@ -5,8 +5,8 @@
 // stream_gap = the window-only loss minus the sinks + window loss, control_stream set exactly
 // when that gap reaches ln 2 (a perplexity twice as high), a claim on stream_gap gated by the
 // softmax side's control_stream, the evaluations exported with the run (stream.txt and the
-// three CSVs) and named in its rerun; a malformed ablate.stream and a misspelt ablate.* key
-// exit 2 naming the line.
+// three CSVs) and named in its rerun; a malformed ablate.stream or ablate.sinks_hold and a
+// misspelt ablate.* key exit 2 naming the line.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,15 +148,24 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
 }
 END_TEST
 
-// ablate.stream needs three positive integers; an unknown ablate.* key is refused (it would
-// silently do nothing)
-START_TEST(bad_stream_setting_and_unknown_key_exit_2) {
+// ablate.stream needs three positive integers, ablate.sinks_hold a K >= 3 and ablate.sinks; an
+// unknown ablate.* key is refused (it would silently do nothing)
+START_TEST(bad_runner_settings_exit_2) {
     util_strlcpy(g_tmp, test_tmpdir(), sizeof(g_tmp));
-    const char* bad[] = {"ablate.stream = 8, 2\n", "ablate.stream = 8, 0, 40\n",
-                         "ablate.stream = 8, 2, 40, 1\n", "ablate.stream = 8, x, 40\n",
-                         "ablate.strem = 8, 2, 40\n"};
-    const char* want[] = {"ablate.stream", "ablate.stream", "ablate.stream", "ablate.stream",
-                          "unknown runner setting ablate.strem"};
+    const char* bad[] = {"ablate.stream = 8, 2\n",
+                         "ablate.stream = 8, 0, 40\n",
+                         "ablate.stream = 8, 2, 40, 1\n",
+                         "ablate.stream = 8, x, 40\n",
+                         "ablate.strem = 8, 2, 40\n",
+                         "ablate.sinks_hold = 3\n",
+                         "ablate.sinks = recall\nablate.sinks_hold = 2\n"};
+    const char* want[] = {"ablate.stream",
+                          "ablate.stream",
+                          "ablate.stream",
+                          "ablate.stream",
+                          "unknown runner setting ablate.strem",
+                          "ablate.sinks_hold needs ablate.sinks",
+                          "want K >= 3"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char sweep[1200], out[1200], log[1200], extra[256];
         snprintf(sweep, sizeof(sweep), "%s/b%zu.conf", g_tmp, i);
@@ -180,7 +189,7 @@ static Suite* ablate_stream_suite(void) {
     TCase* tc = tcase_create("stream");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, stream_columns_match_evaluate_and_gate_claims);
-    tcase_add_test(tc, bad_stream_setting_and_unknown_key_exit_2);
+    tcase_add_test(tc, bad_runner_settings_exit_2);
     suite_add_tcase(s, tc);
     return s;
 }
