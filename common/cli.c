@@ -79,16 +79,8 @@ int cli_parse_args(int argc, char** argv, int first, const CliOpt* opts, int nop
     return CLI_DONE;
 }
 
-void cli_parse_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
-                       const CliTool* tool) {
-    int npos = 0;
-    cli_parse_args_or_exit(argc, argv, first, opts, nopts, NULL, 0, &npos, tool);
-}
-
-void cli_parse_args_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
-                            const char** pos, int maxpos, int* npos, const CliTool* tool) {
-    const char* bad;
-    const int got = cli_parse_args(argc, argv, first, opts, nopts, pos, maxpos, npos, &bad);
+// The answer to how a parse stopped (cli_parse_or_exit): returns only on CLI_DONE.
+static void answer(int got, const char* bad, const CliTool* tool) {
     if (got == CLI_DONE) return;
     if (got == CLI_HELP) {
         tool->usage(stdout);
@@ -101,4 +93,18 @@ void cli_parse_args_or_exit(int argc, char** argv, int first, const CliOpt* opts
     if (tool->usage_first) tool->usage(stderr);
     if (tool->fail) tool->fail(fmt, bad);
     die(EXIT_USAGE, fmt, bad);
+}
+
+void cli_parse_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                       const CliTool* tool) {
+    const char* bad;
+    const int got = cli_parse(argc, argv, first, opts, nopts, &bad);
+    answer(got, bad, tool);
+}
+
+void cli_parse_args_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                            const char** pos, int maxpos, int* npos, const CliTool* tool) {
+    const char* bad;
+    const int got = cli_parse_args(argc, argv, first, opts, nopts, pos, maxpos, npos, &bad);
+    answer(got, bad, tool);
 }

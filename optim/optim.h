@@ -122,13 +122,6 @@ typedef struct {
     int32_t state_per_param;
 } OptimStateHeader;
 
-void optim_state_header(const Optimizer* o, OptimStateHeader* h);
-// Accept a header read from `path`: the same algorithm, size and state arrays as o (else -1 with
-// err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
-int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
-                       size_t errcap);
-// The section's payload length for o.
-uint64_t optim_state_bytes(const Optimizer* o);
 // Write o's section (a failed write is reported by run_state_finish).
 void optim_state_put(const Optimizer* o, RunStateWriter* w);
 // Read the section from r into o: its header accepted (optim_state_accept), then exactly the
