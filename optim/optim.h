@@ -95,7 +95,8 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
 // none; the gradient is then only read) done on the way: one pass over the parameters for an
 // optimizer with update_fused (AdamW), else g scaled in place (only when gscale != 1), the
 // update, and the copy converted, range by range. Either way the parameters, state and copy are
-// bitwise what grad_clip, the plain update (f = NULL) and bf16_from_floats give one after another.
+// bitwise what scaling g by gscale, the plain update (f = NULL) and bf16_from_floats give one
+// after another.
 void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
                       int nranges, float lr, const OptimHParams* h, const OptimFuse* f);
 

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
+#include "optim/clip.h"
 #include "tests/testutil.h"
 
 void test_tiny_config(Config* c, int V, int L, int NH, int C, int T) {
@@ -189,6 +190,15 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h) {
     optim_step_fused(o, params, (float*)grads, ranges, nranges, lr, h, NULL);
+}
+
+float grad_clip(float* g, size_t n, double norm, float max_norm) {
+    float scale = grad_clip_scale(norm, max_norm);
+    if (scale == 1.0f) return scale;
+#pragma omp parallel for schedule(static) if (n >= 32768)
+    for (size_t i = 0; i < n; i++)
+        g[i] *= scale;
+    return scale;
 }
 
 int config_diff(const Config* a, const Config* b, char* what, size_t cap) {

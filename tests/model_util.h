@@ -60,6 +60,8 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
 // An optimizer step with nothing fused (optim_step_fused with f = NULL: grads only read).
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h);
+// Scale g by grad_clip_scale(norm, max_norm) (optim/clip.h); returns the scale (1: g untouched).
+float grad_clip(float* g, size_t n, double norm, float max_norm);
 
 // Library functions that only the suites use:
 // Compare two configs key by key, attn.* keys included (their order and origin are ignored).
