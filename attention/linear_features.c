@@ -91,7 +91,7 @@ void attn_performer_features(real* W, int m, int hs, uint64_t seed, int layer, i
 }
 
 // phi(x) of Performer: y (m) from W (m, hs)
-void lf_perf_forward(real* y, const real* x, int hs, int m, const real* W) {
+static void lf_perf_forward(real* y, const real* x, int hs, int m, const real* W) {
     const real s = 1.0f / real_sqrt(real_sqrt((real)hs)), inv = 1.0f / real_sqrt((real)m);
     real x2 = 0.0f;
     for (int c = 0; c < hs; c++)
@@ -132,7 +132,10 @@ static void softmax_vec(real* y, const real* u, real sign, int n) {
         y[i] /= s;
 }
 
-void lf_forward(real* y, const real* x, int hs, int kind, const real* W, real* u) {
+// phi of one vector x (hs) into y (F, the map's feature dimension); W = this head's phi_w
+// (hedgehog) or NULL; u: hs scratch. Not for F_PERFORMER (lf_perf_forward) nor F_FLATTEN
+// (lf_flatten_rows).
+static void lf_forward(real* y, const real* x, int hs, int kind, const real* W, real* u) {
     switch (kind) {
     case F_ELU1:
         for (int i = 0; i < hs; i++)

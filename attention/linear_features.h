@@ -31,16 +31,12 @@ enum { F_IDENT = 100, F_LNORM };
 #define FL_EPS     ((real)1e-6) // FLatten: r = relu(x) + eps keeps the norms nonzero
 #define COS_EPS    ((real)1e-6) // cottention, slay: x^ = x / sqrt(|x|^2 + eps)
 
-// phi of one vector x (hs) into y (F, the map's feature dimension); W = this head's phi_w
-// (hedgehog) or NULL; u: hs scratch. Not for F_PERFORMER (lf_perf_forward) nor F_FLATTEN
-// (lf_flatten_rows).
-void lf_forward(real* y, const real* x, int hs, int kind, const real* W, real* u);
 // dx += J^T dy of lf_forward (y its output); dW += the hedgehog weight gradient; du: hs scratch
 void lf_backward(real* dx, real* dW, const real* dy, const real* y, const real* x, int hs, int kind,
                  const real* W, real* du);
 
-// Performer FAVOR+: y (m) = exp(W x' - |x'|^2 / 2) / sqrt(m), x' = x / hs^(1/4), W (m, hs)
-void lf_perf_forward(real* y, const real* x, int hs, int m, const real* W);
+// The backward of the Performer FAVOR+ features y (m) = exp(W x' - |x'|^2 / 2) / sqrt(m),
+// x' = x / hs^(1/4), W (m, hs): dx += J^T dy.
 void lf_perf_backward(real* dx, const real* dy, const real* y, const real* x, int hs, int m,
                       const real* W);
 

@@ -2,6 +2,7 @@
 #include "common/cli.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -76,4 +77,34 @@ int cli_parse_args(int argc, char** argv, int first, const CliOpt* opts, int nop
         }
     }
     return CLI_DONE;
+}
+
+// The answer to how a parse stopped (cli_parse_or_exit): returns only on CLI_DONE.
+static void answer(int got, const char* bad, const CliTool* tool) {
+    if (got == CLI_DONE) return;
+    if (got == CLI_HELP) {
+        tool->usage(stdout);
+        exit(0);
+    }
+    const char* fmt = got == CLI_UNKNOWN    ? tool->unknown
+                      : got == CLI_NO_VALUE ? tool->no_value
+                                            : tool->extra;
+    ASSERT(fmt != NULL);
+    if (tool->usage_first) tool->usage(stderr);
+    if (tool->fail) tool->fail(fmt, bad);
+    die(EXIT_USAGE, fmt, bad);
+}
+
+void cli_parse_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                       const CliTool* tool) {
+    const char* bad;
+    const int got = cli_parse(argc, argv, first, opts, nopts, &bad);
+    answer(got, bad, tool);
+}
+
+void cli_parse_args_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                            const char** pos, int maxpos, int* npos, const CliTool* tool) {
+    const char* bad;
+    const int got = cli_parse_args(argc, argv, first, opts, nopts, pos, maxpos, npos, &bad);
+    answer(got, bad, tool);
 }

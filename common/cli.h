@@ -8,12 +8,18 @@
 //   const char* out = NULL; int n = 3, raw = 0;
 //   const CliOpt opts[] = {CLI_STR_OPT("--out", &out), CLI_STR_OPT("-o", &out),
 //                          CLI_INT_OPT("--n", &n, 1, 1000), CLI_FLAG_OPT("--raw", &raw)};
-//   const char* bad;
-//   switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) { ... }
+//   const CliTool tool = {.usage = usage, .unknown = "unknown option '%s'",
+//                         .no_value = "%s needs a value"};
+//   cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
 //
-// The row macros check the type of the destination at compile time.
+// cli_parse and cli_parse_args return how they stopped, for a caller with its own handling;
+// cli_parse_or_exit and cli_parse_args_or_exit answer --help and the errors the way the tool's
+// CliTool says and return only when every argument parsed. The row macros check the type of the
+// destination at compile time.
 #ifndef ATTNLAB_CLI_H
 #define ATTNLAB_CLI_H
+
+#include <stdio.h>
 
 typedef enum {
     CLI_STR,    // const char*: the next argument, as given
@@ -62,5 +68,25 @@ int cli_parse(int argc, char** argv, int first, const CliOpt* opts, int nopts, c
 // not name is CLI_UNKNOWN.
 int cli_parse_args(int argc, char** argv, int first, const CliOpt* opts, int nopts,
                    const char** pos, int maxpos, int* npos, const char** bad);
+
+// How a tool answers the ways a parse stops short, in its own words. Each message is a printf
+// format with one %s, the argument at fault.
+typedef struct {
+    void (*usage)(FILE* f); // --help or -h: usage(stdout), exit 0
+    const char* unknown;    // an argument the table does not name (CLI_UNKNOWN)
+    const char* no_value;   // an option that takes a value, given last (CLI_NO_VALUE)
+    const char* extra;      // one argument more than cli_parse_args_or_exit takes (CLI_EXTRA)
+    int usage_first;        // 1: usage(stderr) before the message
+    // The tool's own way to print the message and end the process with exit 2 (it must not
+    // return); NULL: die(EXIT_USAGE, message).
+    void (*fail)(const char* fmt, const char* arg);
+} CliTool;
+
+// cli_parse / cli_parse_args, answering CLI_HELP and the errors as `tool` says: returns only
+// when every argument parsed.
+void cli_parse_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                       const CliTool* tool);
+void cli_parse_args_or_exit(int argc, char** argv, int first, const CliOpt* opts, int nopts,
+                            const char** pos, int maxpos, int* npos, const CliTool* tool);
 
 #endif

@@ -456,36 +456,6 @@ int config_write(const Config* c, FILE* f) {
     return ferror(f) ? -1 : 0;
 }
 
-int config_diff(const Config* a, const Config* b, char* what, size_t cap) {
-    int ndiff = 0;
-    if (cap) what[0] = '\0';
-    for (int i = 0; i < CONFIG_NFIELDS; i++) {
-        const ConfigField* f = &CONFIG_FIELDS[i];
-        char va[CONFIG_STR + 32], vb[CONFIG_STR + 32];
-        config_format_value(va, sizeof(va), a, f);
-        config_format_value(vb, sizeof(vb), b, f);
-        if (strcmp(va, vb) != 0) {
-            if (ndiff++ == 0 && cap) snprintf(what, cap, "%s: '%s' vs '%s'", f->key, va, vb);
-        }
-    }
-    // attn.* keys: same set with the same values (order and origin do not matter)
-    for (int pass = 0; pass < 2; pass++) {
-        const Config* x = pass ? b : a;
-        const Config* y = pass ? a : b;
-        for (int i = 0; i < x->n_attn && i < CONFIG_MAX_ATTN; i++) {
-            const char* vy = config_attn_get(y, x->attn[i].key + 5, NULL);
-            if (pass == 1 && vy) continue; // already compared in pass 0
-            if (!vy || strcmp(vy, x->attn[i].value) != 0) {
-                if (ndiff++ == 0 && cap)
-                    snprintf(what, cap, "%s: '%s' vs '%s'", x->attn[i].key,
-                             pass ? (vy ? vy : "(unset)") : x->attn[i].value,
-                             pass ? x->attn[i].value : (vy ? vy : "(unset)"));
-            }
-        }
-    }
-    return ndiff;
-}
-
 // Append `text` word-wrapped to `width` columns, continuation lines indented by `indent`.
 static void print_wrapped(FILE* f, const char* text, int col, int indent, int width) {
     const char* p = text;

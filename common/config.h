@@ -121,8 +121,4 @@ const ConfigField* config_field(const char* key);
 // The value of field `f` of `c` as config text (unquoted), e.g. "0.000600000028" or "softmax".
 void config_format_value(char* buf, size_t cap, const Config* c, const ConfigField* f);
 
-// Compare two configs key by key, attn.* keys included (their order and origin are ignored).
-// Returns the number of differing keys; `what` gets the first, e.g. "lr: '0.001' vs '0.002'".
-int config_diff(const Config* a, const Config* b, char* what, size_t cap);
-
 #endif

@@ -1,6 +1,6 @@
 // common/dist.c: the MPI layer of dist.h. Each collective is started non-blocking (MPI-3) and
 // completed by watch(), which polls it and aborts the job with a message naming the rank, the
-// operation and the peer once dist_timeout() seconds pass without completion. Point-to-point
+// operation and the peer once dist_set_timeout's seconds pass without completion. Point-to-point
 // sends are kept per tag until waited for. Without a launcher nothing here calls MPI.
 #include "common/dist.h"
 
@@ -68,9 +68,6 @@ int dist_is_root(void) {
 }
 void dist_set_timeout(double seconds) {
     g_timeout = seconds;
-}
-double dist_timeout(void) {
-    return g_timeout;
 }
 
 void dist_abort(int code, const char* fmt, ...) {

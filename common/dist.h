@@ -23,7 +23,6 @@ int dist_size(void);
 int dist_is_root(void); // rank 0: the only rank that writes files and the console
 // Seconds a wait may go without progress before the job is aborted (default 300).
 void dist_set_timeout(double seconds);
-double dist_timeout(void);
 
 // Print "attnlab: rank R of N: MESSAGE" and end every rank (MPI_Abort with `code`; exit(code)
 // when single-process).

@@ -21,7 +21,8 @@ void json_free(JsonBuf* j) {
     memset(j, 0, sizeof(*j));
 }
 
-void json_reset(JsonBuf* j) {
+// Empty the buffer (keeps its memory).
+static void json_reset(JsonBuf* j) {
     j->len = 0;
     j->depth = 0;
     if (j->buf) j->buf[0] = '\0';

@@ -41,7 +41,6 @@ typedef struct {
 
 void json_init(JsonBuf* j);
 void json_free(JsonBuf* j);
-void json_reset(JsonBuf* j); // empty the buffer (keeps its memory)
 
 // Top-level object: json_begin empties the buffer and opens '{'; json_end closes it.
 void json_begin(JsonBuf* j);

@@ -149,8 +149,10 @@ static int dnnl_dense(int ta, int tb, int M, int N, int K, float alpha, const bf
     return 0;
 }
 
-void mm_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A,
-                  int lda, const bf16* B, int ldb, float beta, float* C, int ldc) {
+// The same with bf16 operands, in the current bf16 precision (bf16: oneDNN, falling back to the
+// reference for a shape oneDNN has no native kernel for; bf16_ref or fp32: the reference).
+static void mm_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A,
+                         int lda, const bf16* B, int ldb, float beta, float* C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (g_prec == MM_BF16 && K > 0 &&
         dnnl_dense(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
@@ -185,7 +187,7 @@ void mm_set_precision(MMPrecision p) {
     g_prec = p;
 }
 
-MMPrecision mm_precision(void) {
+static MMPrecision mm_precision(void) {
     return g_prec;
 }
 

@@ -31,17 +31,12 @@ typedef enum { MM_FP32 = 0, MM_BF16 = 1, MM_BF16_REF = 2, MM_PRECISION_COUNT } M
 // In bf16 / bf16_ref, A and B are rounded to bf16 first (or read from a registered bf16 copy).
 void mm_gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float* A, int lda,
              const float* B, int ldb, float beta, float* C, int ldc);
-// The same with bf16 operands, in the current bf16 precision (bf16: oneDNN, falling back to the
-// reference for a shape oneDNN has no native kernel for; bf16_ref or fp32: the reference).
-void mm_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, float alpha, const bf16* A,
-                  int lda, const bf16* B, int ldb, float beta, float* C, int ldc);
 
 // Set the BLAS library to one thread (call once at start-up, outside parallel regions).
 void mm_init_threads(void);
 
 // ---- precision
 void mm_set_precision(MMPrecision p); // outside parallel regions
-MMPrecision mm_precision(void);
 // The one spelling of each precision (matmul.c, designated initializers): mm_precision_name(p)
 // ("fp32", "bf16", "bf16_ref"; NULL out of range) and mm_precision_from_name (-1 if unknown).
 // The config key `precision` also takes MM_PRECISION_AUTO, resolved by mm_resolve_precision; its

@@ -98,7 +98,8 @@ int resume_change_validate(const char* list, char* err, size_t errcap) {
     return 0;
 }
 
-int resume_change_names(const char* list, const char* key) {
+// 1 when `list` names `key`.
+static int resume_change_names(const char* list, const char* key) {
     char e[CONFIG_STR];
     for (const char* p = list; (p = next_entry(p, e, sizeof(e))) != NULL;)
         if (strcmp(e, key) == 0) return 1;

@@ -39,8 +39,6 @@ ResumeKeyKind resume_key_kind(const char* key, const char** why);
 // Check a resume_change list: comma-separated, each entry a config key or attn.NAME (spaces
 // around entries ignored), none of kind elsewhere or fixed. 0, or -1 with err naming the entry.
 int resume_change_validate(const char* list, char* err, size_t errcap);
-// 1 when `list` names `key`.
-int resume_change_names(const char* list, const char* key);
 
 #define RESUME_MAX_CHANGES 128 // more than the table keys and attn.* keys together
 typedef struct {

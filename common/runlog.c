@@ -32,7 +32,8 @@ int runlog_open(RunLog* r, const char* out_dir, long resumed_at, char* err, size
     return -1;
 }
 
-void runlog_record(RunLog* r, const JsonBuf* j) {
+// One record: j as a line of metrics.jsonl (flushed), checked.
+static void runlog_record(RunLog* r, const JsonBuf* j) {
     if (json_write_line(j, r->jsonl) == 0) return;
     char err[1300];
     snprintf(err, sizeof(err), "%s: write failed: %s", r->jsonl_path, strerror(errno));

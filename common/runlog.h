@@ -20,8 +20,6 @@ typedef struct {
 // step's validation and multiple-choice records again; a cut last line is dropped); -1
 // truncates. 0, or -1 with err.
 int runlog_open(RunLog* r, const char* out_dir, long resumed_at, char* err, size_t errcap);
-// One record: j as a line of metrics.jsonl (flushed), checked.
-void runlog_record(RunLog* r, const JsonBuf* j);
 // An event record ({"step": STEP, "event": NAME, ...}): runlog_event starts it in j (json_begin,
 // then the two keys) and returns j for the event's own fields; runlog_end closes a record
 // (json_end) and writes it (runlog_record).

@@ -321,7 +321,8 @@ void dataloader_state_write(const DataLoaderState* st, unsigned char* buf) {
         put_u64(buf + 24 + 8 * i, st->rng.s[i]);
 }
 
-void dataloader_state_read(DataLoaderState* st, const unsigned char* buf) {
+// The position back from the bytes dataloader_state_write wrote.
+static void dataloader_state_read(DataLoaderState* st, const unsigned char* buf) {
     st->epoch = get_u64(buf);
     st->shard_pos = get_u64(buf + 8);
     st->window_pos = get_u64(buf + 16);
@@ -351,8 +352,10 @@ int dataloader_state_get(DataLoaderState* st, RunStateReader* r, char* err, size
     return 0;
 }
 
-int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,
-                           size_t errcap) {
+// Tokens [start, start + T) of shard `file` of the loader into out[0..T) (e.g. the diagnostics'
+// probe windows). 0, or -1 with err naming the shard.
+static int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out,
+                                  char* err, size_t errcap) {
     const char* path = dl->files[file];
     uint16_t* buf = mallocCheck(sizeof(uint16_t) * (size_t)T);
     FILE* f = fopen(path, "rb");

@@ -57,12 +57,12 @@ void dataloader_get_state(const DataLoader* dl, DataLoaderState* st);
 int dataloader_set_state(DataLoader* dl, const DataLoaderState* st, char* err, size_t errcap);
 void dataloader_free(DataLoader* dl);
 
-// The position as bytes: DATALOADER_STATE_BYTES bytes, little-endian uint64 epoch, shard_pos,
+// The position as bytes (dataloader_state_write; the section's get reads them back):
+// DATALOADER_STATE_BYTES bytes, little-endian uint64 epoch, shard_pos,
 // window_pos, then the 4 words of the RNG (the same bytes as the struct on a little-endian
 // machine, which is how version-1 run-state files hold it).
 #define DATALOADER_STATE_BYTES 56
 void dataloader_state_write(const DataLoaderState* st, unsigned char* buf);
-void dataloader_state_read(DataLoaderState* st, const unsigned char* buf);
 // The training loader's section of a run-state file (common/run_state.h), named
 // DATALOADER_STATE_SECTION: the position's bytes. put writes it (a failed write is reported by
 // run_state_finish); get reads it from r (0, or -1 with err naming the file and the section when
@@ -81,11 +81,6 @@ int dataloader_spread_windows(const size_t* ntok, int nfiles, int T, int n, int*
 // The tokens of those n windows over the loader's shards: (n, T) token ids (malloc'd), or NULL
 // with err naming the shard. The trainer's diagnostics probe these.
 int* dataloader_spread_tokens(const DataLoader* dl, int n, int T, char* err, size_t errcap);
-
-// Tokens [start, start + T) of shard `file` of the loader into out[0..T) (e.g. the diagnostics'
-// probe windows). 0, or -1 with err naming the shard.
-int dataloader_read_window(const DataLoader* dl, int file, size_t start, int T, int* out, char* err,
-                           size_t errcap);
 
 // The one token-range check of every reader of token ids (the trainer's batches, evaluate's
 // batches, attnmap's tokens): 0 when ids[0..n) all lie in [0, vocab_size), else -1 with err

@@ -281,7 +281,8 @@ static void make_mark(uint16_t* doc, const ProbeParams* p, Rng* r) {
     }
 }
 
-void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
+// One document of p->T tokens. `index` spreads passkey documents evenly over the buckets.
+static void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index) {
     doc[0] = PROBE_EOT;
     switch (p->task) {
     case PROBE_TASK_TRIGGER:

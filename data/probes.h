@@ -113,8 +113,6 @@ void probes_defaults(ProbeParams* p, int task, int T);
 // 0, or -1 with err naming the parameter that is out of range.
 int probes_validate(const ProbeParams* p, char* err, size_t errcap);
 
-// One document of p->T tokens. `index` spreads passkey documents evenly over the buckets.
-void probes_make_doc(uint16_t* doc, const ProbeParams* p, Rng* r, uint64_t index);
 // ndocs documents from `seed` (malloc'd, ndocs * T tokens).
 uint16_t* probes_generate(const ProbeParams* p, uint64_t seed, size_t ndocs);
 // DIR/<task>_train_000000.bin (ntrain documents from seed) and DIR/<task>_val_000000.bin (nval

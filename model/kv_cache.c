@@ -35,7 +35,13 @@ static size_t scratch_floats(const GPT2Config* cfg, int T, int nthreads, size_t 
                                                  (size_t)(nthreads > 0 ? nthreads : 1);
 }
 
-double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch_floats) {
+// Bytes kv_cache_new takes for a model of these sizes (the memory estimate): keys and values
+// (n_layer, T, n_embd) each, the query (n_embd), the rotated keys (T, n_embd) under xpos, the
+// attention scratch (attn_decode_scratch_floats with the largest row-map scratch
+// row_scratch_floats of the layers and nthreads threads), each buffer as real_alloc rounds it, and
+// the struct itself.
+static double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads,
+                             size_t row_scratch_floats) {
     const KVStoreShape s = {.n_layer = cfg->n_layer,
                             .n_embd = cfg->n_embd,
                             .n_head = cfg->n_head,

@@ -30,14 +30,9 @@ int kv_cache_supported(const GPT2* m, char* why, size_t cap);
 // m must be kv_cache_supported. Freed with kv_cache_free (model/kv_store.h, with the cache's
 // length, capacity, reset and eviction).
 KVCache* kv_cache_new(const GPT2* m, int T);
-// Bytes kv_cache_new takes for a model of these sizes (the memory estimate): keys and values
-// (n_layer, T, n_embd) each, the query (n_embd), the rotated keys (T, n_embd) under xpos, the
-// attention scratch (attn_decode_scratch_floats with the largest row-map scratch
-// row_scratch_floats of the layers and nthreads threads), each buffer as real_alloc rounds it, and
-// the struct itself.
-double kv_cache_bytes(const GPT2Config* cfg, int T, int nthreads, size_t row_scratch_floats);
-// kv_cache_bytes for m (kv_cache_supported, its activations allocated: m->nthreads) and a cache
-// of T positions: what kv_cache_new(m, T) takes.
+// Bytes kv_cache_new(m, T) takes (the memory estimate; m kv_cache_supported, its activations
+// allocated: m->nthreads): keys and values (n_layer, T, n_embd) each, the query, the rotated keys
+// under xpos, the attention scratch, each buffer as real_alloc rounds it, and the struct itself.
 double kv_cache_model_bytes(const GPT2* m, int T);
 
 // Append `token` at position kv_cache_len(kv) (< capacity) and return its logits (padded_vocab

@@ -360,7 +360,8 @@ static float ce_dsoft(float dloss, float zc, float l) {
     return zc != 0.0f ? (float)((double)dloss * (1.0 + 2.0 * (double)zc * (double)l)) : dloss;
 }
 
-double zloss_mean_sq(const float* lse, int N) {
+// The plain mean of lse^2 over N rows (sums in double).
+static double zloss_mean_sq(const float* lse, int N) {
     double s = 0.0;
     for (int r = 0; r < N; r++)
         s += (double)lse[r] * (double)lse[r];

@@ -47,10 +47,8 @@ void crossentropy_backward(float* dlogits, const float* logits, const float* lse
 // crossentropy_backward's bits exactly.
 void crossentropy_backward_z(float* dlogits, const float* logits, const float* lse,
                              const int* targets, float dloss, float zc, int N, int V, int Vp);
-// The z-loss term of N rows from their cached lse: zc * mean(lse^2) (sums in double), and the
-// plain mean of lse^2.
+// The z-loss term of N rows from their cached lse: zc * mean(lse^2) (sums in double).
 float zloss_mean(const float* lse, int N, float zc);
-double zloss_mean_sq(const float* lse, int N);
 // The same rounded to bf16 (bf16_from_float of each crossentropy_backward value, bit for bit)
 // in one pass: the fp32 dlogits are never stored (bf16 precisions: the classifier backward's
 // operand).

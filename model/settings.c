@@ -143,7 +143,8 @@ void setting_set(GPT2Config* g, const ModelSetting* s, int v) {
     *(int*)((char*)g + s->field) = v;
 }
 
-int setting_active(const GPT2Config* g, const ModelSetting* s) {
+// 1 when the setting takes effect in g (its `needs` flag, if any, is set).
+static int setting_active(const GPT2Config* g, const ModelSetting* s) {
     const ModelSetting* n = s->needs ? setting_find(s->needs) : NULL;
     return !n || setting_get(g, n) != 0;
 }

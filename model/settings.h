@@ -55,8 +55,6 @@ extern const int MODEL_NSETTINGS;
 const ModelSetting* setting_find(const char* key);
 int setting_get(const GPT2Config* g, const ModelSetting* s);
 void setting_set(GPT2Config* g, const ModelSetting* s, int v);
-// 1 when the setting takes effect in g (its `needs` flag, if any, is set).
-int setting_active(const GPT2Config* g, const ModelSetting* s);
 // The value as config text ("rope", "1", "12").
 void setting_text(char* buf, size_t cap, const GPT2Config* g, const ModelSetting* s);
 

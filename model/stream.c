@@ -55,7 +55,8 @@ int stream_check(const GPT2* m, const StreamPolicy* p, char* err, size_t cap) {
     return 0;
 }
 
-double stream_token_loss(const float* logits, int V, int target) {
+// -log softmax(logits)[target] over the first V logits, in double.
+static double stream_token_loss(const float* logits, int V, int target) {
     double mx = -INFINITY;
     for (int v = 0; v < V; v++)
         if (logits[v] > mx) mx = logits[v];

@@ -34,8 +34,6 @@ int stream_check(const GPT2* m, const StreamPolicy* p, char* err, size_t cap);
 // leaves at position i), i = 0..n-2. Token ids must be < vocab_size; p must pass stream_check;
 // m's activations must hold (1, S + W) (gpt2_alloc_acts). m->step is restored.
 void stream_losses(GPT2* m, const StreamPolicy* p, const int* tokens, int n, float* losses);
-// -log softmax(logits)[target] over the first V logits, in double.
-double stream_token_loss(const float* logits, int V, int target);
 
 // Per bucket of `bucket` positions (position i of losses is in bucket i / bucket): the CSV
 //   policy,window,sinks,first,last,tokens,loss,perplexity

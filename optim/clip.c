@@ -11,12 +11,3 @@ float grad_clip_scale(double norm, float max_norm) {
     if (max_norm <= 0.0f || !(norm > (double)max_norm) || isinf(norm)) return 1.0f;
     return (float)((double)max_norm / (norm + 1e-6));
 }
-
-float grad_clip(float* g, size_t n, double norm, float max_norm) {
-    float scale = grad_clip_scale(norm, max_norm);
-    if (scale == 1.0f) return scale;
-#pragma omp parallel for schedule(static) if (n >= 32768)
-    for (size_t i = 0; i < n; i++)
-        g[i] *= scale;
-    return scale;
-}

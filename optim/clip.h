@@ -7,10 +7,9 @@
 
 #include "common/gradnorm.h"
 
-// Scale g so its norm is at most max_norm (no-op if max_norm <= 0 or norm <= max_norm).
-// Returns the scale applied (1 if none).
-float grad_clip(float* g, size_t n, double norm, float max_norm);
-// The scale grad_clip would apply, without applying it (for optim_step_fused's gscale).
+// The scale that brings a gradient of global norm `norm` to at most max_norm (1: none, when
+// max_norm <= 0 or norm <= max_norm; a non-finite norm is the caller's to detect:
+// grad_first_nonfinite), for optim_step_fused's gscale.
 float grad_clip_scale(double norm, float max_norm);
 
 #endif

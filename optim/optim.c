@@ -112,7 +112,7 @@ void optim_free(Optimizer* o) {
 // ---------------------------------------------------------------------------------------------
 // state serialisation
 
-void optim_state_header(const Optimizer* o, OptimStateHeader* h) {
+static void optim_state_header(const Optimizer* o, OptimStateHeader* h) {
     memset(h, 0, sizeof(*h));
     util_strlcpy(h->name, o->def->name, sizeof(h->name));
     h->n = (int64_t)o->n;
@@ -120,8 +120,10 @@ void optim_state_header(const Optimizer* o, OptimStateHeader* h) {
     h->state_per_param = o->def->state_per_param;
 }
 
-int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
-                       size_t errcap) {
+// Accept a header read from `path`: the same algorithm, size and state arrays as o (else -1 with
+// err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
+static int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
+                              size_t errcap) {
     char name[OPTIM_NAME_BYTES];
     memcpy(name, h->name, sizeof(name));
     name[sizeof(name) - 1] = '\0';
@@ -136,7 +138,8 @@ int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path
     return 0;
 }
 
-uint64_t optim_state_bytes(const Optimizer* o) {
+// The section's payload length for o.
+static uint64_t optim_state_bytes(const Optimizer* o) {
     return OPTIM_STATE_HEADER_BYTES +
            sizeof(float) * (uint64_t)o->n * (uint64_t)o->def->state_per_param;
 }

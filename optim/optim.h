@@ -95,7 +95,8 @@ void optim_init(Optimizer* o, const OptimizerDef* def, size_t n);
 // none; the gradient is then only read) done on the way: one pass over the parameters for an
 // optimizer with update_fused (AdamW), else g scaled in place (only when gscale != 1), the
 // update, and the copy converted, range by range. Either way the parameters, state and copy are
-// bitwise what grad_clip, the plain update (f = NULL) and bf16_from_floats give one after another.
+// bitwise what scaling g by gscale, the plain update (f = NULL) and bf16_from_floats give one
+// after another.
 void optim_step_fused(Optimizer* o, float* params, float* grads, const OptimRange* ranges,
                       int nranges, float lr, const OptimHParams* h, const OptimFuse* f);
 
@@ -122,13 +123,6 @@ typedef struct {
     int32_t state_per_param;
 } OptimStateHeader;
 
-void optim_state_header(const Optimizer* o, OptimStateHeader* h);
-// Accept a header read from `path`: the same algorithm, size and state arrays as o (else -1 with
-// err "PATH: optimizer state is NAME over N parameters; the run uses NAME over N"); sets o->t.
-int optim_state_accept(Optimizer* o, const OptimStateHeader* h, const char* path, char* err,
-                       size_t errcap);
-// The section's payload length for o.
-uint64_t optim_state_bytes(const Optimizer* o);
 // Write o's section (a failed write is reported by run_state_finish).
 void optim_state_put(const Optimizer* o, RunStateWriter* w);
 // Read the section from r into o: its header accepted (optim_state_accept), then exactly the

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "model/checkpoint.h"
+#include "optim/clip.h"
 #include "tests/testutil.h"
 
 void test_tiny_config(Config* c, int V, int L, int NH, int C, int T) {
@@ -189,4 +190,53 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap) {
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h) {
     optim_step_fused(o, params, (float*)grads, ranges, nranges, lr, h, NULL);
+}
+
+float grad_clip(float* g, size_t n, double norm, float max_norm) {
+    float scale = grad_clip_scale(norm, max_norm);
+    if (scale == 1.0f) return scale;
+#pragma omp parallel for schedule(static) if (n >= 32768)
+    for (size_t i = 0; i < n; i++)
+        g[i] *= scale;
+    return scale;
+}
+
+int config_diff(const Config* a, const Config* b, char* what, size_t cap) {
+    int ndiff = 0;
+    if (cap) what[0] = '\0';
+    for (int i = 0; i < CONFIG_NFIELDS; i++) {
+        const ConfigField* f = &CONFIG_FIELDS[i];
+        char va[CONFIG_STR + 32], vb[CONFIG_STR + 32];
+        config_format_value(va, sizeof(va), a, f);
+        config_format_value(vb, sizeof(vb), b, f);
+        if (strcmp(va, vb) != 0) {
+            if (ndiff++ == 0 && cap) snprintf(what, cap, "%s: '%s' vs '%s'", f->key, va, vb);
+        }
+    }
+    // attn.* keys: same set with the same values (order and origin do not matter)
+    for (int pass = 0; pass < 2; pass++) {
+        const Config* x = pass ? b : a;
+        const Config* y = pass ? a : b;
+        for (int i = 0; i < x->n_attn && i < CONFIG_MAX_ATTN; i++) {
+            const char* vy = config_attn_get(y, x->attn[i].key + 5, NULL);
+            if (pass == 1 && vy) continue; // already compared in pass 0
+            if (!vy || strcmp(vy, x->attn[i].value) != 0) {
+                if (ndiff++ == 0 && cap)
+                    snprintf(what, cap, "%s: '%s' vs '%s'", x->attn[i].key,
+                             pass ? (vy ? vy : "(unset)") : x->attn[i].value,
+                             pass ? x->attn[i].value : (vy ? vy : "(unset)"));
+            }
+        }
+    }
+    return ndiff;
+}
+
+int memory_estimate_config(MemEstimate* e, const Config* c, const GPT2Config* g, int B, int T,
+                           int state_per_param, MMPrecision prec, int nthreads, char* err,
+                           size_t errcap) {
+    GPT2* probe = callocCheck(1, sizeof(GPT2)); // large: not on the stack
+    int bad = gpt2_setup_attention(probe, c, err, errcap);
+    if (!bad) memory_estimate(e, probe, g, B, T, state_per_param, prec, nthreads);
+    free(probe);
+    return bad ? -1 : 0;
 }

@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/rng.h"
 #include "model/gpt2.h"
+#include "model/run/memory.h"
 #include "optim/optim.h"
 
 // Defaults with the given sizes: vocabulary V, L layers, NH heads, width C, block and sequence T,
@@ -59,5 +60,18 @@ int llmc_load(GPT2* m, const char* path, char* err, size_t errcap);
 // An optimizer step with nothing fused (optim_step_fused with f = NULL: grads only read).
 void optim_step(Optimizer* o, float* params, const float* grads, const OptimRange* ranges,
                 int nranges, float lr, const OptimHParams* h);
+// Scale g by grad_clip_scale(norm, max_norm) (optim/clip.h); returns the scale (1: g untouched).
+float grad_clip(float* g, size_t n, double norm, float max_norm);
+
+// Library functions that only the suites use:
+// Compare two configs key by key, attn.* keys included (their order and origin are ignored).
+// Returns the number of differing keys; `what` gets the first, e.g. "lr: '0.001' vs '0.002'".
+int config_diff(const Config* a, const Config* b, char* what, size_t cap);
+// memory_estimate for a run's config c: a model whose attention is set up from c
+// (gpt2_setup_attention) stands in for the one setup will build, nothing else is allocated. 0, or
+// -1 with err when c's attention cannot be set up.
+int memory_estimate_config(MemEstimate* e, const Config* c, const GPT2Config* g, int B, int T,
+                           int state_per_param, MMPrecision prec, int nthreads, char* err,
+                           size_t errcap);
 
 #endif

@@ -10,6 +10,7 @@
 #include "attention/attention.h"
 #include "common/config.h"
 #include "common/suggest.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 // ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include "model/checkpoint.h"
 #include "model/gpt2.h"
 #include "tests/attn_harness.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 static const int POS[5] = {ATTN_POS_ROPE, ATTN_POS_ALIBI, ATTN_POS_NONE, ATTN_POS_XPOS,
@@ -386,18 +387,6 @@ static void tiny_config(Config* c, const char* attention, const char* pos, int T
     util_strlcpy(c->pos_encoding, pos, sizeof(c->pos_encoding));
 }
 
-static void build(GPT2* m, const Config* c, int B, int T, int nthreads, uint64_t seed) {
-    char err[512];
-    memset(m, 0, sizeof(*m));
-    ck_assert_msg(gpt2_setup_attention(m, c, err, sizeof(err)) == 0, "%s", err);
-    GPT2Config g;
-    ck_assert_msg(gpt2_config_from(&g, c, err, sizeof(err)) == 0, "%s", err);
-    gpt2_build(m, &g);
-    gpt2_init(m, seed);
-    gpt2_alloc_acts(m, B, T, nthreads);
-    m->seed = seed;
-}
-
 typedef struct {
     GPT2* m;
     const int *in, *tg;
@@ -430,7 +419,8 @@ START_TEST(test_model_gradcheck_posenc) {
     Config c;
     tiny_config(&c, att, pos, T);
     GPT2 m;
-    build(&m, &c, 1, T, 1, 3 + (uint64_t)_i);
+    test_build_model_threads(&m, &c, 1, T, 1, 3 + (uint64_t)_i);
+    m.seed = 3 + (uint64_t)_i; // the stochastic variants' draws
     Rng r;
     rng_seed(&r, 100 + (uint64_t)_i);
     for (size_t i = 0; i < m.num_params; i++)
@@ -571,7 +561,8 @@ static void write_rope_checkpoint(const char* dir, char* ckpt, size_t cap, char*
     c.seq_len = 8; // training length 8, block_size 32 allows 2x and 4x
     c.batch_size = 2;
     GPT2 m;
-    build(&m, &c, 2, 8, 1, 21);
+    test_build_model_threads(&m, &c, 2, 8, 1, 21);
+    m.seed = 21;
     char* text = NULL;
     size_t len = 0;
     FILE* f = open_memstream(&text, &len);
@@ -612,7 +603,9 @@ START_TEST(test_rope_long_context_library) {
         c.n_embd = 16;
         c.seq_len = 8;
         GPT2 m;
-        build(&m, &c, 2, 16, run + 1, 99); // different init and threads: the load overwrites
+        // different init and threads: the load overwrites
+        test_build_model_threads(&m, &c, 2, 16, run + 1, 99);
+        m.seed = 99;
         ck_assert_msg(ckpt_load_model(&m, ckpt, 1, &step, note, sizeof(note), err, sizeof(err)) ==
                           0,
                       "%s", err);

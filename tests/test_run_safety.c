@@ -34,6 +34,7 @@
 #include "common/util.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "tests/model_util.h"
 #include "tests/testutil.h"
 
 static char g_data[1100], g_val[1100];

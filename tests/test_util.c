@@ -1,7 +1,7 @@
 // tests/test_util.c: common/util.h: crc32 (the CRC-32 check value, incremental), atomic writes
 // (nothing at the final path before commit, abort keeps the old file, failures name the path and
 // leave no temp file), util_cli_long (whole-string integers in range, anything else exits 2), and
-// the tools' option table (common/cli.h).
+// the tools' option table and its handling of --help and errors (common/cli.h).
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,6 +208,77 @@ START_TEST(test_cli_parse_args) {
 }
 END_TEST
 
+// The usage and failure of a tool under test (cli_parse_or_exit).
+static void t_usage(FILE* f) {
+    fputs("USAGE\n", f);
+}
+static void t_fail(const char* fmt, const char* arg) {
+    fputs("tool: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    fflush(NULL);
+    _exit(EXIT_USAGE);
+}
+
+// cli_parse_args_or_exit: --help prints the usage to stdout and exits 0; each way to stop short
+// prints the tool's own message for it (after the usage where usage_first says so; through the
+// tool's fail where it has one) and exits 2; a command line that parses returns.
+START_TEST(test_cli_parse_or_exit) {
+    const struct {
+        int argc;
+        char* argv[4];
+        int usage_first, own_fail;
+        int rc;
+        const char *out, *err;
+    } cases[] = {
+        {2, {"tool", "--help"}, 1, 0, 0, "USAGE\n", ""},
+        {3, {"tool", "a", "-h"}, 0, 1, 0, "USAGE\n", ""},
+        {2, {"tool", "--bogus"}, 0, 0, EXIT_USAGE, "", "attnlab: unknown '--bogus'\n"},
+        {2, {"tool", "--bogus"}, 1, 0, EXIT_USAGE, "", "USAGE\nattnlab: unknown '--bogus'\n"},
+        {3, {"tool", "a", "--out"}, 0, 0, EXIT_USAGE, "", "attnlab: --out needs a value\n"},
+        {4, {"tool", "a", "b", "c"}, 0, 0, EXIT_USAGE, "", "attnlab: extra 'c'\n"},
+        {2, {"tool", "--bogus"}, 1, 1, EXIT_USAGE, "", "USAGE\ntool: unknown '--bogus'\n"},
+        {4, {"tool", "a", "--out", "o"}, 0, 0, 0, "parsed a o\n", ""},
+    };
+    char out_path[1024], err_path[1024];
+    snprintf(out_path, sizeof(out_path), "%s/cli_out.txt", test_tmpdir());
+    snprintf(err_path, sizeof(err_path), "%s/cli_err.txt", test_tmpdir());
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+            if (!freopen(out_path, "w", stdout) || !freopen(err_path, "w", stderr)) _exit(99);
+            const char* out = NULL;
+            const CliOpt opts[] = {CLI_STR_OPT("--out", &out)};
+            const CliTool tool = {.usage = t_usage,
+                                  .unknown = "unknown '%s'",
+                                  .no_value = "%s needs a value",
+                                  .extra = "extra '%s'",
+                                  .usage_first = cases[i].usage_first,
+                                  .fail = cases[i].own_fail ? t_fail : NULL};
+            const char* pos[2];
+            int npos;
+            cli_parse_args_or_exit(cases[i].argc, (char**)cases[i].argv, 1, opts, 1, pos, 2, &npos,
+                                   &tool);
+            printf("parsed %s %s\n", npos == 1 ? pos[0] : "?", out ? out : "?");
+            fflush(NULL);
+            _exit(0);
+        }
+        int st;
+        ck_assert(waitpid(pid, &st, 0) == pid);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == cases[i].rc, "case %zu: status %d", i,
+                      st);
+        char* out = test_read_text(out_path, NULL);
+        char* err = test_read_text(err_path, NULL);
+        ck_assert_msg(!strcmp(out, cases[i].out), "case %zu: stdout '%s'", i, out);
+        ck_assert_msg(!strcmp(err, cases[i].err), "case %zu: stderr '%s'", i, err);
+        free(out);
+        free(err);
+    }
+}
+END_TEST
+
 static Suite* util_suite(void) {
     Suite* s = suite_create("util");
     TCase* tu = tcase_create("util");
@@ -219,6 +290,7 @@ static Suite* util_suite(void) {
     tcase_add_test(tu, test_cli_parse);
     tcase_add_test(tu, test_cli_parse_bad_number_exits_2);
     tcase_add_test(tu, test_cli_parse_args);
+    tcase_add_test(tu, test_cli_parse_or_exit);
     suite_add_tcase(s, tu);
     return s;
 }

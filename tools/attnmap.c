@@ -364,16 +364,11 @@ static int html_main(int argc, char** argv) {
                            CLI_STR_OPT("--max-mib", &max_s),
                            CLI_STR_OPT("--out", &out),
                            CLI_STR_OPT("-o", &out)};
-    const char* bad;
-    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
-    case CLI_HELP:
-        html_usage(stdout);
-        return 0;
-    case CLI_UNKNOWN:
-        usage_error("html: unknown argument '%s'", bad);
-    case CLI_NO_VALUE:
-        usage_error("html: %s needs a value", bad);
-    }
+    const CliTool tool = {.usage = html_usage,
+                          .unknown = "html: unknown argument '%s'",
+                          .no_value = "html: %s needs a value",
+                          .fail = usage_error};
+    cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
     if (!out || !*out) usage_error("%s", "html: --out FILE.html is required");
     if (!ckpts[0] == !maps[0]) usage_error("%s", "html: give one of --checkpoint and --maps");
     if (ckpts[1] && maps[1])
@@ -474,16 +469,11 @@ int main(int argc, char** argv) {
         CLI_STR_OPT("--tokens", &d.tokfile),       CLI_STR_OPT("--layers", &d.layers_s),
         CLI_STR_OPT("--heads", &d.heads_s),        CLI_STR_OPT("--out", &d.out),
         CLI_STR_OPT("--tokenizer-dir", &d.tokdir), CLI_FLAG_OPT("--fp16", &d.fp16)};
-    const char* bad;
-    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
-    case CLI_HELP:
-        usage(stdout);
-        return 0;
-    case CLI_UNKNOWN:
-        usage_error("unknown argument '%s'", bad);
-    case CLI_NO_VALUE:
-        usage_error("%s needs a value", bad);
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown argument '%s'",
+                          .no_value = "%s needs a value",
+                          .fail = usage_error};
+    cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
     if (!d.ckpt) usage_error("%s", "--checkpoint PATH is required");
     if (!d.out || !*d.out) usage_error("%s", "--out PREFIX is required");
     if (!d.text == !d.tokfile)

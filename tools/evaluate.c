@@ -405,16 +405,11 @@ int main(int argc, char** argv) {
                            CLI_FLAG_OPT("--recompute", &recompute),
                            CLI_INT_OPT("--bucket", &bucket, 1, 1 << 30),
                            CLI_STR_OPT("--csv", &csv)};
-    const char* bad;
-    const int got = cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad);
-    if (got == CLI_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (got != CLI_DONE) {
-        usage(stderr);
-        die(EXIT_USAGE, "unknown or incomplete argument '%s'", bad);
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown or incomplete argument '%s'",
+                          .no_value = "unknown or incomplete argument '%s'",
+                          .usage_first = 1};
+    cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
     const char* lengths = len.list;
     const int len_tokens = len.tokens;
     if (!ckpt) {

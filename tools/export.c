@@ -48,6 +48,15 @@ static void usage(FILE* f) {
            "Exit codes: 0 done, 1 write failure, 2 bad usage or input.\n");
 }
 
+// A usage error: "export: MESSAGE" (fmt with one %s, arg), the usage, exit 2.
+_Noreturn static void usage_error(const char* fmt, const char* arg) {
+    fputs("export: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    usage(stderr);
+    exit(EXIT_USAGE);
+}
+
 // Open `source` (an attnlab model file, or llmc:PATH) into m and report what it is.
 static void load(GPT2* m, const char* source) {
     char err[2048];
@@ -70,25 +79,13 @@ int main(int argc, char** argv) {
                            CLI_STR_OPT("--tokenizer-dir", &tokdir),
                            CLI_FLAG_OPT("--no-tokenizer", &no_tok),
                            CLI_FLAG_OPT("--allow-nonstandard", &allow_nonstandard)};
-    const char* bad;
-    const int got = cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad);
-    if (got == CLI_HELP) {
-        usage(stdout);
-        return 0;
-    }
-    if (got != CLI_DONE) {
-        fprintf(stderr,
-                got == CLI_UNKNOWN ? "export: unknown argument '%s'\n"
-                                   : "export: %s needs a value\n",
-                bad);
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (!ckpt || !format || !out) {
-        fprintf(stderr, "export: --checkpoint, --format and --out are required\n");
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown argument '%s'",
+                          .no_value = "%s needs a value",
+                          .fail = usage_error};
+    cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
+    if (!ckpt || !format || !out)
+        usage_error("%s", "--checkpoint, --format and --out are required");
     if (strcmp(format, "hf") != 0 && strcmp(format, "llmc") != 0) {
         fprintf(stderr, "export: --format must be hf or llmc, not '%s'\n", format);
         return EXIT_USAGE;

@@ -78,18 +78,11 @@ int main(int argc, char** argv) {
                            CLI_FLAG_OPT("--raw", &raw),
                            CLI_FLAG_OPT("--no-cache", &no_cache),
                            CLI_FLAG_OPT("--verbose", &verbose)};
-    const char* bad;
-    switch (cli_parse(argc, argv, 1, opts, CLI_COUNT(opts), &bad)) {
-    case CLI_HELP:
-        usage(stdout);
-        return 0;
-    case CLI_UNKNOWN:
-        usage(stderr);
-        die(EXIT_USAGE, "unknown option '%s'", bad);
-    case CLI_NO_VALUE:
-        usage(stderr);
-        die(EXIT_USAGE, "%s needs a value", bad);
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown option '%s'",
+                          .no_value = "%s needs a value",
+                          .usage_first = 1};
+    cli_parse_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), &tool);
     if (!ckpt) {
         usage(stderr);
         die(EXIT_USAGE, "--checkpoint is required");

@@ -132,17 +132,10 @@ int main(int argc, char** argv) {
                            CLI_FN_OPT("--doc-tokens", parse_count, &a.doc_tokens),
                            CLI_STR_OPT("--tokenizer", &kind),
                            CLI_STR_OPT("--dir", &dir)};
-    const char* bad;
-    switch (cli_parse_args(argc, argv, 1, opts, CLI_COUNT(opts), files, argc, &nfiles, &bad)) {
-    case CLI_HELP:
-        usage(stdout);
-        free(files);
-        return 0;
-    case CLI_UNKNOWN:
-        die(EXIT_USAGE, "unknown option '%s' (see --help)", bad);
-    case CLI_NO_VALUE:
-        die(EXIT_USAGE, "%s needs a value (see --help)", bad);
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown option '%s' (see --help)",
+                          .no_value = "%s needs a value (see --help)"};
+    cli_parse_args_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), files, argc, &nfiles, &tool);
     if (nfiles == 0) {
         usage(stderr);
         free(files);

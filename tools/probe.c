@@ -96,11 +96,11 @@ static void parse_buckets(const char* what, const char* s, void* dst) {
 // A command's options (common/cli.h), with probe's wording of the two errors (--help was
 // handled by main).
 static void parse_options(const char* cmd, int argc, char** argv, const CliOpt* opts, int n) {
-    const char* bad;
-    const int got = cli_parse(argc, argv, 0, opts, n, &bad);
-    if (got == CLI_NO_VALUE) die(EXIT_USAGE, "%s needs a value (./probe --help)", bad);
-    if (got == CLI_UNKNOWN)
-        die(EXIT_USAGE, "unknown option '%s' for %s (./probe --help)", bad, cmd);
+    char unknown[96];
+    snprintf(unknown, sizeof(unknown), "unknown option '%%s' for %s (./probe --help)", cmd);
+    const CliTool tool = {
+        .usage = usage, .unknown = unknown, .no_value = "%s needs a value (./probe --help)"};
+    cli_parse_or_exit(argc, argv, 0, opts, n, &tool);
 }
 
 static int cmd_gen(int task, int argc, char** argv) {

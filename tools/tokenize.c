@@ -152,19 +152,13 @@ int main(int argc, char** argv) {
                            CLI_FN_OPT("--runs", parse_runs, &runs),
                            CLI_FLAG_OPT("--allow-special", &allow_special),
                            CLI_FLAG_OPT("--js-whitespace", &js)};
-    const char *pos[2] = {NULL, NULL}, *bad;
+    const char* pos[2] = {NULL, NULL};
     int npos;
-    switch (cli_parse_args(argc, argv, 1, opts, CLI_COUNT(opts), pos, 2, &npos, &bad)) {
-    case CLI_HELP:
-        usage(stdout);
-        return 0;
-    case CLI_UNKNOWN:
-        die(EXIT_USAGE, "unknown option '%s' (see --help)", bad);
-    case CLI_NO_VALUE:
-        die(EXIT_USAGE, "%s needs a value (see --help)", bad);
-    case CLI_EXTRA:
-        die(EXIT_USAGE, "unexpected argument '%s' (see --help)", bad);
-    }
+    const CliTool tool = {.usage = usage,
+                          .unknown = "unknown option '%s' (see --help)",
+                          .no_value = "%s needs a value (see --help)",
+                          .extra = "unexpected argument '%s' (see --help)"};
+    cli_parse_args_or_exit(argc, argv, 1, opts, CLI_COUNT(opts), pos, 2, &npos, &tool);
     cmd = pos[0];
     file = pos[1];
     if (!cmd) {

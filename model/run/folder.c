@@ -36,7 +36,10 @@ static void read_holder(int fd, char* buf, size_t cap) {
     buf[strcspn(buf, "\n")] = '\0';
 }
 
-int run_lock_take(const char* dir, char* err, size_t errcap) {
+// Take OUT/train.lock. 0 (held until run_lock_release or the process ends), or -1 with err
+// naming the folder and the pid and host that hold it. A file system without locks: a warning on
+// stderr, and 0 without a lock.
+static int run_lock_take(const char* dir, char* err, size_t errcap) {
     ASSERT(g_lock_fd < 0);
     snprintf(g_lock_path, sizeof(g_lock_path), "%s/%s", dir, RUN_LOCK_FILE);
     for (int attempt = 0; attempt < 16; attempt++) {
@@ -189,7 +192,10 @@ fail:
     return -1;
 }
 
-int run_folder_check_new(const char* dir, int overwrite, char* err, size_t errcap) {
+// A new run into dir: 0 when dir holds no run's files, or when overwrite is 1 and they were
+// deleted (said on stdout); -1 with err listing them and the three ways on (resume=1,
+// overwrite=1, another out_dir).
+static int run_folder_check_new(const char* dir, int overwrite, char* err, size_t errcap) {
     RunFiles rf;
     int n = run_files(dir, &rf, 0, err, errcap);
     if (n <= 0) return n;

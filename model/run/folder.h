@@ -23,17 +23,8 @@
 // run_folder_check_new with c->overwrite. 0, or -1 with err.
 int run_folder_open(const Config* c, char* err, size_t errcap);
 
-// Take OUT/train.lock. 0 (held until run_lock_release or the process ends), or -1 with err
-// naming the folder and the pid and host that hold it. A file system without locks: a warning on
-// stderr, and 0 without a lock.
-int run_lock_take(const char* dir, char* err, size_t errcap);
 // Delete the lock file and release the lock (a no-op when none is held). util_exit calls it too.
 void run_lock_release(void);
-
-// A new run into dir: 0 when dir holds no run's files, or when overwrite is 1 and they were
-// deleted (said on stdout); -1 with err listing them and the three ways on (resume=1,
-// overwrite=1, another out_dir).
-int run_folder_check_new(const char* dir, int overwrite, char* err, size_t errcap);
 
 // Is `key` set by one of argv[first..argc) (key=value or --key=value)?
 int run_args_set(int argc, char** argv, int first, const char* key);

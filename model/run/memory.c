@@ -41,16 +41,6 @@ void memory_estimate(MemEstimate* e, const GPT2* m, const GPT2Config* g, int B, 
     free(s);
 }
 
-int memory_estimate_config(MemEstimate* e, const Config* c, const GPT2Config* g, int B, int T,
-                           int state_per_param, MMPrecision prec, int nthreads, char* err,
-                           size_t errcap) {
-    GPT2* probe = callocCheck(1, sizeof(GPT2)); // large: not on the stack
-    int bad = gpt2_setup_attention(probe, c, err, errcap);
-    if (!bad) memory_estimate(e, probe, g, B, T, state_per_param, prec, nthreads);
-    free(probe);
-    return bad ? -1 : 0;
-}
-
 double memory_available(void) {
     const char* env = getenv("ATTNLAB_MEM_AVAILABLE");
     double v;

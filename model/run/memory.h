@@ -33,13 +33,6 @@ typedef struct {
 void memory_estimate(MemEstimate* e, const GPT2* m, const GPT2Config* g, int B, int T,
                      int state_per_param, MMPrecision prec, int nthreads);
 
-// memory_estimate for a run's config c: a model whose attention is set up from c
-// (gpt2_setup_attention) stands in for the one setup will build, nothing else is allocated. 0, or
-// -1 with err when c's attention cannot be set up.
-int memory_estimate_config(MemEstimate* e, const Config* c, const GPT2Config* g, int B, int T,
-                           int state_per_param, MMPrecision prec, int nthreads, char* err,
-                           size_t errcap);
-
 // MemAvailable of /proc/meminfo in bytes, or -1 if unknown. The environment variable
 // ATTNLAB_MEM_AVAILABLE (bytes) overrides it (for tests and for sharing a machine).
 double memory_available(void);

@@ -11,7 +11,8 @@ static int cmp_double(const void* a, const void* b) {
     return (x > y) - (x < y);
 }
 
-double spike_push(SpikeWindow* w, double loss) {
+// Add `loss`; returns the median of the window before it if it is a spike, else -1.
+static double spike_push(SpikeWindow* w, double loss) {
     double med = -1;
     if (w->n >= SPIKE_MIN_HIST) {
         double tmp[SPIKE_WINDOW];

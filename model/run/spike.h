@@ -18,9 +18,6 @@ typedef struct {
     int n, pos; // losses held, next slot
 } SpikeWindow;
 
-// Add `loss`; returns the median of the window before it if it is a spike, else -1.
-double spike_push(SpikeWindow* w, double loss);
-
 // spike_push of the train loss of the step that ends at `step` (its record's step); a spike is
 // reported as "attnlab: loss spike at step STEP: ..." on stderr (when `print`: rank 0 under
 // mpirun) and as the record {"step": STEP, "event": "loss_spike", "train_loss", "median",
