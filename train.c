@@ -51,7 +51,6 @@
 #include "model/run/memory.h"
 #include "model/run/spike.h"
 #include "model/run/trainer.h"
-#include "optim/clip.h" // grad_clip; grad_global_norm from common/gradnorm.h
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
