@@ -469,9 +469,9 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
     const float* inf = m->residual3 + (L - 1) * BTC;
     if (rp) inf = resid_forward(m->resid, 2 * L, inf, rq, &rsrc, B, T);
     bf16* lnf_h = act_h(m, m->lnf_h, 0);
-    PROF(PROF_LN_FWD, layernorm_forward_h(m->lnf, lnf_h, m->lnf_mean, m->lnf_rstd, inf,
-                                          P + m->specs[P_LNFW].offset, P + m->specs[P_LNFB].offset,
-                                          (int)BT, C));
+    PROF(PROF_LN_FWD,
+         layernorm_forward_h(m->lnf, lnf_h, m->lnf_mean, m->lnf_rstd, inf,
+                             P + m->specs[P_LNFW].offset, P + m->specs[P_LNFB].offset, (int)BT, C));
     PROF(PROF_MM_LMHEAD_FWD, matmul_forward_h(m->logits, m->lnf, lnf_h, P + m->specs[P_WTE].offset,
                                               NULL, (int)BT, C, Vp));
     if (targets) {
@@ -576,11 +576,11 @@ void gpt2_backward(GPT2* m, float scale) {
         const float* datt = m->dres; // mlp = 0: residual3 is residual2
         if (m->cfg.mlp) {
             PROF(PROF_MM_FCPROJ_BWD,
-                 matmul_backward_to_h(
-                     m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l), WGRAD,
-                     gpt2_tensor(m, G, P_FCPROJB, l), dmlp, m->fch_gelu + l * 4 * BTC,
-                     act_h(m, m->fch_gelu_h, l * 4 * BTC), gpt2_tensor(m, P, P_FCPROJW, l),
-                     (int)BT, 4 * C, C));
+                 matmul_backward_to_h(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l),
+                                      WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp,
+                                      m->fch_gelu + l * 4 * BTC,
+                                      act_h(m, m->fch_gelu_h, l * 4 * BTC),
+                                      gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C));
             PROF(PROF_GELU_BWD,
                  gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
             PROF(PROF_MM_FC_BWD,

@@ -178,8 +178,8 @@ typedef struct {
     // arrays; one allocation at acts_bf16 (NULL in fp32).
     bf16* acts_bf16;
     bf16 *ln1_h, *atty_h, *ln2_h, *fch_gelu_h, *lnf_h;
-    int bf16_stale;     // params changed since params_bf16 was made
-    int bf16_synced;    // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
+    int bf16_stale;  // params changed since params_bf16 was made
+    int bf16_synced; // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and

@@ -209,7 +209,8 @@ static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, 
         free(m.acts_bf16);
         m.acts_bf16 = m.ln1_h = m.atty_h = m.ln2_h = m.fch_gelu_h = m.lnf_h = NULL;
     }
-    ck_assert(old_path || (m.acts_bf16 && m.ln1_h && m.atty_h && m.ln2_h && m.fch_gelu_h && m.lnf_h));
+    ck_assert(old_path ||
+              (m.acts_bf16 && m.ln1_h && m.atty_h && m.ln2_h && m.fch_gelu_h && m.lnf_h));
     Optimizer o;
     optim_init(&o, &optim_adamw, m.num_params);
     const OptimHParams hp = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
@@ -235,8 +236,8 @@ static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, 
                      {m.lnf, m.lnf_h, BTC}};
             for (int t = 0; t < 5; t++)
                 for (size_t i = 0; i < a[t].n; i++)
-                    ck_assert_msg(a[t].h[i] == bf16_from_float(a[t].f[i]),
-                                  "copy %d element %zu", t, i);
+                    ck_assert_msg(a[t].h[i] == bf16_from_float(a[t].f[i]), "copy %d element %zu", t,
+                                  i);
         }
         gpt2_backward(&m, 1.0f);
         double norm = grad_global_norm(m.grads, m.num_params);
