@@ -347,14 +347,14 @@ void matmul_forward_h(float* out, const float* inp, const bf16* inp_h, const flo
 void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
                         float* dbias, const float* dout, const float* inp, const float* weight,
                         int N, int C, int OC) {
-    matmul_backward_to_h(dinp, dinp_w, dweight, dweight_w, dbias, dout, inp, NULL, weight, N, C,
-                         OC);
+    matmul_backward_to_h(dinp, dinp_w, dweight, dweight_w, dbias, dout, NULL, inp, NULL, weight, N,
+                         C, OC);
 }
 
 void matmul_backward_to_h(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
-                          float* dbias, const float* dout, const float* inp, const bf16* inp_h,
-                          const float* weight, int N, int C, int OC) {
-    const Opnd D = opnd(dout, N, OC, BUF_X0);
+                          float* dbias, const float* dout, const bf16* dout_h, const float* inp,
+                          const bf16* inp_h, const float* weight, int N, int C, int OC) {
+    const Opnd D = opnd_h(dout, dout_h, N, OC, BUF_X0);
     if (dinp) { // dinp[:, lo:hi] (+)= dout @ weight[:, lo:hi]
         const Opnd W = opnd(weight, OC, C, BUF_W);
         const int bs = mm_block(C), nblk = (C + bs - 1) / bs;

@@ -58,30 +58,30 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
 }
 
 // bf16: the linear layers' inputs are rounded once, into acts_bf16, by their producers in the
-// forward; the output gradients (dout) are rounded into the calling thread's buffers (common/
-// matmul.h), reserved for the largest of them, (B T, 4C), so no backward grows them. The
-// classifier's dlogits (B T, Vp) are rounded by the cross-entropy backward itself, into
-// dlogits_bf16.
+// forward, and so are dfch (GELU backward) and the classifier's dlogits (cross-entropy backward,
+// into dlogits_bf16); the other output gradients are rounded into the calling thread's buffers
+// (common/matmul.h), reserved for the largest, (B T, 3C), so no backward grows them.
 static void reserve_matmul(GPT2* m) {
     if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
     const size_t BT = (size_t)m->B * (size_t)m->T, C = (size_t)m->cfg.n_embd, C4 = 4 * C;
     const size_t Vp = (size_t)m->cfg.padded_vocab, L = (size_t)m->cfg.n_layer;
-    const size_t LM = m->cfg.mlp ? L : 0;
-    const size_t x0 = BT * C4, x1 = 0;
+    const size_t LM = m->cfg.mlp ? L : 0, x0 = BT * 3 * C, x1 = 0;
     m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
     if (!m->size_only) mm_linear_reserve(x0, x1);
     free(m->dlogits_bf16);
     m->dlogits_bf16 = (bf16*)model_floats(m, (BT * Vp + 1) / 2, &m->bytes.matmul);
-    // ln1, atty (L B T C), ln2 (LM B T C), fch_gelu (LM B T 4C), lnf (B T C), 16-aligned
-    const size_t n[5] = {L * BT * C, L * BT * C, LM * BT * C, LM * BT * C4, BT * C};
-    bf16** dst[5] = {&m->ln1_h, &m->atty_h, &m->ln2_h, &m->fch_gelu_h, &m->lnf_h};
+    // ln1, atty (L B T C), ln2 (LM B T C), fch_gelu (LM B T 4C), lnf (B T C), and the backward's
+    // dfch (B T 4C if LM), each 32-aligned
+    const size_t n[6] = {L * BT * C,   L * BT * C, LM * BT * C,
+                         LM * BT * C4, BT * C,     (LM ? BT : 0) * C4};
+    bf16** dst[6] = {&m->ln1_h, &m->atty_h, &m->ln2_h, &m->fch_gelu_h, &m->lnf_h, &m->dfch_h};
     size_t total = 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         total += (n[i] + 31) & ~(size_t)31;
     free(m->acts_bf16);
     m->acts_bf16 = (bf16*)model_floats(m, total / 2, &m->bytes.matmul);
     size_t off = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         *dst[i] = m->acts_bf16 ? m->acts_bf16 + off : NULL;
         off += (n[i] + 31) & ~(size_t)31;
     }
@@ -108,7 +108,8 @@ void gpt2_set_precision(GPT2* m, MMPrecision p) {
         free(m->dlogits_bf16);
         m->dlogits_bf16 = NULL;
         free(m->acts_bf16);
-        m->acts_bf16 = m->ln1_h = m->atty_h = m->ln2_h = m->fch_gelu_h = m->lnf_h = NULL;
+        m->acts_bf16 = m->ln1_h = m->atty_h = m->ln2_h = m->fch_gelu_h = m->lnf_h = m->dfch_h =
+            NULL;
         return;
     }
     if (!m->params_bf16) {
@@ -549,7 +550,7 @@ void gpt2_backward(GPT2* m, float scale) {
     prof_end(pp);
     PROF(PROF_MM_LMHEAD_BWD,
          matmul_backward_to_h(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset,
-                              first, NULL, m->logits, m->lnf, act_h(m, m->lnf_h, 0),
+                              first, NULL, m->logits, NULL, m->lnf, act_h(m, m->lnf_h, 0),
                               P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     PROF(PROF_RESID, memset(m->dres, 0, sizeof(float) * BTC));
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
@@ -577,17 +578,17 @@ void gpt2_backward(GPT2* m, float scale) {
         if (m->cfg.mlp) {
             PROF(PROF_MM_FCPROJ_BWD,
                  matmul_backward_to_h(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l),
-                                      WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp,
+                                      WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp, NULL,
                                       m->fch_gelu + l * 4 * BTC,
                                       act_h(m, m->fch_gelu_h, l * 4 * BTC),
                                       gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C));
-            PROF(PROF_GELU_BWD,
-                 gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
+            PROF(PROF_GELU_BWD, gelu_backward_set_h(m->dfch, act_h(m, m->dfch_h, 0),
+                                                    m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
             PROF(PROF_MM_FC_BWD,
                  matmul_backward_to_h(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
-                                      gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
-                                      act_h(m, m->ln2_h, l * BTC), gpt2_tensor(m, P, P_FCW, l),
-                                      (int)BT, C, 4 * C));
+                                      gpt2_tensor(m, G, P_FCB, l), m->dfch, act_h(m, m->dfch_h, 0),
+                                      m->ln2 + l * BTC, act_h(m, m->ln2_h, l * BTC),
+                                      gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C));
             pp = prof_begin(PROF_LN_BWD);
             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
                                gpt2_tensor(m, G, P_LN2B, l), m->dln,
@@ -602,7 +603,7 @@ void gpt2_backward(GPT2* m, float scale) {
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         PROF(PROF_MM_ATTPROJ_BWD,
              matmul_backward_to_h(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
-                                  gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
+                                  gpt2_tensor(m, G, P_ATTPROJB, l), datt, NULL, m->atty + l * BTC,
                                   act_h(m, m->atty_h, l * BTC), gpt2_tensor(m, P, P_ATTPROJW, l),
                                   (int)BT, C, C));
         PROF(PROF_RESID, memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
@@ -625,7 +626,7 @@ void gpt2_backward(GPT2* m, float scale) {
                                  m->cfg.qk_norm_kind, m->nthreads);
         PROF(PROF_MM_QKV_BWD,
              matmul_backward_to_h(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
-                                  gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
+                                  gpt2_tensor(m, G, P_QKVB, l), m->dqkv, NULL, m->ln1 + l * BTC,
                                   act_h(m, m->ln1_h, l * BTC), gpt2_tensor(m, P, P_QKVW, l),
                                   (int)BT, C, 3 * C));
         PROF(PROF_LN_BWD,
@@ -642,7 +643,7 @@ void gpt2_backward(GPT2* m, float scale) {
     if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
         PROF(PROF_MM_LMHEAD_BWD,
              matmul_backward_to_h(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL,
-                                  m->logits, m->lnf, act_h(m, m->lnf_h, 0),
+                                  m->logits, NULL, m->lnf, act_h(m, m->lnf_h, 0),
                                   P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;

@@ -178,6 +178,7 @@ typedef struct {
     // arrays; one allocation at acts_bf16 (NULL in fp32).
     bf16* acts_bf16;
     bf16 *ln1_h, *atty_h, *ln2_h, *fch_gelu_h, *lnf_h;
+    bf16* dfch_h;    // (B, T, 4C) the backward's dfch rounded by the GELU backward (NULL in fp32)
     int bf16_stale;  // params changed since params_bf16 was made
     int bf16_synced; // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;

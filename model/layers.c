@@ -248,21 +248,29 @@ void gelu_forward_h(float* out, bf16* out_h, const float* inp, size_t n) {
     }
 }
 
-static void gelu_backward_any(float* dinp, const float* inp, const float* dout, size_t n, int add) {
+static void gelu_backward_any(float* dinp, bf16* dinp_h, const float* inp, const float* dout,
+                              size_t n, int add) {
     long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {
-        size_t lo = (size_t)c * GELU_CHUNK;
-        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK, add);
+        size_t lo = (size_t)c * GELU_CHUNK, hi = n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK;
+        gelu_backward_span(dinp, inp, dout, lo, hi, add);
+        if (dinp_h)
+            for (size_t i = lo; i < hi; i++)
+                dinp_h[i] = bf16_from_float(dinp[i]);
     }
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-    gelu_backward_any(dinp, inp, dout, n, 1);
+    gelu_backward_any(dinp, NULL, inp, dout, n, 1);
 }
 
 void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n) {
-    gelu_backward_any(dinp, inp, dout, n, 0);
+    gelu_backward_any(dinp, NULL, inp, dout, n, 0);
+}
+
+void gelu_backward_set_h(float* dinp, bf16* dinp_h, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, dinp_h, inp, dout, n, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

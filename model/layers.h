@@ -37,6 +37,9 @@ void gelu_forward_h(float* out, bf16* out_h, const float* inp, size_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n); // dinp +=
 // dinp = the gradient, bit for bit what zeroing dinp and then gelu_backward gives (dinp unread)
 void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n);
+// The same, also writing dinp_h[i] = bf16_from_float(dinp[i]) chunk by chunk (NULL: none): the
+// rounded output gradient the linear layer before GELU multiplies in bf16 precisions.
+void gelu_backward_set_h(float* dinp, bf16* dinp_h, const float* inp, const float* dout, size_t n);
 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 

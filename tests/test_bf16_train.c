@@ -197,7 +197,8 @@ END_TEST
 // parameters. old_path: the linear layers' inputs are rounded inside every matmul call, as
 // before the forward kept them (the model's bf16 activation copies are dropped, so the matmuls
 // get no copy and round the fp32 activations themselves). Otherwise each copy is checked to hold
-// exactly bf16(activation) after every forward.
+// exactly bf16(activation) after every forward, and the GELU backward's dfch copy after every
+// backward.
 static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, size_t* npar) {
     Config c;
     test_tiny_config(&c, 300, 2, 4, 64, 32);
@@ -207,10 +208,10 @@ static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, 
     gpt2_set_precision(&m, p);
     if (old_path) {
         free(m.acts_bf16);
-        m.acts_bf16 = m.ln1_h = m.atty_h = m.ln2_h = m.fch_gelu_h = m.lnf_h = NULL;
+        m.acts_bf16 = m.ln1_h = m.atty_h = m.ln2_h = m.fch_gelu_h = m.lnf_h = m.dfch_h = NULL;
     }
-    ck_assert(old_path ||
-              (m.acts_bf16 && m.ln1_h && m.atty_h && m.ln2_h && m.fch_gelu_h && m.lnf_h));
+    ck_assert(old_path || (m.acts_bf16 && m.ln1_h && m.atty_h && m.ln2_h && m.fch_gelu_h &&
+                           m.lnf_h && m.dfch_h));
     Optimizer o;
     optim_init(&o, &optim_adamw, m.num_params);
     const OptimHParams hp = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
@@ -240,6 +241,9 @@ static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, 
                                   i);
         }
         gpt2_backward(&m, 1.0f);
+        if (!old_path) // the GELU backward's rounding of dfch (the last layer's: layer 0)
+            for (size_t i = 0; i < 4 * BTC; i++)
+                ck_assert_msg(m.dfch_h[i] == bf16_from_float(m.dfch[i]), "dfch element %zu", i);
         double norm = grad_global_norm(m.grads, m.num_params);
         dp_update(NULL, &o, m.params, m.grads, &all, 1, norm, (float)(norm / 2), 1e-2f, &hp,
                   gpt2_weight_copy(&m));
