@@ -282,7 +282,9 @@ static int resolve_precision(const char* want, MMPrecision* out, char* info, siz
 // so fixed blocks are what make results identical for any number of threads. Blocks of 128 (64
 // for narrow or odd-count dimensions, for load balance) cost 2-4% against one whole call,
 // measured on GPT-2 shapes. In bf16 the activations are rounded once per call by the calling
-// thread (not once per block) and the weight comes from its registered bf16 copy.
+// thread (not once per block), or
+// come already rounded from the caller (the _h calls), and the weight comes from its registered
+// bf16 copy.
 
 static int mm_block(int dim) {
     int nb = dim / 128;
@@ -307,6 +309,12 @@ static Opnd opnd(const float* p, int rows, int cols, int slot) {
     return o;
 }
 
+// The operand inp of a linear layer: its caller's rounding inp_h where given (bf16 precisions).
+static Opnd opnd_h(const float* p, const bf16* h, int rows, int cols, int slot) {
+    if (g_prec == MM_FP32 || !h) return opnd(p, rows, cols, slot);
+    return (Opnd){NULL, h};
+}
+
 static void gemm_blk(int ta, int tb, int M, int N, int K, Opnd A, size_t aoff, int lda, Opnd B,
                      size_t boff, int ldb, float beta, float* C, int ldc) {
     if (A.h)
@@ -317,8 +325,13 @@ static void gemm_blk(int ta, int tb, int M, int N, int K, Opnd A, size_t aoff, i
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                     int C, int OC) {
+    matmul_forward_h(out, inp, NULL, weight, bias, N, C, OC);
+}
+
+void matmul_forward_h(float* out, const float* inp, const bf16* inp_h, const float* weight,
+                      const float* bias, int N, int C, int OC) {
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;
-    const Opnd X = opnd(inp, N, C, BUF_X0), W = opnd(weight, OC, C, BUF_W);
+    const Opnd X = opnd_h(inp, inp_h, N, C, BUF_X0), W = opnd(weight, OC, C, BUF_W);
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int lo = blk * bs, hi = lo + bs < OC ? lo + bs : OC;
@@ -336,7 +349,14 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
                         float* dbias, const float* dout, const float* inp, const float* weight,
                         int N, int C, int OC) {
-    const Opnd D = opnd(dout, N, OC, BUF_X0);
+    matmul_backward_to_h(dinp, dinp_w, dweight, dweight_w, dbias, dout, NULL, inp, NULL, weight, N,
+                         C, OC);
+}
+
+void matmul_backward_to_h(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
+                          float* dbias, const float* dout, const bf16* dout_h, const float* inp,
+                          const bf16* inp_h, const float* weight, int N, int C, int OC) {
+    const Opnd D = opnd_h(dout, dout_h, N, OC, BUF_X0);
     if (dinp) { // dinp[:, lo:hi] (+)= dout @ weight[:, lo:hi]
         const Opnd W = opnd(weight, OC, C, BUF_W);
         const int bs = mm_block(C), nblk = (C + bs - 1) / bs;
@@ -349,7 +369,7 @@ void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dwe
     }
     if (!dweight) return; // the input gradient only (dbias then must be NULL too)
     // dweight[lo:hi, :] (+)= dout[:, lo:hi]^T @ inp ; dbias[lo:hi] += column sums
-    const Opnd X = opnd(inp, N, C, BUF_X1);
+    const Opnd X = opnd_h(inp, inp_h, N, C, BUF_X1);
     const int bs = mm_block(OC), nblk = (OC + bs - 1) / bs;
     const float beta = dweight_w == MM_OVERWRITE ? 0.0f : 1.0f;
 #pragma omp parallel for schedule(static)

@@ -76,6 +76,17 @@ typedef enum { MM_ACCUMULATE = 0, MM_OVERWRITE = 1 } MMWrite;
 void matmul_backward_to(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
                         float* dbias, const float* dout, const float* inp, const float* weight,
                         int N, int C, int OC);
+// The same with the input's bf16 rounding supplied by the caller: inp_h (N,C, dense) holds
+// bf16_from_float of every inp element (its producer wrote it, e.g. layernorm_forward_h), and
+// bf16 precisions multiply it instead of rounding inp again, so the forward and the backward of
+// one layer share one rounding. The results are bitwise those of the calls without it. inp_h
+// NULL: inp is rounded as above. dout_h likewise holds bf16(dout) (N,OC, dense; NULL: dout is
+// rounded here). fp32 ignores both.
+void matmul_forward_h(float* out, const float* inp, const bf16* inp_h, const float* weight,
+                      const float* bias, int N, int C, int OC);
+void matmul_backward_to_h(float* dinp, MMWrite dinp_w, float* dweight, MMWrite dweight_w,
+                          float* dbias, const float* dout, const bf16* dout_h, const float* inp,
+                          const bf16* inp_h, const float* weight, int N, int C, int OC);
 // bf16 precisions round the linear layer's activations (inp, and dout in backward) into buffers
 // of the calling thread, grown on demand. mm_linear_reserve sizes them now for operands of up to
 // x0 elements (inp of forward, dout of backward) and x1 elements (inp of backward);

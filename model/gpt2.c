@@ -57,19 +57,39 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
     return (float*)base + off;
 }
 
-// bf16: the linear layers' activations are rounded into the calling thread's buffers (common/
-// matmul.h); reserve them for the largest operands of this model's batches, (B T, 4C), so no
-// forward or backward grows them. The classifier's dlogits (B T, Vp) are rounded by the
-// cross-entropy backward itself, into dlogits_bf16.
+// bf16: the linear layers' inputs are rounded once, into acts_bf16, by their producers in the
+// forward, and so are dfch (GELU backward) and the classifier's dlogits (cross-entropy backward,
+// into dlogits_bf16); the other output gradients are rounded into the calling thread's buffers
+// (common/matmul.h), reserved for the largest, (B T, 3C), so no backward grows them.
 static void reserve_matmul(GPT2* m) {
     if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
-    const size_t BT = (size_t)m->B * (size_t)m->T, C4 = 4 * (size_t)m->cfg.n_embd;
-    const size_t Vp = (size_t)m->cfg.padded_vocab;
-    const size_t x0 = BT * C4, x1 = BT * C4;
+    const size_t BT = (size_t)m->B * (size_t)m->T, C = (size_t)m->cfg.n_embd, C4 = 4 * C;
+    const size_t Vp = (size_t)m->cfg.padded_vocab, L = (size_t)m->cfg.n_layer;
+    const size_t LM = m->cfg.mlp ? L : 0, x0 = BT * 3 * C, x1 = 0;
     m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
     if (!m->size_only) mm_linear_reserve(x0, x1);
     free(m->dlogits_bf16);
     m->dlogits_bf16 = (bf16*)model_floats(m, (BT * Vp + 1) / 2, &m->bytes.matmul);
+    // ln1, atty (L B T C), ln2 (LM B T C), fch_gelu (LM B T 4C), lnf (B T C), and the backward's
+    // dfch (B T 4C if LM), each 32-aligned
+    const size_t n[6] = {L * BT * C,   L * BT * C, LM * BT * C,
+                         LM * BT * C4, BT * C,     (LM ? BT : 0) * C4};
+    bf16** dst[6] = {&m->ln1_h, &m->atty_h, &m->ln2_h, &m->fch_gelu_h, &m->lnf_h, &m->dfch_h};
+    size_t total = 0;
+    for (int i = 0; i < 6; i++)
+        total += (n[i] + 31) & ~(size_t)31;
+    free(m->acts_bf16);
+    m->acts_bf16 = (bf16*)model_floats(m, total / 2, &m->bytes.matmul);
+    size_t off = 0;
+    for (int i = 0; i < 6; i++) {
+        *dst[i] = m->acts_bf16 ? m->acts_bf16 + off : NULL;
+        off += (n[i] + 31) & ~(size_t)31;
+    }
+}
+
+// The bf16 copies the forward writes (NULL in fp32, where nothing is rounded).
+static bf16* act_h(const GPT2* m, bf16* base, size_t off) {
+    return m->precision != MM_FP32 && base ? base + off : NULL;
 }
 
 void gpt2_set_precision(GPT2* m, MMPrecision p) {
@@ -87,6 +107,9 @@ void gpt2_set_precision(GPT2* m, MMPrecision p) {
         m->params_bf16 = NULL;
         free(m->dlogits_bf16);
         m->dlogits_bf16 = NULL;
+        free(m->acts_bf16);
+        m->acts_bf16 = m->ln1_h = m->atty_h = m->ln2_h = m->fch_gelu_h = m->lnf_h = m->dfch_h =
+            NULL;
         return;
     }
     if (!m->params_bf16) {
@@ -309,6 +332,7 @@ void gpt2_free(GPT2* m) {
     if (m->params_bf16) mm_bf16_unregister(m->params);
     free(m->params_bf16);
     free(m->dlogits_bf16);
+    free(m->acts_bf16);
     free(m->params);
     free(m->grads);
     free(m->acts);
@@ -392,12 +416,14 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
         const float* res = l == 0 ? m->encoded : m->residual3 + (l - 1) * BTC;
         const float* in1 = rp ? resid_forward(m->resid, 2 * l, res, rq, &rsrc, B, T) : res;
         float* ln1 = m->ln1 + l * BTC;
-        PROF(PROF_LN_FWD, layernorm_forward(ln1, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
-                                            gpt2_tensor(m, P, P_LN1W, l),
-                                            gpt2_tensor(m, P, P_LN1B, l), (int)BT, C));
+        bf16* ln1_h = act_h(m, m->ln1_h, l * BTC);
+        PROF(PROF_LN_FWD,
+             layernorm_forward_h(ln1, ln1_h, m->ln1_mean + l * BT, m->ln1_rstd + l * BT, in1,
+                                 gpt2_tensor(m, P, P_LN1W, l), gpt2_tensor(m, P, P_LN1B, l),
+                                 (int)BT, C));
         PROF(PROF_MM_QKV_FWD,
-             matmul_forward(m->qkv + l * 3 * BTC, ln1, gpt2_tensor(m, P, P_QKVW, l),
-                            gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C));
+             matmul_forward_h(m->qkv + l * 3 * BTC, ln1, ln1_h, gpt2_tensor(m, P, P_QKVW, l),
+                              gpt2_tensor(m, P, P_QKVB, l), (int)BT, C, 3 * C));
         if (m->cfg.value_residual)
             vres_forward(m->vres, l, m->qkv, gpt2_tensor(m, P, m->row_spec[P_VRES_LAMBDA], l), B,
                          T);
@@ -412,34 +438,43 @@ static void forward(GPT2* m, const int* inputs, const int* targets, int B, int T
             kv_cache_attend(kv, &al);
         else
             PROF(PROF_ATTN_MM_FWD, attention_forward(&al));
-        PROF(PROF_MM_ATTPROJ_FWD, matmul_forward(m->attproj + l * BTC, m->atty + l * BTC,
-                                                 gpt2_tensor(m, P, P_ATTPROJW, l),
-                                                 gpt2_tensor(m, P, P_ATTPROJB, l), (int)BT, C, C));
+        bf16* atty_h = act_h(m, m->atty_h, l * BTC);
+        if (atty_h) PROF(PROF_CAST, bf16_from_floats(atty_h, m->atty + l * BTC, BTC));
+        PROF(PROF_MM_ATTPROJ_FWD,
+             matmul_forward_h(m->attproj + l * BTC, m->atty + l * BTC, atty_h,
+                              gpt2_tensor(m, P, P_ATTPROJW, l), gpt2_tensor(m, P, P_ATTPROJB, l),
+                              (int)BT, C, C));
         PROF(PROF_RESID, residual_forward(m->residual2 + l * BTC, res, m->attproj + l * BTC, BTC));
         if (!m->cfg.mlp) continue; // residual3 is residual2
         const float* in2 = m->residual2 + l * BTC;
         if (rp) in2 = resid_forward(m->resid, 2 * l + 1, in2, rq, &rsrc, B, T);
         float* ln2 = m->ln2 + l * BTC;
-        PROF(PROF_LN_FWD, layernorm_forward(ln2, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
-                                            gpt2_tensor(m, P, P_LN2W, l),
-                                            gpt2_tensor(m, P, P_LN2B, l), (int)BT, C));
-        PROF(PROF_MM_FC_FWD, matmul_forward(m->fch + l * 4 * BTC, ln2, gpt2_tensor(m, P, P_FCW, l),
-                                            gpt2_tensor(m, P, P_FCB, l), (int)BT, C, 4 * C));
-        PROF(PROF_GELU_FWD, gelu_forward(m->fch_gelu + l * 4 * BTC, m->fch + l * 4 * BTC, 4 * BTC));
+        bf16* ln2_h = act_h(m, m->ln2_h, l * BTC);
+        PROF(PROF_LN_FWD,
+             layernorm_forward_h(ln2, ln2_h, m->ln2_mean + l * BT, m->ln2_rstd + l * BT, in2,
+                                 gpt2_tensor(m, P, P_LN2W, l), gpt2_tensor(m, P, P_LN2B, l),
+                                 (int)BT, C));
+        PROF(PROF_MM_FC_FWD,
+             matmul_forward_h(m->fch + l * 4 * BTC, ln2, ln2_h, gpt2_tensor(m, P, P_FCW, l),
+                              gpt2_tensor(m, P, P_FCB, l), (int)BT, C, 4 * C));
+        bf16* gelu_h = act_h(m, m->fch_gelu_h, l * 4 * BTC);
+        PROF(PROF_GELU_FWD,
+             gelu_forward_h(m->fch_gelu + l * 4 * BTC, gelu_h, m->fch + l * 4 * BTC, 4 * BTC));
         PROF(PROF_MM_FCPROJ_FWD,
-             matmul_forward(m->fcproj + l * BTC, m->fch_gelu + l * 4 * BTC,
-                            gpt2_tensor(m, P, P_FCPROJW, l), gpt2_tensor(m, P, P_FCPROJB, l),
-                            (int)BT, 4 * C, C));
+             matmul_forward_h(m->fcproj + l * BTC, m->fch_gelu + l * 4 * BTC, gelu_h,
+                              gpt2_tensor(m, P, P_FCPROJW, l), gpt2_tensor(m, P, P_FCPROJB, l),
+                              (int)BT, 4 * C, C));
         PROF(PROF_RESID, residual_forward(m->residual3 + l * BTC, m->residual2 + l * BTC,
                                           m->fcproj + l * BTC, BTC));
     }
     const float* inf = m->residual3 + (L - 1) * BTC;
     if (rp) inf = resid_forward(m->resid, 2 * L, inf, rq, &rsrc, B, T);
+    bf16* lnf_h = act_h(m, m->lnf_h, 0);
     PROF(PROF_LN_FWD,
-         layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, inf, P + m->specs[P_LNFW].offset,
-                           P + m->specs[P_LNFB].offset, (int)BT, C));
-    PROF(PROF_MM_LMHEAD_FWD,
-         matmul_forward(m->logits, m->lnf, P + m->specs[P_WTE].offset, NULL, (int)BT, C, Vp));
+         layernorm_forward_h(m->lnf, lnf_h, m->lnf_mean, m->lnf_rstd, inf,
+                             P + m->specs[P_LNFW].offset, P + m->specs[P_LNFB].offset, (int)BT, C));
+    PROF(PROF_MM_LMHEAD_FWD, matmul_forward_h(m->logits, m->lnf, lnf_h, P + m->specs[P_WTE].offset,
+                                              NULL, (int)BT, C, Vp));
     if (targets) {
         PROF(PROF_LOSS_FWD,
              crossentropy_forward(m->losses, m->lse, m->logits, targets, (int)BT, V, Vp));
@@ -514,8 +549,9 @@ void gpt2_backward(GPT2* m, float scale) {
     }
     prof_end(pp);
     PROF(PROF_MM_LMHEAD_BWD,
-         matmul_backward_to(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset, first,
-                            NULL, m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp));
+         matmul_backward_to_h(m->dlnf, MM_OVERWRITE, hook ? NULL : G + m->specs[P_WTE].offset,
+                              first, NULL, m->logits, NULL, m->lnf, act_h(m, m->lnf_h, 0),
+                              P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     PROF(PROF_RESID, memset(m->dres, 0, sizeof(float) * BTC));
     // routed residual path: each LayerNorm's input gradient goes to resid_dinput, then through
     // resid_backward; each branch reads d(its output) from resid_branch_grad
@@ -541,16 +577,18 @@ void gpt2_backward(GPT2* m, float scale) {
         const float* datt = m->dres; // mlp = 0: residual3 is residual2
         if (m->cfg.mlp) {
             PROF(PROF_MM_FCPROJ_BWD,
-                 matmul_backward_to(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l),
-                                    WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp,
-                                    m->fch_gelu + l * 4 * BTC, gpt2_tensor(m, P, P_FCPROJW, l),
-                                    (int)BT, 4 * C, C));
-            PROF(PROF_GELU_BWD,
-                 gelu_backward_set(m->dfch, m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
+                 matmul_backward_to_h(m->dfch_gelu, MM_OVERWRITE, gpt2_tensor(m, G, P_FCPROJW, l),
+                                      WGRAD, gpt2_tensor(m, G, P_FCPROJB, l), dmlp, NULL,
+                                      m->fch_gelu + l * 4 * BTC,
+                                      act_h(m, m->fch_gelu_h, l * 4 * BTC),
+                                      gpt2_tensor(m, P, P_FCPROJW, l), (int)BT, 4 * C, C));
+            PROF(PROF_GELU_BWD, gelu_backward_set_h(m->dfch, act_h(m, m->dfch_h, 0),
+                                                    m->fch + l * 4 * BTC, m->dfch_gelu, 4 * BTC));
             PROF(PROF_MM_FC_BWD,
-                 matmul_backward_to(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
-                                    gpt2_tensor(m, G, P_FCB, l), m->dfch, m->ln2 + l * BTC,
-                                    gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C));
+                 matmul_backward_to_h(m->dln, MM_OVERWRITE, gpt2_tensor(m, G, P_FCW, l), WGRAD,
+                                      gpt2_tensor(m, G, P_FCB, l), m->dfch, act_h(m, m->dfch_h, 0),
+                                      m->ln2 + l * BTC, act_h(m, m->ln2_h, l * BTC),
+                                      gpt2_tensor(m, P, P_FCW, l), (int)BT, C, 4 * C));
             pp = prof_begin(PROF_LN_BWD);
             layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN2W, l),
                                gpt2_tensor(m, G, P_LN2B, l), m->dln,
@@ -564,9 +602,10 @@ void gpt2_backward(GPT2* m, float scale) {
         }
         // attention branch: dres is now d(residual2) = d(attproj) and the direct part of d(res)
         PROF(PROF_MM_ATTPROJ_BWD,
-             matmul_backward_to(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
-                                gpt2_tensor(m, G, P_ATTPROJB, l), datt, m->atty + l * BTC,
-                                gpt2_tensor(m, P, P_ATTPROJW, l), (int)BT, C, C));
+             matmul_backward_to_h(m->datty, MM_OVERWRITE, gpt2_tensor(m, G, P_ATTPROJW, l), WGRAD,
+                                  gpt2_tensor(m, G, P_ATTPROJB, l), datt, NULL, m->atty + l * BTC,
+                                  act_h(m, m->atty_h, l * BTC), gpt2_tensor(m, P, P_ATTPROJW, l),
+                                  (int)BT, C, C));
         PROF(PROF_RESID, memset(m->dqkv, 0, sizeof(float) * 3 * BTC);
              memset(m->dln, 0, sizeof(float) * BTC));
         AttnLayer al = make_layer(m, l, B, T);
@@ -586,9 +625,10 @@ void gpt2_backward(GPT2* m, float scale) {
                                  gpt2_tensor(m, P, m->row_spec[P_QKNORM_K], l), &al.d,
                                  m->cfg.qk_norm_kind, m->nthreads);
         PROF(PROF_MM_QKV_BWD,
-             matmul_backward_to(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
-                                gpt2_tensor(m, G, P_QKVB, l), m->dqkv, m->ln1 + l * BTC,
-                                gpt2_tensor(m, P, P_QKVW, l), (int)BT, C, 3 * C));
+             matmul_backward_to_h(m->dln, MM_ACCUMULATE, gpt2_tensor(m, G, P_QKVW, l), WGRAD,
+                                  gpt2_tensor(m, G, P_QKVB, l), m->dqkv, NULL, m->ln1 + l * BTC,
+                                  act_h(m, m->ln1_h, l * BTC), gpt2_tensor(m, P, P_QKVW, l),
+                                  (int)BT, C, 3 * C));
         PROF(PROF_LN_BWD,
              layernorm_backward(rp ? resid_dinput(m->resid) : m->dres, gpt2_tensor(m, G, P_LN1W, l),
                                 gpt2_tensor(m, G, P_LN1B, l), m->dln,
@@ -602,8 +642,9 @@ void gpt2_backward(GPT2* m, float scale) {
     GRAD_HOOK(L + 1, 0);
     if (hook) // the classifier's weight gradient (dlogits are still in m->logits / its copy)
         PROF(PROF_MM_LMHEAD_BWD,
-             matmul_backward_to(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL,
-                                m->logits, m->lnf, P + m->specs[P_WTE].offset, (int)BT, C, Vp));
+             matmul_backward_to_h(NULL, MM_OVERWRITE, G + m->specs[P_WTE].offset, WGRAD, NULL,
+                                  m->logits, NULL, m->lnf, act_h(m, m->lnf_h, 0),
+                                  P + m->specs[P_WTE].offset, (int)BT, C, Vp));
     if (half) mm_bf16_unregister(m->logits);
     float* dwpe = m->cfg.pos_encoding == ATTN_POS_LEARNED ? G + m->specs[P_WPE].offset : NULL;
     PROF(PROF_EMBED,

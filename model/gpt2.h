@@ -172,8 +172,15 @@ typedef struct {
     MMPrecision precision;
     bf16* params_bf16;  // NULL in fp32
     bf16* dlogits_bf16; // (B, T, Vp) the classifier's dlogits in bf16 (NULL in fp32)
-    int bf16_stale;     // params changed since params_bf16 was made
-    int bf16_synced;    // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
+    // The linear layers' inputs rounded to bf16 by their producers in the forward (layernorm,
+    // GELU fused; the attention output by a cast), read by the forward matmul and again by the
+    // weight-gradient matmul of the backward: one rounding per step. Same layout as the fp32
+    // arrays; one allocation at acts_bf16 (NULL in fp32).
+    bf16* acts_bf16;
+    bf16 *ln1_h, *atty_h, *ln2_h, *fch_gelu_h, *lnf_h;
+    bf16* dfch_h;    // (B, T, 4C) the backward's dfch rounded by the GELU backward (NULL in fp32)
+    int bf16_stale;  // params changed since params_bf16 was made
+    int bf16_synced; // the last optimizer step rewrote params_bf16 itself (gpt2_params_synced)
     long bf16_refreshes;
     // ---- allocation. Every buffer gpt2_build, gpt2_alloc_acts and gpt2_set_precision allocate
     // is tallied in `bytes`. With size_only = 1 (set before gpt2_build) they allocate nothing and

@@ -63,6 +63,11 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
+    layernorm_forward_h(out, NULL, mean, rstd, inp, weight, bias, N, C);
+}
+
+void layernorm_forward_h(float* out, bf16* out_h, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < N; r++) {
         const float* x = inp + (size_t)r * C;
@@ -80,6 +85,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
         float* o = out + (size_t)r * C;
         for (int i = 0; i < C; i++)
             o[i] = (x[i] - m) * s * weight[i] + bias[i];
+        if (out_h) {
+            bf16* oh = out_h + (size_t)r * C;
+            for (int i = 0; i < C; i++)
+                oh[i] = bf16_from_float(o[i]);
+        }
         mean[r] = m;
         rstd[r] = s;
     }
@@ -223,29 +233,44 @@ static void gelu_backward_span(float* dinp, const float* inp, const float* dout,
 }
 
 void gelu_forward(float* out, const float* inp, size_t n) {
+    gelu_forward_h(out, NULL, inp, n);
+}
+
+void gelu_forward_h(float* out, bf16* out_h, const float* inp, size_t n) {
     long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {
-        size_t lo = (size_t)c * GELU_CHUNK;
-        gelu_forward_span(out, inp, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK);
+        size_t lo = (size_t)c * GELU_CHUNK, hi = n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK;
+        gelu_forward_span(out, inp, lo, hi);
+        if (out_h)
+            for (size_t i = lo; i < hi; i++)
+                out_h[i] = bf16_from_float(out[i]);
     }
 }
 
-static void gelu_backward_any(float* dinp, const float* inp, const float* dout, size_t n, int add) {
+static void gelu_backward_any(float* dinp, bf16* dinp_h, const float* inp, const float* dout,
+                              size_t n, int add) {
     long nchunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunks; c++) {
-        size_t lo = (size_t)c * GELU_CHUNK;
-        gelu_backward_span(dinp, inp, dout, lo, n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK, add);
+        size_t lo = (size_t)c * GELU_CHUNK, hi = n - lo < GELU_CHUNK ? n : lo + GELU_CHUNK;
+        gelu_backward_span(dinp, inp, dout, lo, hi, add);
+        if (dinp_h)
+            for (size_t i = lo; i < hi; i++)
+                dinp_h[i] = bf16_from_float(dinp[i]);
     }
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-    gelu_backward_any(dinp, inp, dout, n, 1);
+    gelu_backward_any(dinp, NULL, inp, dout, n, 1);
 }
 
 void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n) {
-    gelu_backward_any(dinp, inp, dout, n, 0);
+    gelu_backward_any(dinp, NULL, inp, dout, n, 0);
+}
+
+void gelu_backward_set_h(float* dinp, bf16* dinp_h, const float* inp, const float* dout, size_t n) {
+    gelu_backward_any(dinp, dinp_h, inp, dout, n, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
 // out (N,C) = (inp - mean) * rstd * weight + bias, per row; caches mean (N), rstd (N)
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C);
+// The same, also writing out_h (N,C) = bf16_from_float(out) in the same pass (the rounded copy
+// the next linear layer multiplies in bf16 precisions, matmul_forward_h); out_h NULL: none.
+void layernorm_forward_h(float* out, bf16* out_h, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C);
@@ -27,9 +31,15 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 
 // GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void gelu_forward(float* out, const float* inp, size_t n);
+// The same, also writing out_h[i] = bf16_from_float(out[i]) (NULL: none), chunk by chunk while
+// the chunk is in cache.
+void gelu_forward_h(float* out, bf16* out_h, const float* inp, size_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n); // dinp +=
 // dinp = the gradient, bit for bit what zeroing dinp and then gelu_backward gives (dinp unread)
 void gelu_backward_set(float* dinp, const float* inp, const float* dout, size_t n);
+// The same, also writing dinp_h[i] = bf16_from_float(dinp[i]) chunk by chunk (NULL: none): the
+// rounded output gradient the linear layer before GELU multiplies in bf16 precisions.
+void gelu_backward_set_h(float* dinp, bf16* dinp_h, const float* inp, const float* dout, size_t n);
 
 void residual_forward(float* out, const float* a, const float* b, size_t n);
 

@@ -4,6 +4,8 @@
 //     stated bound (and not identical: the rounding is real);
 //   - the bf16 weight copy is made once per optimizer step, not once per forward;
 //   - 1 vs 2 threads: identical loss and gradients, bit for bit;
+//   - the linear layers' inputs rounded once in the forward and reused by the backward: the
+//     parameters after 3 AdamW steps are bitwise those of rounding inside every matmul call;
 //   - 200 steps of a tiny model track the fp32 loss curve within 0.02 nats;
 //   - 20 steps straight == 10 steps + resume + 10 steps, exactly;
 //   - every registered attention variant trains 40 steps with finite, falling loss.
@@ -191,6 +193,100 @@ START_TEST(test_model_bf16_threads_identical) {
 }
 END_TEST
 
+// Train a tiny model `steps` AdamW steps in precision p with `nthreads` threads and return its
+// parameters. old_path: the linear layers' inputs are rounded inside every matmul call, as
+// before the forward kept them (the model's bf16 activation copies are dropped, so the matmuls
+// get no copy and round the fp32 activations themselves). Otherwise each copy is checked to hold
+// exactly bf16(activation) after every forward, and the GELU backward's dfch copy after every
+// backward.
+static float* train_steps(MMPrecision p, int nthreads, int old_path, int steps, size_t* npar) {
+    Config c;
+    test_tiny_config(&c, 300, 2, 4, 64, 32);
+    omp_set_num_threads(nthreads);
+    GPT2 m;
+    test_build_model(&m, &c, 2, 32, 11);
+    gpt2_set_precision(&m, p);
+    if (old_path) {
+        free(m.acts_bf16);
+        m.acts_bf16 = m.ln1_h = m.atty_h = m.ln2_h = m.fch_gelu_h = m.lnf_h = m.dfch_h = NULL;
+    }
+    ck_assert(old_path || (m.acts_bf16 && m.ln1_h && m.atty_h && m.ln2_h && m.fch_gelu_h &&
+                           m.lnf_h && m.dfch_h));
+    Optimizer o;
+    optim_init(&o, &optim_adamw, m.num_params);
+    const OptimHParams hp = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+    OptimRange all = {0, m.num_params, 1};
+    Rng r;
+    rng_seed(&r, 4);
+    const size_t BTC = (size_t)2 * 32 * 64;
+    for (int k = 0; k < steps; k++) {
+        int in[64], tg[64];
+        test_random_tokens(in, 64, 300, &r);
+        test_random_tokens(tg, 64, 300, &r);
+        gpt2_zero_grad(&m);
+        gpt2_forward(&m, in, tg, 2, 32);
+        if (!old_path) { // the copies the backward reads: bf16 of this forward's activations
+            struct {
+                const float* f;
+                const bf16* h;
+                size_t n;
+            } a[] = {{m.ln1, m.ln1_h, 2 * BTC},
+                     {m.atty, m.atty_h, 2 * BTC},
+                     {m.ln2, m.ln2_h, 2 * BTC},
+                     {m.fch_gelu, m.fch_gelu_h, 2 * 4 * BTC},
+                     {m.lnf, m.lnf_h, BTC}};
+            for (int t = 0; t < 5; t++)
+                for (size_t i = 0; i < a[t].n; i++)
+                    ck_assert_msg(a[t].h[i] == bf16_from_float(a[t].f[i]), "copy %d element %zu", t,
+                                  i);
+        }
+        gpt2_backward(&m, 1.0f);
+        if (!old_path) // the GELU backward's rounding of dfch (the last layer's: layer 0)
+            for (size_t i = 0; i < 4 * BTC; i++)
+                ck_assert_msg(m.dfch_h[i] == bf16_from_float(m.dfch[i]), "dfch element %zu", i);
+        double norm = grad_global_norm(m.grads, m.num_params);
+        dp_update(NULL, &o, m.params, m.grads, &all, 1, norm, (float)(norm / 2), 1e-2f, &hp,
+                  gpt2_weight_copy(&m));
+        gpt2_params_synced(&m);
+    }
+    *npar = m.num_params;
+    float* params = allocFloats(m.num_params);
+    memcpy(params, m.params, sizeof(float) * m.num_params);
+    optim_free(&o);
+    gpt2_free(&m);
+    mm_set_precision(MM_FP32);
+    omp_set_num_threads(2);
+    return params;
+}
+
+// The forward's bf16 copies of the linear layers' inputs (written by layernorm and GELU in their
+// own pass, and one cast of the attention output), reused by the backward's weight-gradient
+// matmuls, give bitwise the parameters of rounding inside every matmul call, for 1 and 2
+// threads.
+START_TEST(test_bf16_act_copies_bitwise) {
+    MMPrecision ps[2];
+    int n = precisions(ps);
+    for (int q = 0; q < n; q++) {
+        size_t np;
+        float* old = train_steps(ps[q], 2, 1, 3, &np);
+        float* init = train_steps(ps[q], 2, 1, 0, &np);
+        ck_assert(memcmp(old, init, sizeof(float) * np) != 0); // the steps changed something
+        for (int t = 1; t <= 2; t++) {
+            float* now = train_steps(ps[q], t, 0, 3, &np);
+            size_t i = 0;
+            while (i < np && memcmp(&old[i], &now[i], sizeof(float)) == 0)
+                i++;
+            ck_assert_msg(i == np, "%s, %d threads: parameter %zu %.9g vs %.9g",
+                          mm_precision_name(ps[q]), t, i, (double)now[i < np ? i : 0],
+                          (double)old[i < np ? i : 0]);
+            free(now);
+        }
+        free(old);
+        free(init);
+    }
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // runs: synthetic shards, ./train
 
@@ -329,6 +425,7 @@ static Suite* bf16_train_suite(void) {
     tcase_add_test(tc, test_model_bf16_vs_fp32);
     tcase_add_test(tc, test_weight_copy_once_per_step);
     tcase_add_test(tc, test_model_bf16_threads_identical);
+    tcase_add_test(tc, test_bf16_act_copies_bitwise);
     suite_add_tcase(s, tc);
     TCase* tr = tcase_create("training");
     tcase_set_timeout(tr, 300);

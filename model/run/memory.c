@@ -20,6 +20,7 @@ void memory_estimate(MemEstimate* e, const GPT2* m, const GPT2Config* g, int B, 
     s->params = s->grads = s->acts = NULL;
     s->params_bf16 = NULL;
     s->dlogits_bf16 = NULL;
+    s->acts_bf16 = NULL;
     s->ws = NULL;
     gpt2_build(s, g);
     gpt2_alloc_acts(s, B, T, nthreads);
