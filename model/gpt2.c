@@ -60,12 +60,14 @@ float* gpt2_tensor(const GPT2* m, const float* base, int spec, int l) {
 // bf16: the linear layers' inputs are rounded once, into acts_bf16, by their producers in the
 // forward, and so are dfch (GELU backward) and the classifier's dlogits (cross-entropy backward,
 // into dlogits_bf16); the other output gradients are rounded into the calling thread's buffers
-// (common/matmul.h), reserved for the largest, (B T, 3C), so no backward grows them.
+// (common/matmul.h), reserved for the largest, (B T, 3C), so no backward grows them; a layer
+// variant with linear layers of its own (boosted: inputs up to (B T, 2C)) rounds its inputs
+// into the second buffer.
 static void reserve_matmul(GPT2* m) {
     if (!m->B) return; // activations not allocated yet: gpt2_alloc_acts reserves
     const size_t BT = (size_t)m->B * (size_t)m->T, C = (size_t)m->cfg.n_embd, C4 = 4 * C;
     const size_t Vp = (size_t)m->cfg.padded_vocab, L = (size_t)m->cfg.n_layer;
-    const size_t LM = m->cfg.mlp ? L : 0, x0 = BT * 3 * C, x1 = 0;
+    const size_t LM = m->cfg.mlp ? L : 0, x0 = BT * 3 * C, x1 = BT * 2 * C;
     m->bytes.matmul = (double)mm_linear_reserve_bytes(x0, x1);
     if (!m->size_only) mm_linear_reserve(x0, x1);
     free(m->dlogits_bf16);
