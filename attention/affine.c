@@ -146,7 +146,7 @@ static void affine_forward(AttnLayer* L) {
         }
     }
     // o_t = alpha_t obar_t + beta_t V_t, V the running prefix sum of v (per-thread buffer)
-    attn_workspace_reserve(L->ws, affine_scratch(&L->d, L->hp));
+    attn_workspace_expect(L->ws, affine_scratch(&L->d, L->hp));
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
         real* V = attn_thread_scratch(L->ws);
@@ -184,7 +184,7 @@ static void affine_backward(AttnLayer* L) {
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_forward(&c, &L->d, L->ws);
     // per (b, h): dobar = alpha dO, dalpha, dbeta -> dza, dzb; dv += suffix sums of beta dO
-    attn_workspace_reserve(L->ws, affine_scratch(&L->d, L->hp));
+    attn_workspace_expect(L->ws, affine_scratch(&L->d, L->hp));
 #pragma omp parallel num_threads(attn_workspace_threads(L->ws))
     {
         real* acc = attn_thread_scratch(L->ws);

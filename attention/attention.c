@@ -655,6 +655,10 @@ void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread) {
     ws->extra_n = n;
 }
 
+void attn_workspace_expect(const AttnWorkspace* ws, size_t floats_per_thread) {
+    ASSERT(extra_per_thread(floats_per_thread) <= ws->extra_n);
+}
+
 real* attn_thread_scratch(AttnWorkspace* ws) {
     int tid = omp_get_thread_num();
     ASSERT(tid < ws->nthreads && ws->extra);

@@ -337,7 +337,7 @@ static void dn_forward(AttnLayer* L) {
     const int chunk = dn_chunk(L);
     const real qsc = dn_qscale(L);
     real* obar = k.obar ? k.obar : L->out; // the memory read, before the output norm
-    attn_workspace_reserve(L->ws, dn_fwd_scratch(&L->d, chunk));
+    attn_workspace_expect(L->ws, dn_fwd_scratch(&L->d, chunk));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -484,7 +484,7 @@ static void dn_backward(AttnLayer* L) {
         dn_onorm_backward(&on);
         dout = k.dobar;
     }
-    attn_workspace_reserve(L->ws, dn_bwd_scratch(&L->d, chunk));
+    attn_workspace_expect(L->ws, dn_bwd_scratch(&L->d, chunk));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {

@@ -232,7 +232,7 @@ static DiffRot diff_pos_halves(AttnCore* c, const AttnLayer* L, const DiffCache*
 
 static size_t diff_reserve(const AttnLayer* L, const AttnCore* c) {
     const size_t n = diff_scratch_for(&L->d, c->row);
-    attn_workspace_reserve(L->ws, n);
+    attn_workspace_expect(L->ws, n);
     return n;
 }
 

@@ -354,7 +354,7 @@ static void linear_forward(AttnLayer* L) {
         lin_flatten_factors(kc.fq, c.q, c.ldq, (long)B * T, d->C, ng, nth);
         lin_flatten_factors(kc.fk, c.k, c.ldk, (long)B * T, d->C, ng, nth);
     }
-    attn_workspace_reserve(L->ws, linear_fwd_scratch(d, hp));
+    attn_workspace_expect(L->ws, linear_fwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nth)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -464,7 +464,7 @@ static void linear_backward(AttnLayer* L) {
     const size_t nfl = (size_t)hs * (FL_K + 1); // flatten slot: dw (hs, K), db (hs)
     const real ye = hp->v[HP_YAT_EPS];
     const int nth = attn_workspace_threads(L->ws);
-    attn_workspace_reserve(L->ws, linear_bwd_scratch(d, hp));
+    attn_workspace_expect(L->ws, linear_bwd_scratch(d, hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(nth)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {

@@ -111,7 +111,7 @@ static real* lucid_dvt(const AttnLayer* L) {
 static void lucid_forward(AttnLayer* L) {
     const int B = L->d.B, T = L->d.T, NH = L->d.NH, hs = L->d.hs, C = L->d.C;
     const size_t TT = (size_t)T * T;
-    attn_workspace_reserve(L->ws, lucid_fwd_scratch(&L->d));
+    attn_workspace_expect(L->ws, lucid_fwd_scratch(&L->d));
     real* Vt = lucid_vt(L);
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos); // rotated q, k under rope/xpos: the kernel uses these keys
@@ -160,7 +160,7 @@ static void lucid_backward(AttnLayer* L) {
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     attn_core_backward(&c, &L->d, L->ws);
-    attn_workspace_reserve(L->ws, lucid_bwd_scratch(&L->d));
+    attn_workspace_expect(L->ws, lucid_bwd_scratch(&L->d));
     const real sc = 1.0f / real_sqrt((real)hs);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {

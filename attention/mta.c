@@ -243,7 +243,7 @@ static void mta_forward(AttnLayer* L) {
     const real gb = s.gate ? L->tp[s.t_gb][0] : 0.0f;
     AttnCore c = attn_layer_core(L);
     attn_pos_forward(&c, L, L->qk_pos);
-    attn_workspace_reserve(L->ws, mta_fwd_scratch(&L->d));
+    attn_workspace_expect(L->ws, mta_fwd_scratch(&L->d));
     real* Pc = L->cache;
     real* Uc = Pc + (size_t)B * NH * TT;
     real* rc = Uc + (size_t)B * T * C;
@@ -357,7 +357,7 @@ static void mta_backward(AttnLayer* L) {
     AttnCore c = attn_layer_core(L);
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
-    attn_workspace_reserve(L->ws, mta_bwd_scratch(&L->d));
+    attn_workspace_expect(L->ws, mta_bwd_scratch(&L->d));
     const real* Pc = L->cache;
     const real* Uc = Pc + (size_t)B * NH * TT;
     const real* rc = Uc + (size_t)B * T * C;

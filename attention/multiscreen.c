@@ -243,7 +243,7 @@ static void ms_backward(AttnLayer* L) {
     AttnPosSave save;
     attn_pos_backward_begin(&c, &save, L, L->qk_pos);
     real* dg = k.dg;
-    attn_workspace_reserve(L->ws, ms_scratch(&L->d, L->hp));
+    attn_workspace_expect(L->ws, ms_scratch(&L->d, L->hp));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(attn_workspace_threads(L->ws))
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {

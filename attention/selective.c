@@ -66,7 +66,7 @@ static SelSetup sel_setup(const AttnLayer* L) {
     s.c = attn_layer_core(L);
     s.P = s.c.row->params_per_head;
     s.stride = s.c.rowp_stride > 0 ? s.c.rowp_stride : s.P;
-    attn_workspace_reserve(L->ws, sel_scratch_for(&L->d, s.c.row));
+    attn_workspace_expect(L->ws, sel_scratch_for(&L->d, s.c.row));
     return s;
 }
 

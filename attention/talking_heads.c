@@ -100,7 +100,7 @@ static ThSetup th_setup(const AttnLayer* L) {
     s.after = (int)L->hp->v[0] == BO_AFTER;
     s.row_scratch = attn_row_scratch(s.c.row, L->d.T);
     s.per_thread = th_scratch_for(&L->d, s.c.row);
-    attn_workspace_reserve(L->ws, s.per_thread);
+    attn_workspace_expect(L->ws, s.per_thread);
     return s;
 }
 

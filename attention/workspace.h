@@ -37,10 +37,14 @@ size_t attn_workspace_reserve_bytes(int nthreads, size_t floats_per_thread);
 size_t attn_row_scratch(const AttnVariant* v, int T);
 
 // ---- extra per-thread scratch for layer-level variants
-// Reserve n floats per thread (call outside parallel regions; grows, never shrinks), then, in a
-// region run with attn_workspace_threads(ws) threads, attn_thread_scratch returns the calling
-// thread's n floats.
+// Reserve n floats per thread at setup (the model reserves the largest layer_scratch_floats of
+// its layers; grows, never shrinks), then, in a region run with attn_workspace_threads(ws)
+// threads, attn_thread_scratch returns the calling thread's n floats. A layer hook states what it
+// is about to use with attn_workspace_expect, which allocates nothing: it asserts that setup
+// reserved at least that much (a hook whose layer_scratch_floats under-reports is a programming
+// error, caught by every test that runs the hook).
 void attn_workspace_reserve(AttnWorkspace* ws, size_t floats_per_thread);
+void attn_workspace_expect(const AttnWorkspace* ws, size_t floats_per_thread);
 real* attn_thread_scratch(AttnWorkspace* ws);
 int attn_workspace_threads(const AttnWorkspace* ws);
 

@@ -78,6 +78,8 @@ void harness_setup(AttnHarness* h, const AttnVariant* v, const AttnHParams* hp, 
     size_t rs = attn_row_scratch(h->row, T), rs_own = attn_row_scratch(h->own.row, T);
     h->ws = attn_workspace_new(B, T, NH, nthreads, rs > rs_own ? rs : rs_own, P);
     attn_workspace_prepare_pos(h->ws, pos, h->d.C); // as the model does at setup
+    if (v->layer_scratch_floats) // the layer hooks' scratch, reserved at setup as the model does
+        attn_workspace_reserve(h->ws, v->layer_scratch_floats(&h->d, &h->hp));
     h->L = (AttnLayer){.v = v,
                        .row = h->row,
                        .hp = &h->hp,

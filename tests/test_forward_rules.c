@@ -8,8 +8,13 @@
 //   - after setup, a forward and a backward (the first ones, under every position encoding, for
 //     the default pipeline and for layer-level variants) and the steps of key/value-cache
 //     decoding allocate nothing: the checked allocators' tally (util_alloc_total, which every
-//     allocation in attention/ and model/ goes through) does not move.
+//     allocation in attention/ and model/ goes through) does not move;
+//   - a layer hook's scratch comes from setup: attn_workspace_expect allocates nothing and
+//     accepts what was reserved, and a hook that asks for more than setup reserved (a
+//     layer_scratch_floats that under-reports) stops at the assertion, not with an allocation
+//     or an overrun.
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +202,24 @@ START_TEST(test_decode_steps_allocate_nothing) {
 }
 END_TEST
 
+START_TEST(test_scratch_expect_within_reservation) {
+    AttnWorkspace* ws = attn_workspace_new(2, 8, 2, 2, 0, 0);
+    attn_workspace_reserve(ws, 100);
+    const long before = util_alloc_total();
+    attn_workspace_expect(ws, 100);
+    attn_workspace_expect(ws, 1);
+    ck_assert_int_eq(util_alloc_total(), before);
+    attn_workspace_free(ws);
+}
+END_TEST
+
+START_TEST(test_scratch_expect_beyond_reservation) {
+    AttnWorkspace* ws = attn_workspace_new(2, 8, 2, 2, 0, 0);
+    attn_workspace_reserve(ws, 100);
+    attn_workspace_expect(ws, 1000); // aborts: setup reserved 100 (rounded up to 112) floats
+}
+END_TEST
+
 static Suite* forward_rules_suite(void) {
     Suite* s = suite_create("forward_rules");
     TCase* tc = tcase_create("forward_rules");
@@ -206,6 +229,13 @@ static Suite* forward_rules_suite(void) {
     tcase_add_loop_test(tc, test_forward_backward_allocate_nothing, 0,
                         (int)(sizeof(CASES) / sizeof(CASES[0])));
     tcase_add_loop_test(tc, test_decode_steps_allocate_nothing, 0, 4);
+    tcase_add_test(tc, test_scratch_expect_within_reservation);
+    const char* fork_mode = getenv("CK_FORK");
+    if (fork_mode && strcmp(fork_mode, "no") == 0) // an abort would end the whole process
+        fprintf(stderr, "forward_rules: skipped the scratch assertion's abort (CK_FORK=no: "
+                        "Check runs the tests in this process)\n");
+    else
+        tcase_add_test_raise_signal(tc, test_scratch_expect_beyond_reservation, SIGABRT);
     suite_add_tcase(s, tc);
     return s;
 }
