@@ -5,8 +5,10 @@
 // stream_gap = the window-only loss minus the sinks + window loss, control_stream set exactly
 // when that gap reaches ln 2 (a perplexity twice as high), a claim on stream_gap gated by the
 // softmax side's control_stream, the evaluations exported with the run (stream.txt and the
-// three CSVs) and named in its rerun; a malformed ablate.stream or ablate.sinks_hold and a
-// misspelt ablate.* key exit 2 naming the line.
+// three CSVs) and named in its rerun; ablate.stream_data streams another file than val_data (here
+// the training shards, whose loss differs from the validation documents'); a malformed
+// ablate.stream or ablate.sinks_hold, ablate.stream_data without ablate.stream and a misspelt
+// ablate.* key exit 2 naming the line.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +57,7 @@ static double evaluate_loss(const char* ckpt, const char* opts) {
     char cmd[4096], out[1200];
     snprintf(out, sizeof(out), "%s/hand.txt", g_tmp);
     snprintf(cmd, sizeof(cmd),
-             "%s/evaluate --checkpoint %s --stream --data '%s/probes/recall_val_*.bin' "
+             "%s/evaluate --checkpoint %s --stream --data '%s/probes/recall_train_*.bin' "
              "--length 40 --threads 1 %s >%s 2>&1",
              test_build_dir(), ckpt, g_tmp, opts, out);
     int st = system(cmd);
@@ -75,12 +77,13 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
     snprintf(out, sizeof(out), "%s/s", g_tmp);
     snprintf(res, sizeof(res), "%s/s_results", g_tmp);
     snprintf(log, sizeof(log), "%s/s.log", g_tmp);
-    char extra[1400];
+    char extra[3000];
     snprintf(extra, sizeof(extra),
              "sweep.attention = softmax, softpick\nsweep.seed = 1, 2, 3\n"
-             "ablate.stream = 8, 2, 40\nablate.results = %s\n"
+             "ablate.stream = 8, 2, 40\nablate.stream_data = %s/probes/recall_train_*.bin\n"
+             "ablate.results = %s\n"
              "ablate.claim = stream_gap: softpick < softmax | softpick needs no sink\n",
-             res);
+             g_tmp, res);
     write_sweep(sweep, out, extra);
     int rc = run_ablate(sweep, log);
     char* text = slurp(log);
@@ -106,7 +109,8 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
             atoi(c->cell[r][kc]) != 1)
             softmax_ok = 0;
     }
-    // the runner's columns are ./evaluate's numbers at the options the budget gives
+    // the runner's columns are ./evaluate's numbers at the options the budget gives, over
+    // ablate.stream_data (evaluate_loss streams the training shards)
     snprintf(path, sizeof(path), "%s/attention-softpick__seed-2/model_00000008.bin", out);
     const char* run = "attention-softpick__seed-2";
     ck_assert(fabs(evaluate_loss(path, "--window 10") - atof(cell(c, run, "stream_loss_window"))) <
@@ -144,6 +148,9 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
     ck_assert_msg(text && strstr(text, "--stream") && strstr(text, "--recompute") &&
                       strstr(text, "--sinks 2"),
                   "%s", text ? text : "");
+    const char* st = strstr(text, "--stream --data"); // over ablate.stream_data
+    const char* tr = st ? strstr(st, "recall_train_") : NULL;
+    ck_assert_msg(tr && tr - st < 200, "the rerun's stream is not ablate.stream_data:\n%s", text);
     free(text);
 }
 END_TEST
@@ -158,14 +165,16 @@ START_TEST(bad_runner_settings_exit_2) {
                          "ablate.stream = 8, x, 40\n",
                          "ablate.strem = 8, 2, 40\n",
                          "ablate.sinks_hold = 3\n",
-                         "ablate.sinks = recall\nablate.sinks_hold = 2\n"};
+                         "ablate.sinks = recall\nablate.sinks_hold = 2\n",
+                         "ablate.stream_data = x_*.bin\n"};
     const char* want[] = {"ablate.stream",
                           "ablate.stream",
                           "ablate.stream",
                           "ablate.stream",
                           "unknown runner setting ablate.strem",
                           "ablate.sinks_hold needs ablate.sinks",
-                          "want K >= 3"};
+                          "want K >= 3",
+                          "ablate.stream_data needs ablate.stream"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char sweep[1200], out[1200], log[1200], extra[256];
         snprintf(sweep, sizeof(sweep), "%s/b%zu.conf", g_tmp, i);
