@@ -51,6 +51,7 @@
 #include "model/run/memory.h"
 #include "model/run/spike.h"
 #include "model/run/trainer.h"
+#include "model/settings.h"
 #include "optim/data_parallel.h"
 #include "optim/optim.h"
 #include "optim/schedule.h"
@@ -593,6 +594,7 @@ int main(int argc, char** argv) {
     }
     if (!bad) run_fit_warmup(&cfg, run_args_set(argc, argv, first, "warmup_steps")); // short runs
     if (!bad) bad = config_validate(&cfg, err, sizeof(err)) != 0;
+    if (!bad) bad = settings_resume_change_check(&cfg, err, sizeof(err)) != 0; // the rows' rules
     dist_exit_if_failed(bad, EXIT_USAGE, err); // reported once, by rank 0
 
     // one thread pool: OpenMP; OpenBLAS runs inside our parallel regions single-threaded

@@ -1,6 +1,8 @@
 // common/config_check.c: the cross-field checks of the run configuration (config_validate):
 // every field re-checked through config_field_set (config_field.c), then the rules between keys
-// and the resume_change list (common/resume_keys.c). Only the trainer calls it; the parser
+// and the resume_change list (common/resume_keys.c: its syntax, unknown keys and the keys this
+// layer knows cannot change; the trainer checks the model's fixed keys with model/'s rules,
+// settings_resume_change_check in model/settings.h). Only the trainer calls it; the parser
 // (config.c) does not, so the calls run one way: config_check.c -> resume_keys.c -> config.c ->
 // config_field.c -> config_table.c.
 #include <stdio.h>
@@ -88,7 +90,7 @@ int config_validate(const Config* c, char* err, size_t errcap) {
                  c->resume_change);
         return -1;
     }
-    if (resume_change_validate(c->resume_change, err, errcap)) return -1;
+    if (resume_change_validate(c->resume_change, NULL, err, errcap)) return -1;
     if (strcmp(c->tokenizer, "gpt2") == 0 && c->vocab_size < 50257) {
         snprintf(err, errcap, "vocab_size = %d is too small for tokenizer = gpt2 (needs 50257)",
                  c->vocab_size);

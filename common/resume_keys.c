@@ -1,6 +1,7 @@
-// common/resume_keys.c: the keys a resumed run may change (resume_keys.h): their kinds, the
-// resume_change list, the comparison of the checkpoint's config with the new one, and the
-// config-text record of accepted changes.
+// common/resume_keys.c: the keys a resumed run may change (resume_keys.h): their kinds (this
+// file's own tables, and the fixed keys of the caller's rules), the resume_change list, the
+// comparison of the checkpoint's config with the new one, and the config-text record of accepted
+// changes.
 #include "common/resume_keys.h"
 
 #include <stdio.h>
@@ -21,6 +22,13 @@ static const char* const EXEMPT[] = {
 };
 static const char* const DATA[] = {"batch_size", "seq_len",    "seed",
                                    "shuffle",    "grad_accum", "train_data"};
+// Fixed whatever the rules: the attention variant is no row of the settings table (model/ passes
+// those rows as the rules); the model file saves its name beside the header, and the variant's
+// attn.* tensors are its own, so the saved weights are of it.
+static const char* const FIXED[] = {"attention"};
+// Every other key not fixed by the rules is named. Of the config table's model group that is
+// init_from alone: it names where a new run's weights come from (a resumed run's come from its
+// checkpoint); tests/test_settings.c checks that every other key of the group is a settings row.
 
 static int in_list(const char* const* list, size_t n, const char* key) {
     for (size_t i = 0; i < n; i++)
@@ -28,10 +36,9 @@ static int in_list(const char* const* list, size_t n, const char* key) {
     return 0;
 }
 
-ResumeKeyKind resume_key_kind(const char* key, const char** why) {
+ResumeKeyKind resume_key_kind(const char* key, ResumeFixedFn fixed, const char** why) {
     const char* w = NULL;
     ResumeKeyKind k = RESUME_KEY_NAMED;
-    const ConfigField* f = config_field(key);
     if (strncmp(key, "attn.", 5) == 0) {
         k = RESUME_KEY_NAMED;
     } else if (in_list(EXEMPT, sizeof(EXEMPT) / sizeof(EXEMPT[0]), key)) {
@@ -42,8 +49,8 @@ ResumeKeyKind resume_key_kind(const char* key, const char** why) {
     } else if (strcmp(key, "optimizer") == 0) {
         k = RESUME_KEY_ELSEWHERE; // optim_state_get refuses another optimizer's state
         w = "the saved optimizer state belongs to the saved optimizer";
-    } else if (strcmp(key, "attention") == 0 ||
-               (f && strcmp(f->group, "model") == 0 && strcmp(key, "init_from") != 0)) {
+    } else if (in_list(FIXED, sizeof(FIXED) / sizeof(FIXED[0]), key) ||
+               (fixed && config_field(key) && fixed(key))) {
         k = RESUME_KEY_FIXED;
         w = "the saved weights are of the saved model's shape and attention";
     }
@@ -65,7 +72,7 @@ static const char* next_entry(const char* p, char* buf, size_t cap) {
     return e ? e + 1 : p + n + strlen(p + n);
 }
 
-int resume_change_validate(const char* list, char* err, size_t errcap) {
+int resume_change_validate(const char* list, ResumeFixedFn fixed, char* err, size_t errcap) {
     char key[CONFIG_STR];
     for (const char* p = list; (p = next_entry(p, key, sizeof(key))) != NULL;) {
         const char* why;
@@ -86,7 +93,7 @@ int resume_change_validate(const char* list, char* err, size_t errcap) {
                      s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
             return -1;
         }
-        ResumeKeyKind k = resume_key_kind(key, &why);
+        ResumeKeyKind k = resume_key_kind(key, fixed, &why);
         if (k == RESUME_KEY_ELSEWHERE || k == RESUME_KEY_FIXED) {
             snprintf(err, errcap,
                      "key 'resume_change': '%s' cannot change on resume (%s); train into a new "
@@ -114,6 +121,7 @@ static void add(char* err, size_t errcap, const char* text) {
 
 typedef struct {
     const char* what;
+    ResumeFixedFn rules;
     const Config* now;
     ResumeChanges* out;
     int nfixed, nunnamed;
@@ -122,7 +130,7 @@ typedef struct {
 
 static void differ(Compare* k, const char* key, const char* a, const char* b) {
     const char* why = NULL;
-    ResumeKeyKind kind = resume_key_kind(key, &why);
+    ResumeKeyKind kind = resume_key_kind(key, k->rules, &why);
     if (kind == RESUME_KEY_EXEMPT || kind == RESUME_KEY_ELSEWHERE) return; // (checked elsewhere)
     char line[CONFIG_STR * 2 + 200];
     snprintf(line, sizeof(line), "key '%s' was '%s', now '%s'", key, a, b);
@@ -150,11 +158,12 @@ static void differ(Compare* k, const char* key, const char* a, const char* b) {
     add(k->names, sizeof(k->names), key);
 }
 
-int resume_keys_compare(const Config* old, const Config* now, const char* what, ResumeChanges* out,
-                        char* err, size_t errcap) {
+int resume_keys_compare(const Config* old, const Config* now, ResumeFixedFn fixed, const char* what,
+                        ResumeChanges* out, char* err, size_t errcap) {
     static Compare k; // (large; the trainer compares once)
     memset(&k, 0, sizeof(k));
     k.what = what;
+    k.rules = fixed;
     k.now = now;
     k.out = out;
     if (out) out->n = 0;

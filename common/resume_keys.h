@@ -15,9 +15,16 @@
 //             (its files): the saved data position points into them; compared by
 //             run_state_check_resume (common/run_state.h); optimizer: the saved optimizer state
 //             is its own (optim_state_get refuses another's); never changeable;
-//   fixed     the model's shape (every key of the model group but init_from) and attention: the
-//             saved weights are of that shape; never changeable;
-//   named     every other key, attn.* included: refused unless named in resume_change.
+//   fixed     the keys the caller's rules (ResumeFixedFn) call fixed: model/ passes
+//             settings_resume_fixed, the rows of its settings table with .resume_fixed (the
+//             model's shape, model/settings.h); and attention, fixed here whatever the rules: the
+//             variant is no settings row (the model file saves its name beside the header, and
+//             its attn.* tensors are the variant's own); the saved weights are of that shape;
+//             never changeable;
+//   named     every other key, attn.* and init_from included: refused unless named in
+//             resume_change.
+// This file sits below model/ and cannot read the settings table: the rules come down as an
+// argument, never through a registration.
 #ifndef ATTNLAB_RESUME_KEYS_H
 #define ATTNLAB_RESUME_KEYS_H
 
@@ -32,13 +39,20 @@ typedef enum {
     RESUME_KEY_NAMED
 } ResumeKeyKind;
 
-// The kind of `key` (a table key or attn.NAME); for elsewhere and fixed keys *why gets the reason
-// it cannot change (why may be NULL).
-ResumeKeyKind resume_key_kind(const char* key, const char** why);
+// The rules of the layer above: 1 when config-table key `key` is fixed on resume (the saved
+// weights have its shape). model/ passes settings_resume_fixed (model/settings.h). NULL: no key
+// is fixed beyond this file's own (attention).
+typedef int (*ResumeFixedFn)(const char* key);
+
+// The kind of `key` (a table key or attn.NAME) under the rules `fixed`; for elsewhere and fixed
+// keys *why gets the reason it cannot change (why may be NULL).
+ResumeKeyKind resume_key_kind(const char* key, ResumeFixedFn fixed, const char** why);
 
 // Check a resume_change list: comma-separated, each entry a config key or attn.NAME (spaces
-// around entries ignored), none of kind elsewhere or fixed. 0, or -1 with err naming the entry.
-int resume_change_validate(const char* list, char* err, size_t errcap);
+// around entries ignored), none of kind elsewhere or fixed under `fixed`. 0, or -1 with err
+// naming the entry. config_validate (common/config_check.c) checks with NULL rules; the trainer
+// checks again with the settings table's (settings_resume_change_check, model/settings.h).
+int resume_change_validate(const char* list, ResumeFixedFn fixed, char* err, size_t errcap);
 
 #define RESUME_MAX_CHANGES 128 // more than the table keys and attn.* keys together
 typedef struct {
@@ -52,12 +66,13 @@ typedef struct {
 } ResumeChanges;
 
 // Compare the checkpoint's config `old` (its saved text read back) with `now`, every key of
-// kind fixed or named (attn.* by name, their origin aside). A fixed key that differs, or a named
-// one resume_change does not name, is refused: -1 with err naming each such key, both values,
-// and the override (`resume_change=KEYS`) that would accept the named ones. Otherwise 0, with
-// the accepted changes in *out (may be NULL). `what` names the checkpoint in messages.
-int resume_keys_compare(const Config* old, const Config* now, const char* what, ResumeChanges* out,
-                        char* err, size_t errcap);
+// kind fixed (under `fixed`) or named (attn.* by name, their origin aside). A fixed key that
+// differs, or a named one resume_change does not name, is refused: -1 with err naming each such
+// key, both values, and the override (`resume_change=KEYS`) that would accept the named ones.
+// Otherwise 0, with the accepted changes in *out (may be NULL). `what` names the checkpoint in
+// messages.
+int resume_keys_compare(const Config* old, const Config* now, ResumeFixedFn fixed, const char* what,
+                        ResumeChanges* out, char* err, size_t errcap);
 
 // The config-text line prefix of a recorded change: "# resume_change: step S: KEY 'A' -> 'B'".
 #define RESUME_CHANGE_LINE "# resume_change: "

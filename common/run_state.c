@@ -469,8 +469,8 @@ static int saved_ranks(const char* saved) {
 }
 
 int run_state_check_resume(const char* saved, const char* what, const Config* now,
-                           const char* now_data, int nranks, ResumeChanges* changes, char* err,
-                           size_t errcap) {
+                           const char* now_data, int nranks, ResumeFixedFn fixed,
+                           ResumeChanges* changes, char* err, size_t errcap) {
     if (!saved) saved = "";
     Config old;
     config_defaults(&old);
@@ -503,7 +503,7 @@ int run_state_check_resume(const char* saved, const char* what, const Config* no
                  (long)nranks * now->grad_accum, why);
         return -1;
     }
-    if (resume_keys_compare(&old, now, what, changes, err, errcap)) return -1;
+    if (resume_keys_compare(&old, now, fixed, what, changes, err, errcap)) return -1;
     char a[1400], b[1400];
     if (!data_line(saved, 0, a, sizeof(a))) { // written before the file list was saved
         if (dist_is_root())

@@ -126,11 +126,11 @@ void run_state_append_data_text(char** text, char* const* files, int nfiles);
 // `saved`? Exactness needs the same training data (the file list above, by path, size and mtime,
 // where the checkpoint has one), batch_size, seq_len, seed, shuffle and global batch (ranks x
 // grad_accum: the ranks may change when the product does not); and every other key that changes
-// the computation the same too, unless now->resume_change names it (resume_keys_compare: the
-// accepted changes go into *changes, which may be NULL). 0, or -1 with err naming the key, the
-// checkpoint's value and the new one.
+// the computation the same too, unless now->resume_change names it, and the keys the rules
+// `fixed` call fixed always (resume_keys_compare: the accepted changes go into *changes, which may
+// be NULL). 0, or -1 with err naming the key, the checkpoint's value and the new one.
 int run_state_check_resume(const char* saved, const char* what, const Config* now,
-                           const char* now_text, int nranks, ResumeChanges* changes, char* err,
-                           size_t errcap);
+                           const char* now_text, int nranks, ResumeFixedFn fixed,
+                           ResumeChanges* changes, char* err, size_t errcap);
 
 #endif

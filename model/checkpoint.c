@@ -274,7 +274,8 @@ int ckpt_check_resume(const char* model_path, const Config* now, const char* now
     if (saved_text) *saved_text = NULL;
     if (ckpt_read_info(model_path, &sc, att, sizeof(att), &saved, &step, err, errcap)) return -1;
     snprintf(what, sizeof(what), "the checkpoint %s", model_path);
-    int rc = run_state_check_resume(saved, what, now, now_text, nranks, changes, err, errcap);
+    int rc = run_state_check_resume(saved, what, now, now_text, nranks, settings_resume_fixed,
+                                    changes, err, errcap);
     if (rc == 0 && saved_text)
         *saved_text = saved;
     else

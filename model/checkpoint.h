@@ -72,7 +72,8 @@ void ckpt_close(CkptFile* cf);
 
 // resume = 1: may a run with config `now` (resolved config text `now_text`) on `nranks` ranks
 // continue exactly from the checkpoint whose model file is `model_path`? run_state_check_resume
-// (common/run_state.h) on the config text the model file saved: the accepted key changes (named
+// (common/run_state.h) on the config text the model file saved, with the settings table's rules
+// (settings_resume_fixed: its .resume_fixed rows cannot change): the accepted key changes (named
 // in resume_change) go into *changes, the saved text (malloc'd, the caller frees) into
 // *saved_text; either may be NULL. 0, or -1 with err.
 int ckpt_check_resume(const char* model_path, const Config* now, const char* now_text, int nranks,

@@ -1,5 +1,6 @@
 // model/settings.c: the settings table (settings.h) and the loops over it that translate a
-// setting between the config, GPT2Config and the attnlab model-file header. The rows keep the
+// setting between the config, GPT2Config and the attnlab model-file header, and that give the
+// resume check its fixed keys. The rows keep the
 // order in which the settings came (the safetensors metadata lists them in this order); the
 // header slots are those the attnlab model file has always used, so files stay byte-identical.
 #include "model/settings.h"
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/resume_keys.h"
 #include "common/util.h"
 #include "model/residual.h"
 
@@ -224,6 +226,16 @@ int settings_from_header(GPT2Config* g, const int32_t* h) {
         setting_set(g, s, s->slot_flip ? !v : v);
     }
     return 0;
+}
+
+int settings_resume_fixed(const char* key) {
+    for (int i = 0; i < MODEL_NSETTINGS; i++)
+        if (strcmp(MODEL_SETTINGS[i].key, key) == 0) return MODEL_SETTINGS[i].resume_fixed;
+    return 0;
+}
+
+int settings_resume_change_check(const Config* c, char* err, size_t errcap) {
+    return resume_change_validate(c->resume_change, settings_resume_fixed, err, errcap);
 }
 
 int settings_differ(const GPT2Config* a, const GPT2Config* b) {

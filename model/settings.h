@@ -7,9 +7,10 @@
 // translation of the config (gpt2_config_from), the config a bare model file implies
 // (model/open.c), the attnlab model-file header (model/checkpoint.c), config.json and the
 // safetensors metadata (model/hf.c), the strict checkpoint match and the messages that list the
-// settings are loops over it; tests/test_settings.c checks every row through each of them and
-// against the resume check (common/resume_keys.c, which sits below model/ and keeps its own rule:
-// every key of the config table's model group is fixed on resume).
+// settings are loops over it, and so are the keys a resumed run refuses to change: the resume
+// check (common/resume_keys.c) sits below model/ and gets them as its rules, settings_resume_fixed
+// (passed by ckpt_check_resume and settings_resume_change_check). tests/test_settings.c checks
+// every row through each of them.
 //
 // A model key costs: a Config field (common/config.h), a config-table row (common/config_table.c),
 // a GPT2Config field (model/gpt2.h), a row here, and the feature itself.
@@ -70,6 +71,14 @@ void settings_absent(GPT2Config* g);
 // (flags 0/1, names within their table; sizes are not checked here): 0, or -1 if out of range.
 void settings_to_header(int32_t* h, const GPT2Config* g);
 int settings_from_header(GPT2Config* g, const int32_t* h);
+
+// The resume rules (common/resume_keys.h, ResumeFixedFn): 1 when `key` is a row with
+// .resume_fixed (a loop over the rows), else 0.
+int settings_resume_fixed(const char* key);
+// config_validate's check of c->resume_change again, now with these rules: a fixed row named
+// there is refused ("key 'resume_change': 'n_layer' cannot change on resume (...)"). 0, or -1
+// with err. The trainer calls it right after config_validate.
+int settings_resume_change_check(const Config* c, char* err, size_t errcap);
 
 // 1 when a and b differ in a row that is not a size (a row with `needs` only where it is active
 // in b).

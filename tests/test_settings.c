@@ -12,8 +12,13 @@
 //     model.safetensors (hf_export, hf_read_config, hf:DIR opened, which makes the config a bare
 //     file implies), llm.c where its header holds the row, and arrives with the value it left
 //     with, the other rows untouched;
-//   - resume: every row is fixed on resume (resume_key_kind), and a resume that changes it is
-//     refused naming the key (resume_keys_compare).
+//   - resume: the resume check takes its fixed keys from the rows: settings_resume_fixed is a row's
+//     .resume_fixed (0 for every other key); every row is fixed on resume under it
+//     (resume_key_kind), and a resume that changes it is refused naming the key
+//     (resume_keys_compare); under other rules (a test's own, or none) the same check fixes what
+//     those rules say and nothing of the model group, so it has no rule of its own beyond
+//     attention; resume_change naming a fixed row is refused with the trainer's message
+//     (settings_resume_change_check), and config_validate's rule-less check lets it through.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,12 +182,15 @@ static void round_trip(const ModelSetting* s, int v, int k) {
     }
     gpt2_free(&m);
     // resume: the key is fixed, and a resume that changes it is refused naming it
-    ck_assert_msg(resume_key_kind(s->key, NULL) == (s->resume_fixed ? RESUME_KEY_FIXED : 0),
+    ck_assert_msg(resume_key_kind(s->key, settings_resume_fixed, NULL) ==
+                      (s->resume_fixed ? RESUME_KEY_FIXED : RESUME_KEY_NAMED),
                   "%s: resume kind", s->key);
     Config old;
     base_config(&old);
     if (s->needs) set_in_config(&old, setting_find(s->needs), 1); // only s differs
-    ck_assert_int_eq(resume_keys_compare(&old, &c, "the checkpoint", NULL, err, sizeof(err)), -1);
+    ck_assert_int_eq(resume_keys_compare(&old, &c, settings_resume_fixed, "the checkpoint", NULL,
+                                         err, sizeof(err)),
+                     -1);
     char key[80];
     snprintf(key, sizeof(key), "key '%s'", s->key);
     ck_assert_msg(strstr(err, key), "%s: %s", what, err);
@@ -211,12 +219,119 @@ START_TEST(test_every_row_round_trips) {
 }
 END_TEST
 
+// Test-only rules: lr is fixed, nothing else (no row of the settings table).
+static int only_lr(const char* key) {
+    return strcmp(key, "lr") == 0;
+}
+
+// resume_keys_compare of the base config with `now` under `rules`: its return, err in err.
+static int compare_base(const Config* now, ResumeFixedFn rules, ResumeChanges* out, char* err,
+                        size_t errcap) {
+    Config old;
+    base_config(&old);
+    err[0] = '\0';
+    return resume_keys_compare(&old, now, rules, "the checkpoint", out, err, errcap);
+}
+
+START_TEST(test_resume_rules_are_the_rows) {
+    // settings_resume_fixed is the rows' .resume_fixed, for every key of the config table
+    int nfixed = 0;
+    for (int i = 0; i < CONFIG_NFIELDS; i++) {
+        const char* key = CONFIG_FIELDS[i].key;
+        const ModelSetting* s = setting_find(key);
+        ck_assert_msg(settings_resume_fixed(key) == (s ? s->resume_fixed : 0), "%s", key);
+        nfixed += settings_resume_fixed(key);
+    }
+    ck_assert_int_gt(nfixed, 0);
+    ck_assert_int_eq(settings_resume_fixed("attn.bias_mode"), 0);
+    // the kinds follow the rules passed: n_layer (a fixed row) is named under rules that do not
+    // fix it, lr (no row) is fixed under rules that do; attention is fixed under any rules, and
+    // init_from (the model group's one key that is no row) is named
+    ck_assert_int_eq(resume_key_kind("n_layer", settings_resume_fixed, NULL), RESUME_KEY_FIXED);
+    ck_assert_int_eq(resume_key_kind("n_layer", only_lr, NULL), RESUME_KEY_NAMED);
+    ck_assert_int_eq(resume_key_kind("n_layer", NULL, NULL), RESUME_KEY_NAMED);
+    ck_assert_int_eq(resume_key_kind("lr", settings_resume_fixed, NULL), RESUME_KEY_NAMED);
+    ck_assert_int_eq(resume_key_kind("lr", only_lr, NULL), RESUME_KEY_FIXED);
+    ck_assert_int_eq(resume_key_kind("init_from", settings_resume_fixed, NULL), RESUME_KEY_NAMED);
+    ck_assert_int_eq(resume_key_kind("attention", NULL, NULL), RESUME_KEY_FIXED);
+    ck_assert_int_eq(resume_key_kind("attention", only_lr, NULL), RESUME_KEY_FIXED);
+    ck_assert_int_eq(resume_key_kind("batch_size", only_lr, NULL), RESUME_KEY_ELSEWHERE);
+
+    // the comparison: every row changed and named in resume_change is refused under the rows'
+    // rules, and accepted (the change recorded) under rules that do not fix it
+    char err[4096];
+    static ResumeChanges ch;
+    for (int i = 0; i < MODEL_NSETTINGS; i++) {
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        Config now;
+        base_config(&now);
+        int v = *(const int*)((const char*)&now + s->cfg) + 1; // (sizes and flags)
+        if (s->kind == SETTING_ENUM) {
+            GPT2Config g;
+            ck_assert(gpt2_config_from(&g, &now, err, sizeof(err)) == 0);
+            v = (setting_get(&g, s) + 1) % s->count;
+        } else if (s->kind == SETTING_FLAG) {
+            v = !*(const int*)((const char*)&now + s->cfg);
+        }
+        set_in_config(&now, s, v);
+        if (s->needs) continue; // (its flag changes with it; the flag's own row covers that)
+        util_strlcpy(now.resume_change, s->key, sizeof(now.resume_change));
+        ck_assert_int_eq(compare_base(&now, settings_resume_fixed, &ch, err, sizeof(err)), -1);
+        char want[128];
+        snprintf(want, sizeof(want), "key '%s' was '", s->key);
+        ck_assert_msg(strstr(err, want) && strstr(err, "set it back, or train into a new out_dir"),
+                      "%s: %s", s->key, err);
+        ck_assert_msg(compare_base(&now, only_lr, &ch, err, sizeof(err)) == 0, "%s: %s", s->key,
+                      err);
+        ck_assert_int_eq(ch.n, 1);
+        ck_assert_str_eq(ch.ch[0].key, s->key);
+    }
+    // lr changed and named: accepted under the rows' rules, refused under rules that fix it
+    Config now;
+    base_config(&now);
+    now.lr *= 2;
+    util_strlcpy(now.resume_change, "lr", sizeof(now.resume_change));
+    ck_assert_msg(compare_base(&now, settings_resume_fixed, &ch, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(ch.n, 1);
+    ck_assert_int_eq(compare_base(&now, only_lr, &ch, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "key 'lr' was '") && strstr(err, "set it back, or train into a new"),
+                  "%s", err);
+
+    // resume_change naming a fixed row: the trainer's check refuses it (the message byte for
+    // byte), config_validate's check (no rules) does not; rows and attention under any rules
+    for (int i = 0; i < MODEL_NSETTINGS; i++) {
+        const ModelSetting* s = &MODEL_SETTINGS[i];
+        Config c;
+        config_defaults(&c);
+        c.resume = 1;
+        util_strlcpy(c.resume_change, s->key, sizeof(c.resume_change));
+        ck_assert_int_eq(settings_resume_change_check(&c, err, sizeof(err)), -1);
+        char want[512];
+        snprintf(want, sizeof(want),
+                 "key 'resume_change': '%s' cannot change on resume (the saved weights are of "
+                 "the saved model's shape and attention); train into a new out_dir instead",
+                 s->key);
+        ck_assert_str_eq(err, want);
+        ck_assert_msg(config_validate(&c, err, sizeof(err)) == 0, "%s: %s", s->key, err);
+        ck_assert_msg(resume_change_validate(s->key, only_lr, err, sizeof(err)) == 0, "%s", err);
+    }
+    ck_assert_int_eq(resume_change_validate("lr", settings_resume_fixed, err, sizeof(err)), 0);
+    ck_assert_int_eq(resume_change_validate("lr", only_lr, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "'lr' cannot change on resume"), "%s", err);
+    ck_assert_int_eq(resume_change_validate("init_from", settings_resume_fixed, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(resume_change_validate(" attention", NULL, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "'attention' cannot change on resume"), "%s", err);
+}
+END_TEST
+
 static Suite* settings_suite(void) {
     Suite* s = suite_create("settings");
     TCase* tc = tcase_create("settings");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_table_matches_config_table);
     tcase_add_test(tc, test_every_row_round_trips);
+    tcase_add_test(tc, test_resume_rules_are_the_rows);
     suite_add_tcase(s, tc);
     return s;
 }
