@@ -2,9 +2,9 @@
 // over the probe sequences feeds (attention rows raw and renormalised, per-head output kurtosis,
 // activation kurtosis, outliers and massive activations, gradient norms, variant parameters). What
 // is collected, and where, is set by model/metrics_table.h (an activation statistic is one act
-// row with its kernel: act_items calls every act row's kernel); the probe step (metrics_probe) and the
-// records are in model/metrics_write.c and the kernels are in model/metrics_kernels.c; definitions
-// are stated in metrics.h and docs/diagnostics.md.
+// row with its kernel: act_items calls every act row's kernel); the probe step (metrics_probe) and
+// the records are in model/metrics_write.c and the kernels are in model/metrics_kernels.c;
+// definitions are stated in metrics.h and docs/diagnostics.md.
 //
 // Parallel parts (per (b, h) attention statistics, per (site, layer, b) activation statistics)
 // write per-item results that are reduced afterwards in a fixed order (sequences ascending), so

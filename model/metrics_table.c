@@ -13,7 +13,6 @@
 _Static_assert(SQ_HEAD_COUNT <= METRICS_MAX_SLOTS && RN_COUNT <= METRICS_MAX_SLOTS,
                "raise METRICS_MAX_SLOTS");
 
-
 const MetricRunDef METRIC_RUN_SLOTS[RN_COUNT] = {[RN_ROUTE_SUM] = {MU_SUBLAYER, 0.0},
                                                  [RN_ROUTE_N] = {MU_SUBLAYER, 0.0},
                                                  [RN_LOGZ_SUM] = {MU_MODEL, 0.0},

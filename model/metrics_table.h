@@ -12,9 +12,9 @@
 // after the head slots, metrics_row_slot), metrics_collect calls its kernel for every (site,
 // layer, sequence), and the reduction, the record, the main.log line and the docs follow.
 // Adding another statistic: a row, and, when it needs a new collected quantity, a head slot in
-// MetricSeqSlot (and the line it->v[SLOT] = ... in attn_items of
-// model/metrics.c) or a slot in MetricRunSlot. tests/test_metrics_table.c checks that a real run
-// writes every row and that each act row's values are its own statistic.
+// MetricSeqSlot (and the line it->v[SLOT] = ... in attn_items of model/metrics.c) or a slot in
+// MetricRunSlot (with its unit and reset in metrics_table.c). tests/test_metrics_table.c checks
+// that a real run writes every row and that each act row's values are its own statistic.
 #ifndef ATTNLAB_METRICS_TABLE_H
 #define ATTNLAB_METRICS_TABLE_H
 
@@ -31,13 +31,13 @@ typedef enum { MR_HEAD, MR_ACT, MR_ROUTE, MR_MODEL, MR_GRAD, MR_PARAM, MR_COUNT 
 // head slots are named here; each act row has a site slot of its own after them
 // (metrics_row_slot), metrics_seq_slots in all.
 typedef enum {
-    SQ_MAX_LOGIT,   // head: max |s| of the sequence
-    SQ_STAT_SUM,    // head: sum of the row map's own row statistic over the sequence's rows
-    SQ_STAT_N,      // head: rows where that statistic is finite
-    SQ_A0_RAW,      // head: alpha0 of the sequence, raw
-    SQ_A0_NORM,     // head: alpha0 of the sequence, renormalised
-    SQ_HEAD_KURT,   // head: kurtosis of the head's attention output
-    SQ_HEAD_COUNT   // the act rows' site slots follow
+    SQ_MAX_LOGIT, // head: max |s| of the sequence
+    SQ_STAT_SUM,  // head: sum of the row map's own row statistic over the sequence's rows
+    SQ_STAT_N,    // head: rows where that statistic is finite
+    SQ_A0_RAW,    // head: alpha0 of the sequence, raw
+    SQ_A0_NORM,   // head: alpha0 of the sequence, renormalised
+    SQ_HEAD_KURT, // head: kurtosis of the head's attention output
+    SQ_HEAD_COUNT // the act rows' site slots follow
 } MetricSeqSlot;
 
 // Quantities accumulated over the probe forwards in order (per sublayer, or one per model),

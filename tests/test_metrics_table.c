@@ -337,8 +337,8 @@ START_TEST(test_act_rows_from_table) {
             }
         }
     }
-    MetricsSetup ms = {.every = 1, .sink_eps = 0.3f, .tokens = tokens, .nseq = AB, .T = AT,
-                       .nthreads = 2};
+    MetricsSetup ms = {
+        .every = 1, .sink_eps = 0.3f, .tokens = tokens, .nseq = AB, .T = AT, .nthreads = 2};
     Metrics mt;
     char err[512];
     ck_assert_msg(metrics_init(&mt, &m, &ms, err, sizeof(err)) == 0, "%s", err);
