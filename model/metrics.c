@@ -1,9 +1,10 @@
 // model/metrics.c: the diagnostics of a run (model/metrics.h): the statistics the probe forward
 // over the probe sequences feeds (attention rows raw and renormalised, per-head output kurtosis,
 // activation kurtosis, outliers and massive activations, gradient norms, variant parameters). What
-// is collected, and where, is set by model/metrics_table.h; the probe step (metrics_probe) and the
-// records are in model/metrics_write.c and the kernels are in model/metrics_kernels.c; definitions
-// are stated in metrics.h and docs/diagnostics.md.
+// is collected, and where, is set by model/metrics_table.h (an activation statistic is one act
+// row with its kernel: act_items calls every act row's kernel); the probe step (metrics_probe) and
+// the records are in model/metrics_write.c and the kernels are in model/metrics_kernels.c;
+// definitions are stated in metrics.h and docs/diagnostics.md.
 //
 // Parallel parts (per (b, h) attention statistics, per (site, layer, b) activation statistics)
 // write per-item results that are reduced afterwards in a fixed order (sequences ascending), so
@@ -26,10 +27,10 @@
 // setup
 
 // The statistics of one (sequence, head) of a layer: the attention rows, and one value per head
-// slot of the table (MetricSeqSlot with unit MU_HEAD).
+// slot of the table (the head slots of MetricSeqSlot).
 typedef struct {
     AttnAccum acc;
-    double v[SQ_COUNT];
+    double v[SQ_HEAD_COUNT];
 } HeadItem;
 
 int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, size_t errcap) {
@@ -70,15 +71,17 @@ int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, s
     }
     mt->tbuf_per = ((size_t)T * T + (size_t)T + rs + 15) & ~(size_t)15;
     mt->tbuf = allocFloats(mt->tbuf_per * (size_t)mt->nthreads);
-    mt->massive_buf = allocFloats((size_t)T * C * (size_t)mt->nthreads);
+    mt->act_scratch = allocFloats((size_t)T * C * (size_t)mt->nthreads);
     mt->L = L;
     mt->NH = NH;
     mt->nspecs = m->nspecs;
-    // the collected quantities, laid out by the table (metrics_table.h)
+    // the collected quantities, laid out by the table (metrics_table.h): the head slots, then
+    // one site slot per act row
     size_t off = 0;
-    for (int k = 0; k < SQ_COUNT; k++) {
+    ASSERT(metrics_seq_slots() <= METRICS_MAX_SLOTS);
+    for (int k = 0; k < metrics_seq_slots(); k++) {
         mt->seq_off[k] = off;
-        off += metrics_units(mt, METRIC_SEQ_UNIT[k]) * (size_t)n;
+        off += metrics_units(mt, metrics_seq_unit(k)) * (size_t)n;
     }
     for (int k = 0; k < RN_COUNT; k++) {
         mt->run_off[k] = off;
@@ -96,7 +99,7 @@ int metrics_init(Metrics* mt, const GPT2* m, const MetricsSetup* s, char* err, s
 }
 
 void metrics_free(Metrics* mt) {
-    void* bufs[] = {mt->probe, mt->tbuf, mt->massive_buf, mt->store, mt->acc, mt->items, mt->logz};
+    void* bufs[] = {mt->probe, mt->tbuf, mt->act_scratch, mt->store, mt->acc, mt->items, mt->logz};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
     json_free(&mt->j);
@@ -270,26 +273,27 @@ int metrics_site_present(const GPT2* m, int site) {
     return m->cfg.mlp || (site != 2 && site != 3);
 }
 
-// Entry [(site*L + l)*nseq + b0 + b] of the site slots for sites 0..4; ln_f at
-// [(5*L)*nseq + b0 + b].
+// Every act row's kernel on every (site, layer, sequence) of the last forward: entry
+// [(site*L + l)*nseq + b0 + b] of the row's site slot for sites 0..4; ln_f at
+// [(5*L)*nseq + b0 + b]. MF_BLOCK rows are collected on block outputs only (0 elsewhere).
 static void act_items(Metrics* mt, const GPT2* m, int b0) {
     const int B = m->cur_B, T = m->cur_T, C = m->cfg.n_embd, L = m->cfg.n_layer;
     const size_t TC = (size_t)T * C;
     const int n = (5 * L + 1) * B;
-    double *kurt = metrics_seq(mt, SQ_ACT_KURT), *mx = metrics_seq(mt, SQ_ACT_MAX);
-    double *ratio = metrics_seq(mt, SQ_ACT_RATIO), *massive = metrics_seq(mt, SQ_ACT_MASSIVE);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(mt->nthreads)
     for (int i = 0; i < n; i++) {
         int b = i % B, sl = i / B, site = sl < 5 * L ? sl / L : 5, l = sl < 5 * L ? sl % L : 0;
         const size_t o = (size_t)sl * mt->nseq + b0 + b;
         if (!metrics_site_present(m, site)) continue;
         const float* x = site_base(m, site, l) + (size_t)b * TC;
-        long count = 0;
-        kurt[o] = metrics_kurtosis(x, TC);
-        mx[o] = metrics_max_abs(x, TC);
-        ratio[o] =
-            metrics_massive(x, TC, mt->massive_buf + (size_t)omp_get_thread_num() * TC, &count);
-        massive[o] = site == 4 ? (double)count : 0.0; // counted on block outputs only
+        const MetricActCtx ctx = {.site = site,
+                                  .scratch = mt->act_scratch + (size_t)omp_get_thread_num() * TC};
+        for (int r = 0; r < METRIC_NROWS; r++) {
+            const MetricDef* d = &METRIC_ROWS[r];
+            if (d->record != MR_ACT) continue;
+            const int skip = (d->flags & MF_BLOCK) && site != 4;
+            metrics_seq(mt, metrics_row_slot(d))[o] = skip ? 0.0 : d->act(x, TC, &ctx);
+        }
     }
 }
 
@@ -322,9 +326,8 @@ void metrics_collect(Metrics* mt, const GPT2* m, int b0) {
                 const HeadItem* it = &items[(size_t)b * NH + h];
                 const size_t o = lh * mt->nseq + b0 + b;
                 mt->acc[o] = it->acc;
-                for (int k = 0; k < SQ_COUNT; k++)
-                    if (METRIC_SEQ_UNIT[k] == MU_HEAD)
-                        metrics_seq(mt, (MetricSeqSlot)k)[o] = it->v[k];
+                for (int k = 0; k < SQ_HEAD_COUNT; k++)
+                    metrics_seq(mt, k)[o] = it->v[k];
             }
         }
     }

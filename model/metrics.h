@@ -132,7 +132,8 @@ typedef struct {
     int have_grads;
     double grad_norm;
     // the collected quantities of the current metrics step (model/metrics_table.h), all in one
-    // allocation `store`: per slot of MetricSeqSlot (its units x nseq) at seq_off[slot], per
+    // allocation `store`: per per-sequence slot (its units x nseq; the head slots of
+    // MetricSeqSlot, then one per act row: metrics_row_slot) at seq_off[slot], per
     // slot of MetricRunSlot (its units) at run_off[slot]
     double* store;
     size_t seq_off[METRICS_MAX_SLOTS], run_off[METRICS_MAX_SLOTS];
@@ -145,7 +146,7 @@ typedef struct {
     void* items; // per (b, h) of one chunk
     float* tbuf; // per thread: S (T*T) | key_sq (T) | row scratch
     size_t tbuf_per;
-    float* massive_buf; // per thread T*C
+    float* act_scratch; // per thread T*C (the act kernels' MetricActCtx.scratch)
     JsonBuf j;
 } Metrics;
 

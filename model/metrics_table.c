@@ -1,26 +1,40 @@
 // model/metrics_table.c: the table of diagnostics (model/metrics_table.h): one row per statistic
-// of metrics.jsonl, in the order each record writes its keys, the units of the collected
-// quantities, the explorer's per-map values and the table's text for docs/diagnostics.md.
+// of metrics.jsonl, in the order each record writes its keys, with the kernels of the act rows,
+// the units of the collected quantities, the explorer's per-map values and the table's text for
+// docs/diagnostics.md.
 #include "model/metrics_table.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-_Static_assert(SQ_COUNT <= METRICS_MAX_SLOTS && RN_COUNT <= METRICS_MAX_SLOTS,
-               "raise METRICS_MAX_SLOTS");
+#include "common/util.h"
 
-const MetricUnit METRIC_SEQ_UNIT[SQ_COUNT] = {
-    [SQ_MAX_LOGIT] = MU_HEAD,  [SQ_STAT_SUM] = MU_HEAD, [SQ_STAT_N] = MU_HEAD,
-    [SQ_A0_RAW] = MU_HEAD,     [SQ_A0_NORM] = MU_HEAD,  [SQ_HEAD_KURT] = MU_HEAD,
-    [SQ_ACT_KURT] = MU_SITE,   [SQ_ACT_MAX] = MU_SITE,  [SQ_ACT_RATIO] = MU_SITE,
-    [SQ_ACT_MASSIVE] = MU_SITE};
+_Static_assert(SQ_HEAD_COUNT <= METRICS_MAX_SLOTS && RN_COUNT <= METRICS_MAX_SLOTS,
+               "raise METRICS_MAX_SLOTS");
 
 const MetricRunDef METRIC_RUN_SLOTS[RN_COUNT] = {[RN_ROUTE_SUM] = {MU_SUBLAYER, 0.0},
                                                  [RN_ROUTE_N] = {MU_SUBLAYER, 0.0},
                                                  [RN_LOGZ_SUM] = {MU_MODEL, 0.0},
                                                  [RN_LOGZ_MAX] = {MU_MODEL, -INFINITY},
                                                  [RN_LOGZ_N] = {MU_MODEL, 0.0}};
+
+// The act rows' kernels (model/metrics.h's definitions). massive_ratio and massive share
+// metrics_massive: each row calls it (the count only on block outputs, one more median there).
+static double act_kurtosis(const float* x, size_t n, const MetricActCtx* ctx) {
+    (void)ctx;
+    return metrics_kurtosis(x, n);
+}
+static double act_max_abs(const float* x, size_t n, const MetricActCtx* ctx) {
+    (void)ctx;
+    return metrics_max_abs(x, n);
+}
+static double act_massive_ratio(const float* x, size_t n, const MetricActCtx* ctx) {
+    return metrics_massive(x, n, ctx->scratch, NULL);
+}
+static double act_massive(const float* x, size_t n, const MetricActCtx* ctx) {
+    return (double)metrics_massive_count(x, n, ctx->scratch);
+}
 
 #define POOLED(f)    .agg = AG_POOLED, .field = (int)offsetof(AttnHeadStats, f)
 #define ROWS_PER_SEQ "attention rows of each sequence"
@@ -78,17 +92,17 @@ const MetricDef METRIC_ROWS[] = {
             "`uncertainty` for credal, `support` for entmax/sparsemax): mean over rows"},
 
     // "act": one per layer and site, plus ln_f
-    {"kurtosis", MR_ACT, AG_MEAN, .slot = SQ_ACT_KURT,
+    {"kurtosis", MR_ACT, AG_MEAN, .act = act_kurtosis,
      .collected = "each sequence's `T*C` values at the site",
      .doc = "`mean((x - mu)^4) / (std^4 + 1e-6)` with the unbiased std (non-excess: Gaussian = "
             "3)"},
-    {"max_abs", MR_ACT, AG_MEAN, .slot = SQ_ACT_MAX,
+    {"max_abs", MR_ACT, AG_MEAN, .act = act_max_abs,
      .collected = "each sequence's `T*C` values at the site", .doc = "`max |x|`"},
-    {"massive_ratio", MR_ACT, AG_MEAN_DEFINED, .slot = SQ_ACT_RATIO,
+    {"massive_ratio", MR_ACT, AG_MEAN_DEFINED, .act = act_massive_ratio,
      .collected = "each sequence's `T*C` values at the site",
      .doc = "`max |x| / median |x|` (median = the `floor(N/2)`-th smallest of the `N = T*C` "
             "magnitudes); undefined on an all-zero tensor"},
-    {"massive", MR_ACT, AG_SUM, .slot = SQ_ACT_MASSIVE, .flags = MF_INT | MF_BLOCK,
+    {"massive", MR_ACT, AG_SUM, .act = act_massive, .flags = MF_INT | MF_BLOCK,
      .collected = "each sequence's block output",
      .doc = "`block` only: entries with `|x| > 100` and `|x| > 1000 * median |x|` (Sun et al.)"},
 
@@ -211,6 +225,26 @@ const char* metrics_agg_doc(MetricAgg a) {
         break;
     }
     return "?";
+}
+
+int metrics_seq_slots(void) {
+    int k = SQ_HEAD_COUNT;
+    for (int i = 0; i < METRIC_NROWS; i++)
+        k += METRIC_ROWS[i].record == MR_ACT;
+    return k;
+}
+
+MetricUnit metrics_seq_unit(int k) {
+    return k < SQ_HEAD_COUNT ? MU_HEAD : MU_SITE;
+}
+
+int metrics_row_slot(const MetricDef* d) {
+    if (d->record != MR_ACT) return d->slot;
+    ASSERT(d >= METRIC_ROWS && d < METRIC_ROWS + METRIC_NROWS && d->act);
+    int k = SQ_HEAD_COUNT;
+    for (const MetricDef* e = METRIC_ROWS; e < d; e++)
+        k += e->record == MR_ACT;
+    return k;
 }
 
 int metrics_row_find(MetricRecord r, const char* name) {

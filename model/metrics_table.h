@@ -6,12 +6,15 @@
 // main.log headlines, the per-head statistics of the attention explorer and the generated table
 // in docs/diagnostics.md (`./train --list-metrics`) all come from it.
 //
-// Adding a statistic: a row in model/metrics_table.c, and, when it needs a new collected
-// quantity, a slot in MetricSeqSlot / MetricRunSlot (with its unit in metrics_table.c) and the
-// line that computes it in model/metrics.c (a head slot: it->v[SLOT] in attn_items; a site slot:
-// act_items). Storage, reset, the reduction over the sequences, the record, the main.log line,
-// the explorer (MF_MAP) and the docs follow from the row; tests/test_metrics_table.c checks that
-// a real run writes it.
+// Adding an activation statistic (an "act" row): one row in model/metrics_table.c with its
+// kernel (`.act`, a MetricActFn over one sequence's T*C values at one site; MF_BLOCK: collected
+// and written on block outputs only). The row gets its own per-sequence storage (a site slot
+// after the head slots, metrics_row_slot), metrics_collect calls its kernel for every (site,
+// layer, sequence), and the reduction, the record, the main.log line and the docs follow.
+// Adding another statistic: a row, and, when it needs a new collected quantity, a head slot in
+// MetricSeqSlot (and the line it->v[SLOT] = ... in attn_items of model/metrics.c) or a slot in
+// MetricRunSlot (with its unit and reset in metrics_table.c). tests/test_metrics_table.c checks
+// that a real run writes every row and that each act row's values are its own statistic.
 #ifndef ATTNLAB_METRICS_TABLE_H
 #define ATTNLAB_METRICS_TABLE_H
 
@@ -24,19 +27,17 @@ typedef enum { MR_HEAD, MR_ACT, MR_ROUTE, MR_MODEL, MR_GRAD, MR_PARAM, MR_COUNT 
 
 // Quantities collected per (unit, probe sequence): head units (L*NH, layer-major) and site units
 // (5 L + 1: site-major over layers, ln_f last). Reduced at write time over the sequences in
-// ascending order, so the numbers do not depend on the probe chunking or the thread count.
+// ascending order, so the numbers do not depend on the probe chunking or the thread count. The
+// head slots are named here; each act row has a site slot of its own after them
+// (metrics_row_slot), metrics_seq_slots in all.
 typedef enum {
-    SQ_MAX_LOGIT,   // head: max |s| of the sequence
-    SQ_STAT_SUM,    // head: sum of the row map's own row statistic over the sequence's rows
-    SQ_STAT_N,      // head: rows where that statistic is finite
-    SQ_A0_RAW,      // head: alpha0 of the sequence, raw
-    SQ_A0_NORM,     // head: alpha0 of the sequence, renormalised
-    SQ_HEAD_KURT,   // head: kurtosis of the head's attention output
-    SQ_ACT_KURT,    // site: kurtosis
-    SQ_ACT_MAX,     // site: max |x|
-    SQ_ACT_RATIO,   // site: max |x| / median |x|
-    SQ_ACT_MASSIVE, // site: massive activations (block outputs only, 0 elsewhere)
-    SQ_COUNT
+    SQ_MAX_LOGIT, // head: max |s| of the sequence
+    SQ_STAT_SUM,  // head: sum of the row map's own row statistic over the sequence's rows
+    SQ_STAT_N,    // head: rows where that statistic is finite
+    SQ_A0_RAW,    // head: alpha0 of the sequence, raw
+    SQ_A0_NORM,   // head: alpha0 of the sequence, renormalised
+    SQ_HEAD_KURT, // head: kurtosis of the head's attention output
+    SQ_HEAD_COUNT // the act rows' site slots follow
 } MetricSeqSlot;
 
 // Quantities accumulated over the probe forwards in order (per sublayer, or one per model),
@@ -60,7 +61,6 @@ typedef enum {
     MU_COUNT
 } MetricUnit;
 
-extern const MetricUnit METRIC_SEQ_UNIT[SQ_COUNT];
 typedef struct {
     MetricUnit unit;
     double reset; // value at the start of a metrics step
@@ -97,17 +97,26 @@ typedef enum {
 
 enum {
     MF_INT = 1,       // written as an integer
-    MF_BLOCK = 2,     // act records of site block only
+    MF_BLOCK = 2,     // act: collected and written on block outputs only (0 stored elsewhere)
     MF_ROW_STAT = 4,  // key = the row map's row_stat_name; only where the layer has one
     MF_MAP = 8,       // computed from one attention map too: the explorer's per-head statistics
     MF_PRESENT1 = 16, // the unit is present only where slot2's running count is > 0 (route)
 };
 
+// The kernel of an act row: its statistic of one sequence's n = T*C values x at one site.
+typedef struct {
+    int site;       // 0..5: ln_1, attn, ln_2, mlp, block, ln_f
+    float* scratch; // n floats of this thread's own, free to overwrite
+} MetricActCtx;
+typedef double (*MetricActFn)(const float* x, size_t n, const MetricActCtx* ctx);
+
 typedef struct {
     const char* name;    // key in metrics.jsonl (NULL for MF_ROW_STAT: the variant names it)
     MetricRecord record; // the record it is written in
     MetricAgg agg;       // how it is aggregated
-    int slot, slot2;     // MetricSeqSlot / MetricRunSlot it reads (AG_RATIO, AG_RUN_*: slot2)
+    int slot, slot2;     // MetricSeqSlot / MetricRunSlot it reads (AG_RATIO, AG_RUN_*: slot2);
+                         // not for act rows (their slot is metrics_row_slot's)
+    MetricActFn act;     // act rows: how the per-sequence value is collected
     int field;           // AG_POOLED: offset in AttnHeadStats; AG_GRAD_HEAD: 0 q, 1 k, 2 v
     struct {
         MetricRecord record;
@@ -125,7 +134,12 @@ extern const int METRIC_NROWS;
 
 // Units of u in the run of mt; the values of a slot: (units, nseq) per-sequence, (units) running.
 size_t metrics_units(const Metrics* mt, MetricUnit u);
-static inline double* metrics_seq(const Metrics* mt, MetricSeqSlot k) {
+// The per-sequence slots: SQ_HEAD_COUNT head slots, then one site slot per act row (in table
+// order); the unit of slot k; the slot row d reads (an act row's own, else d->slot).
+int metrics_seq_slots(void);
+MetricUnit metrics_seq_unit(int k);
+int metrics_row_slot(const MetricDef* d);
+static inline double* metrics_seq(const Metrics* mt, int k) {
     return mt->store + mt->seq_off[k];
 }
 static inline double* metrics_run(const Metrics* mt, MetricRunSlot k) {

@@ -52,9 +52,8 @@ static const char* row_name(const Metrics* mt, const GPT2* m, const MetricDef* d
 // Value of row d (not a param row) at unit u; *null = 1 when it is written as null.
 static double row_value(const Metrics* mt, const GPT2* m, const MetricDef* d, size_t u, int* null) {
     const int n = mt->collected;
-    const double* v = d->agg <= AG_SINK_FRAC
-                          ? metrics_seq(mt, (MetricSeqSlot)d->slot) + u * (size_t)mt->nseq
-                          : NULL;
+    const double* v =
+        d->agg <= AG_SINK_FRAC ? metrics_seq(mt, metrics_row_slot(d)) + u * (size_t)mt->nseq : NULL;
     double s = 0.0, s2 = 0.0, mx;
     int k = 0;
     *null = 0;
@@ -71,7 +70,7 @@ static double row_value(const Metrics* mt, const GPT2* m, const MetricDef* d, si
             if (v[b] > mx || isnan(v[b])) mx = v[b];
         return mx;
     case AG_RATIO: {
-        const double* v2 = metrics_seq(mt, (MetricSeqSlot)d->slot2) + u * (size_t)mt->nseq;
+        const double* v2 = metrics_seq(mt, d->slot2) + u * (size_t)mt->nseq;
         for (int b = 0; b < n; b++) {
             s += v[b];
             s2 += v2[b];

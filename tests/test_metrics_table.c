@@ -4,7 +4,10 @@
 // model: once per step; grad, param: per tensor), no record holds a key that is neither a row nor
 // one of its unit's index keys, the main.log headlines are the table's, and the attention
 // explorer's per-head statistics use the same keys with the same values as metrics.jsonl's head
-// records when both see the same map (one probe sequence, its dumped attention).
+// records when both see the same map (one probe sequence, its dumped attention). And the act rows
+// are collected from the table alone: each act row has a kernel and a per-sequence slot of its
+// own, and after metrics_collect on planted activations every act row's value at every (site,
+// layer, sequence) is that row's statistic recomputed here in double precision.
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include "common/util.h"
 #include "model/explorer.h"
 #include "model/metrics_table.h"
+#include "model_util.h"
 #include "testutil.h"
 #include "train_util.h"
 
@@ -247,12 +251,129 @@ START_TEST(test_run_writes_every_row) {
 }
 END_TEST
 
+// ---------------------------------------------------------------------------------------------
+// the act rows: one row each, collected by its own kernel
+
+enum { AL = 2, ANH = 2, AC = 16, AT = 8, AB = 2, ATC = AT * AC };
+
+static int cmp_double(const void* a, const void* b) {
+    const double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+// The statistic of act row `name` over x[0..ATC) at site (0..5), from the definitions in
+// docs/diagnostics.md.
+static double act_reference(const char* name, const float* x, int site) {
+    const int n = ATC;
+    double mu = 0.0, mx = 0.0, a[ATC];
+    for (int i = 0; i < n; i++) {
+        mu += x[i];
+        a[i] = fabs((double)x[i]);
+        if (a[i] > mx) mx = a[i];
+    }
+    mu /= n;
+    qsort(a, (size_t)n, sizeof(double), cmp_double);
+    const double med = a[n / 2];
+    if (!strcmp(name, "kurtosis")) {
+        double m2 = 0.0, m4 = 0.0;
+        for (int i = 0; i < n; i++) {
+            const double d = x[i] - mu;
+            m2 += d * d;
+            m4 += d * d * d * d;
+        }
+        const double var = m2 / (n - 1);
+        return (m4 / n) / (var * var + 1e-6);
+    }
+    if (!strcmp(name, "max_abs")) return mx;
+    if (!strcmp(name, "massive_ratio")) return med > 0.0 ? mx / med : (mx > 0 ? INFINITY : NAN);
+    if (!strcmp(name, "massive")) {
+        if (site != 4) return 0.0; // block outputs only
+        int c = 0;
+        for (int i = 0; i < n; i++)
+            c += fabs((double)x[i]) > 100.0 && fabs((double)x[i]) > 1000.0 * med;
+        return c;
+    }
+    ck_abort_msg("act row %s has no reference here: add its definition", name);
+    return NAN;
+}
+
+START_TEST(test_act_rows_from_table) {
+    // every act row has a kernel and a slot of its own after the head slots
+    int nact = 0, seen[METRICS_MAX_SLOTS] = {0};
+    for (int i = 0; i < METRIC_NROWS; i++) {
+        const MetricDef* d = &METRIC_ROWS[i];
+        if (d->record != MR_ACT) continue;
+        nact++;
+        ck_assert_msg(d->act != NULL, "act row %s has no kernel", d->name);
+        const int k = metrics_row_slot(d);
+        ck_assert_int_ge(k, SQ_HEAD_COUNT);
+        ck_assert_int_lt(k, metrics_seq_slots());
+        ck_assert_msg(!seen[k]++, "act row %s shares slot %d", d->name, k);
+        ck_assert_int_eq(metrics_seq_unit(k), MU_SITE);
+    }
+    ck_assert_int_ge(nact, 4);
+    ck_assert_int_eq(metrics_seq_slots(), SQ_HEAD_COUNT + nact);
+
+    Config c;
+    test_tiny_config(&c, 64, AL, ANH, AC, AT);
+    GPT2 m;
+    test_build_model(&m, &c, AB, AT, 3);
+    int tokens[AB * AT];
+    for (int i = 0; i < AB * AT; i++)
+        tokens[i] = (i * 7 + 3) % 64;
+    gpt2_forward(&m, tokens, NULL, AB, AT);
+    // planted activations: values of order 1 and, at every site, 1 to 3 spikes far above
+    // 1000 x the median (so that a count that is not limited to block outputs shows)
+    const size_t BTC = (size_t)AB * ATC;
+    float* base[6] = {m.ln1, m.attproj, m.ln2, m.fcproj, m.residual3, m.lnf};
+    for (int site = 0; site < 6; site++) {
+        for (int l = 0; l < (site == 5 ? 1 : AL); l++) {
+            for (int b = 0; b < AB; b++) {
+                float* x = base[site] + (size_t)l * BTC + (size_t)b * ATC;
+                for (int i = 0; i < ATC; i++)
+                    x[i] = (float)(0.3 + 0.7 * sin(0.37 * i + site + 2.0 * l + 5.0 * b));
+                for (int k = 0; k <= (site + l + b) % 3; k++)
+                    x[17 + 31 * k] = (float)((k % 2 ? -1.0 : 1.0) * (2000.0 + 300.0 * (l + b)));
+            }
+        }
+    }
+    MetricsSetup ms = {
+        .every = 1, .sink_eps = 0.3f, .tokens = tokens, .nseq = AB, .T = AT, .nthreads = 2};
+    Metrics mt;
+    char err[512];
+    ck_assert_msg(metrics_init(&mt, &m, &ms, err, sizeof(err)) == 0, "%s", err);
+    metrics_collect(&mt, &m, 0);
+    for (int i = 0; i < METRIC_NROWS; i++) {
+        const MetricDef* d = &METRIC_ROWS[i];
+        if (d->record != MR_ACT) continue;
+        const double* v = metrics_seq(&mt, metrics_row_slot(d));
+        int nonzero = 0;
+        for (int u = 0; u < 5 * AL + 1; u++) {
+            const int site = u < 5 * AL ? u / AL : 5, l = u < 5 * AL ? u % AL : 0;
+            for (int b = 0; b < AB; b++) {
+                const float* x = base[site] + (size_t)l * BTC + (size_t)b * ATC;
+                const double want = act_reference(d->name, x, site);
+                const double got = v[(size_t)u * AB + b];
+                ck_assert_msg(fabs(got - want) <= 1e-9 * fabs(want),
+                              "act row %s, site %d layer %d sequence %d: %.17g, expected %.17g",
+                              d->name, site, l, b, got, want);
+                nonzero += want != 0.0;
+            }
+        }
+        ck_assert_msg(nonzero > 0, "act row %s: the planted values do not test it", d->name);
+    }
+    metrics_free(&mt);
+    gpt2_free(&m);
+}
+END_TEST
+
 static Suite* metrics_table_suite(void) {
     Suite* s = suite_create("metrics_table");
     TCase* tc = tcase_create("core");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_table_is_complete);
     tcase_add_test(tc, test_run_writes_every_row);
+    tcase_add_test(tc, test_act_rows_from_table);
     suite_add_tcase(s, tc);
     return s;
 }
