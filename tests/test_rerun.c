@@ -5,7 +5,8 @@
 //     0) for every step, and with --steps 4 compares steps 1-4 only (stopping the trainer there
 //     when it is still running: this run is too short to see that);
 //   - one train loss of the committed copy changed in its last digit: exit 1, naming that step;
-//   - --full runs the whole rerun list and compares every committed output (test_rerun_full);
+//   - --full runs the whole rerun list and compares every committed output (test_rerun_full),
+//     the streaming evaluation's CSV and report among them (stream_outputs);
 //   - --compare of two metrics files; bad input (a missing provenance.json, a malformed metrics
 //     line, a bad --steps) is exit 2 with the file or option named;
 //   - a "command" with shell text, an unknown config key or a path outside the repository, and
@@ -313,6 +314,54 @@ static void refused_payloads(const char* bin) {
     }
 }
 
+// The streaming evaluation of a rerun list (ablate.stream): ./evaluate --stream writes the
+// policy's CSV (--csv, into the run's folder) and prints its report, which make the committed
+// stream_window.csv and stream.txt. Both are compared with the rerun's own, the paths of the
+// checkpoint and of the CSV (the committed run's folder against the rerun's) set aside; a change
+// to either committed file is found and named. Called by test_rerun_full after its rerun in
+// g_dir/rf has finished, so that nothing is trained again.
+static void stream_outputs(const char* bin) {
+    char cmd[8000], out[16384], ev[2400], p[1400], keep[1 << 14];
+    snprintf(cmd, sizeof(cmd),
+             "(%s/evaluate --checkpoint %s/run/model_00000008.bin --stream --data "
+             "'%s/recall_val_*.bin' --length 256 --window 16 --threads 1 --csv "
+             "%s/res/rf/stream_window.csv >%s/res/rf/stream.txt 2>&1)",
+             bin, g_dir, g_data, g_dir, g_dir);
+    const int rc = sh(cmd, out, sizeof(out));
+    snprintf(p, sizeof(p), "%s/res/rf/stream.txt", g_dir);
+    slurp(p, out, sizeof(out));
+    ck_assert_msg(rc == 0 && strstr(out, "# stream: policy window") && strstr(out, "# wrote "),
+                  "exit %d: %s", rc, out);
+    snprintf(ev, sizeof(ev),
+             "./evaluate --checkpoint runs/rerun/t/rf/model_00000008.bin --stream --data "
+             "%s/recall_val_*.bin --length 256 --window 16 --threads 1 --csv "
+             "runs/rerun/t/rf/stream_window.csv",
+             g_data);
+    write_prov("\"t\"", "\"rf\"", "make", "", ev);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf",
+             g_dir, bin, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "stream_window.csv: identical") &&
+                      strstr(out, "stream.txt: identical") &&
+                      strstr(out, "stream_window.csv, stream.txt identical"),
+                  "%s", out);
+    struct {
+        const char *file, *from, *to, *want;
+    } cases[] = {
+        {"stream_window.csv", "window,16,", "window,17,", "stream_window.csv: the streaming"},
+        {"stream.txt", " perplexity ", " perplexity 1", "stream.txt differs"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        snprintf(p, sizeof(p), "%s/res/rf/%s", g_dir, cases[k].file);
+        slurp(p, keep, sizeof(keep));
+        edit_file(p, cases[k].from, cases[k].to);
+        ck_assert_msg(sh(cmd, out, sizeof(out)) == 1 && strstr(out, "not reproduced: ") &&
+                          strstr(out, cases[k].want),
+                      "%s: %s", cases[k].file, out);
+        spit(p, keep);
+    }
+}
+
 // --full: the whole rerun list of a committed run (its data step, the training, its probe
 // evaluation), each output compared with the committed copy; a change to the committed data
 // hash, final metrics or probe result is found and named (exit 1), the finished rerun being
@@ -398,6 +447,7 @@ START_TEST(test_rerun_full) {
                       "%s: %s", cases[k].file, out);
         spit(p, keep);
     }
+    stream_outputs(bin);
     snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --steps 3", g_dir);
     ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "--steps"), "%s", out);
     // --data-only: the data steps and the data's sha256, nothing trained
