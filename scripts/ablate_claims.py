@@ -210,8 +210,10 @@ def evaluate_claim(text, groups, unit=None, lr_groups=None):
     else:
         sb = group_stats(groups.get(b, []), metric)
     res.update(metric=metric, a=a, b=b, op=op, stats_a=sa, stats_b=sb)
+    runs = groups.get(a, []) + (groups.get(b, []) if b in groups else [])
     if sa is None or sb is None:
         res.update(verdict="inconclusive", sentence="no values for %s" % (a if sa is None else b))
+        incomplete(res, runs)
         return res
     diff = sa["mean"] - sb["mean"]
     spread = max(sa["max"] - sa["min"], sb["max"] - sb["min"])
@@ -250,6 +252,7 @@ def evaluate_claim(text, groups, unit=None, lr_groups=None):
                    groups.get(b, []), b_num)
     res["measured"] = measured_text(res, metric, unit)
     size_reading(res, metric, unit, sb)
+    incomplete(res, runs)
     return res
 
 
@@ -326,6 +329,25 @@ def control_column(metric):
     return None, False
 
 
+# the status of a run that scripts/ablate_report.py lists but that has not finished: a sweep
+# trained in parts, its other parts still to come
+PENDING = ("not run", "incomplete")
+
+
+def incomplete(res, rows):
+    """A claim some of whose runs have not finished reads "incomplete (k of n runs done)" and
+    takes no part in the correction (no exact p), unless it is already untestable (a finished
+    run missed the control). The numbers of the runs done stay in the sentence."""
+    pending = sum(1 for r in rows if r.get("status") in PENDING)
+    if not pending or res.get("untestable"):
+        return
+    res["verdict"] = "incomplete (%d of %d runs done)" % (len(rows) - pending, len(rows))
+    res["incomplete"] = True
+    res.pop("p_exact", None)
+    res["sentence"] = res.get("sentence", "") + \
+        "; read when the sweep's other parts are in (%d runs to train)" % pending
+
+
 def paired_verdict(res, metric, op, tol, rows_a, rows_b, b_num=None):
     """The per-seed differences A - B (against the number b_num when B is one), their exact
     sign-flip p (p_exact), and with >= 3 seeds paired their mean and 95% t interval and the
@@ -353,6 +375,10 @@ def paired_verdict(res, metric, op, tol, rows_a, rows_b, b_num=None):
     if ctl:
         lo_side = op == "<" if not larger_is_less else op == ">"
         need = rows_b if lo_side else rows_a if op != "~" else rows_a + rows_b
+        # a run not trained yet (a sweep trained in parts) has not missed its control: the
+        # claim waits for it (evaluate_claim: "incomplete"); one finished run that misses it
+        # makes the claim untestable whatever the others do
+        need = [r for r in need if r.get("status") not in PENDING]
         if need and not all(r.get(ctl) == 1 for r in need):
             res.update(verdict="untestable here", sentence=res.get("sentence", "") +
                        "; the positive control (%s) is not met in every seed" % ctl)
