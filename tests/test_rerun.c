@@ -338,8 +338,8 @@ static void stream_outputs(const char* bin) {
              "runs/rerun/t/rf/stream_window.csv",
              g_data);
     write_prov("\"t\"", "\"rf\"", "make", "", ev);
-    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf",
-             g_dir, bin, g_dir);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf", g_dir,
+             bin, g_dir);
     ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
     ck_assert_msg(strstr(out, "stream_window.csv: identical") &&
                       strstr(out, "stream.txt: identical") &&
