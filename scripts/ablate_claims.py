@@ -342,7 +342,6 @@ def incomplete(res, rows):
     if not pending or res.get("untestable"):
         return
     res["verdict"] = "incomplete (%d of %d runs done)" % (len(rows) - pending, len(rows))
-    res["incomplete"] = True
     res.pop("p_exact", None)
     res["sentence"] = res.get("sentence", "") + \
         "; read when the sweep's other parts are in (%d runs to train)" % pending
