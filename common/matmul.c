@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,8 +397,50 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // ---------------------------------------------------------------------------------------------
 // measured peak (matmul.h)
 
+// The trial's threads are pinned one to a CPU for its duration, each to a different CPU of the
+// calling thread's affinity mask, and given their own mask back after it. Unpinned, Linux can
+// leave two short-lived threads on one CPU for a whole measurement, so they run one after the
+// other: on a 2-vCPU VM about one process in two measured 135 instead of 300 GFLOP/s (sgemm) and
+// 140 instead of 720 (bf16), the threads found on the same CPU. Without enough CPUs in the mask
+// (fewer than nthreads), the threads are left as they are.
+typedef struct {
+    int n;       // CPUs in the calling thread's mask
+    int cpu[64]; // the first of them, in order
+} PinSet;
+
+static void pin_set_of_caller(PinSet* ps) {
+    cpu_set_t m;
+    ps->n = 0;
+    if (sched_getaffinity(0, sizeof(m), &m)) return;
+    for (int c = 0; c < CPU_SETSIZE && ps->n < 64; c++)
+        if (CPU_ISSET(c, &m)) ps->cpu[ps->n++] = c;
+}
+
+// Pin the calling thread to ps's CPU number `slot`, saving its mask in *saved; 1 when pinned.
+static int pin_thread(const PinSet* ps, int slot, cpu_set_t* saved) {
+    if (slot >= ps->n || sched_getaffinity(0, sizeof(*saved), saved)) return 0;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(ps->cpu[slot], &one);
+    return sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
+static int g_trial_cpu[64]; // the CPU each thread of the last trial ended on (tests)
+
+int mm_peak_trial_cpu(int thread) {
+    return thread >= 0 && thread < 64 ? g_trial_cpu[thread] : -1;
+}
+
+static void unpin_thread(int pinned, const cpu_set_t* saved) {
+    if (pinned && sched_setaffinity(0, sizeof(*saved), saved))
+        die(1, "cannot restore a thread's CPU affinity after the peak trial");
+}
+
 double mm_measure_peak_trials(int nthreads, int trials, double* rates) {
     const int n = 512;
+    PinSet ps;
+    pin_set_of_caller(&ps);
+    if (ps.n < nthreads) ps.n = 0; // not one CPU a thread: leave them to the scheduler
     const size_t nn = (size_t)n * n;
     float* a = allocFloats((size_t)nthreads * nn);
     float* b = allocFloats((size_t)nthreads * nn);
@@ -414,17 +457,28 @@ double mm_measure_peak_trials(int nthreads, int trials, double* rates) {
     double best = 0;
     for (int rep = 0; rep < trials; rep++) {
         double t0 = util_now();
+        double dt = 0;
 #pragma omp parallel num_threads(nthreads)
         {
-            size_t o = (size_t)omp_get_thread_num() * nn;
+            const int t = omp_get_thread_num();
+            cpu_set_t saved;
+            const int pinned = pin_thread(&ps, t, &saved);
+#pragma omp barrier
+#pragma omp master
+            t0 = util_now();
+            size_t o = (size_t)t * nn;
             for (int k = 0; k < 2; k++) {
                 if (half)
                     mm_gemm_bf16(0, 1, n, n, n, 1.0f, ah + o, n, bh + o, n, 0.0f, c + o, n);
                 else
                     mm_gemm(0, 1, n, n, n, 1.0f, a + o, n, b + o, n, 0.0f, c + o, n);
             }
+            if (t < 64) g_trial_cpu[t] = sched_getcpu();
+#pragma omp barrier
+#pragma omp master
+            dt = util_now() - t0;
+            unpin_thread(pinned, &saved);
         }
-        double dt = util_now() - t0;
         double f = 2.0 * 2.0 * n * n * (double)n * nthreads / dt;
         if (rep == 0) continue; // the first trial creates primitives, warms caches
         if (f > best) best = f;

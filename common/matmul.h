@@ -103,7 +103,11 @@ void mm_thread_scratch_free(void);
 // counts). About 0.05 s per trial. The rate of every counted trial goes to rates[0 .. trials-2]
 // (NULL: not kept), and the best is returned; the
 // trainer's peak (the median, its spread and the per-machine cache) is in common/peak.h.
+// Its threads are pinned to distinct CPUs of the caller's affinity mask during the trials (when
+// the mask has one for each) and get their own masks back after; mm_peak_trial_cpu(t) is the CPU
+// thread t of the last trial ended on (-1 outside 0..63).
 double mm_measure_peak_trials(int nthreads, int trials, double* rates);
+int mm_peak_trial_cpu(int thread);
 // ./bench sgemm-peak (precision NULL) / bf16-peak ("bf16"): measure the peak with every OpenMP
 // thread (12 trials, the first not counted) and print "sgemm peak: X GFLOP/s with N threads (best
 // of 11 trials; median M, min m)" (bf16: "bf16 peak: ... | <precision info>") to stdout; returns

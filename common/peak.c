@@ -34,8 +34,10 @@ void peak_key(char* buf, size_t cap, int nthreads, const char* precision_info) {
     cpuinfo_describe(cpu, sizeof(cpu), flags, sizeof(flags));
     struct utsname u;
     const char* rel = uname(&u) == 0 ? u.release : "unknown";
-    snprintf(buf, cap, "cpu=%s; flags=%s; threads=%d; precision=%s; linux=%s", cpu, flags, nthreads,
-             precision_info, rel);
+    // "trial=pinned": the trials pin their threads (matmul.h); a figure cached by the unpinned
+    // trial, which could be half the machine's, is not reused
+    snprintf(buf, cap, "cpu=%s; flags=%s; threads=%d; precision=%s; linux=%s; trial=pinned", cpu,
+             flags, nthreads, precision_info, rel);
     for (char* p = buf; *p; p++) // one line in the cache file
         if (*p == '\n' || *p == '\r') *p = ' ';
 }

@@ -5,13 +5,17 @@
 // timed. The matmul peak (common/peak.c): its 90th percentile, median and spread; the cache
 // file's path (ATTNLAB_CACHE_DIR, XDG_CACHE_HOME, off), write and read back, another key, and
 // malformed files refused naming file:line; peak_get takes a cached peak without measuring; and
-// a tiny ./train run reports a cached peak and the time its phases took.
+// a tiny ./train run reports a cached peak and the time its phases took. The peak trial pins its
+// threads to distinct CPUs and gives each its own CPU mask back.
 #include <math.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/eta.h"
+#include "common/matmul.h"
 #include "common/peak.h"
 #include "common/util.h"
 #include "tests/file_util.h"
@@ -208,6 +212,7 @@ START_TEST(test_peak_get_uses_the_cache) {
     char key[1024], path[1100], err[2048];
     peak_key(key, sizeof(key), 2, "fp32 (test kernels)");
     ck_assert(strstr(key, "threads=2; precision=fp32 (test kernels); linux=") != NULL);
+    ck_assert(strstr(key, "; trial=pinned") != NULL); // figures of the unpinned trial not reused
     ck_assert_int_eq(peak_cache_path(path, sizeof(path), key), 0);
     PeakStats w = {.peak = 7.25e9,
                    .median = 7e9,
@@ -308,6 +313,45 @@ START_TEST(test_train_reports_cached_peak_and_phases) {
 }
 END_TEST
 
+// Thread 1 is confined to the caller's first CPU, where, unpinned, it would share that CPU with
+// whatever thread 0 does; the trial must move it to the caller's second CPU (thread 0 to the
+// first), then give thread 1 its one-CPU mask back and leave thread 0's mask as it was.
+START_TEST(test_peak_trial_pins_threads) {
+    cpu_set_t all;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+    int cpus[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
+        if (CPU_ISSET(c, &all)) cpus[n++] = c;
+    if (n < 2) {
+        printf("test_peak_trial_pins_threads: skipped, this process may run on one CPU only\n");
+        return;
+    }
+    cpu_set_t first, before[2], after[2];
+    CPU_ZERO(&first);
+    CPU_SET(cpus[0], &first);
+    mm_init_threads();
+    mm_set_precision(MM_FP32);
+#pragma omp parallel num_threads(2)
+    {
+        const int t = omp_get_thread_num();
+        if (t == 1) ck_assert_int_eq(sched_setaffinity(0, sizeof(first), &first), 0);
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(before[t]), &before[t]), 0);
+    }
+    ck_assert(mm_measure_peak_trials(2, 3, NULL) > 0);
+    ck_assert_int_eq(mm_peak_trial_cpu(0), cpus[0]);
+    ck_assert_int_eq(mm_peak_trial_cpu(1), cpus[1]);
+    ck_assert_int_eq(mm_peak_trial_cpu(64), -1);
+#pragma omp parallel num_threads(2)
+    {
+        const int t = omp_get_thread_num();
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(after[t]), &after[t]), 0);
+        if (t == 1) sched_setaffinity(0, sizeof(all), &all); // as the test found it
+    }
+    ck_assert(CPU_EQUAL(&before[0], &all) && CPU_EQUAL(&after[0], &all));
+    ck_assert(CPU_EQUAL(&before[1], &first) && CPU_EQUAL(&after[1], &first));
+}
+END_TEST
+
 static Suite* timing_suite(void) {
     Suite* s = suite_create("timing");
     TCase* t = tcase_create("eta");
@@ -317,6 +361,7 @@ static Suite* timing_suite(void) {
     TCase* p = tcase_create("peak");
     tcase_set_timeout(p, 120);
     tcase_add_test(p, test_peak_stats);
+    tcase_add_test(p, test_peak_trial_pins_threads);
     tcase_add_test(p, test_peak_cache_path);
     tcase_add_test(p, test_peak_cache_roundtrip_and_refusals);
     tcase_add_test(p, test_peak_get_uses_the_cache);
