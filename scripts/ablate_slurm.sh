@@ -37,6 +37,18 @@ slurm_on_term() {
 slurm_train() { # CONF LOG INDEX -> $slurm_rc
     echo "==== $(date -u +%FT%TZ) $TRAIN include=$1 resume=1 (Slurm job ${SLURM_JOB_ID:-?}," \
         "restart ${SLURM_RESTART_COUNT:-0})" >>"$2"
+    # warned before the trainer started: the limit leaves less than the warning's lead, so a
+    # trainer started now would be cut off, and a requeued task would be warned at its start
+    # again; the run is recorded failed (124), which --retry-failed submits again
+    if [ $slurm_early_usr1 -eq 1 ] || [ $slurm_requeue -eq 1 ]; then
+        echo "ablate: $(date -u +%FT%TZ) SIGUSR1 (the time limit is near) came before the trainer" \
+            "started: the job's time leaves less than ${slurm_lead} s; not trained, recorded failed" \
+            "(exit 124); give --time more than $((slurm_lead / 60)) minutes plus one checkpoint" \
+            "interval and submit again with --retry-failed" | tee -a "$2"
+        slurm_requeue=0
+        slurm_rc=124
+        return
+    fi
     "$TRAIN" "include=$1" resume=1 >>"$2" 2>&1 &
     slurm_pid=$!
     while kill -0 "$slurm_pid" 2>/dev/null; do wait "$slurm_pid"; done

@@ -11,7 +11,8 @@
 // (gpt2_flops_per_token) at a given matmul peak. Provenance: in a temporary git repository a
 // committed sweep trains and records the sha256 of its file and of the config it includes with
 // commit_dirty false; an edited include, an edited or an untracked sweep file stop the runner;
-// --allow-dirty trains and records sweep_dirty, allow_dirty and commit_dirty true.
+// --allow-dirty trains and records sweep_dirty, allow_dirty and commit_dirty true. A Slurm task
+// warned of its time limit while it still reads the sweep records the run failed (exit 124).
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,15 +124,22 @@ static void check_sbatch(const char* path, const char* job, const char* output, 
     free(text);
 }
 
-START_TEST(slurm_scripts_quote_every_value) {
-    char d[600], p[4096], cmd[8192], log[700], sweep[8192];
-    util_strlcpy(d, test_tmpdir(), sizeof(d));
-    snprintf(log, sizeof(log), "%s/log.txt", d);
+// A scratch folder d for a Slurm test, its log path, and d/bin/sbatch: a fake that prints a job
+// id and submits nothing (the tests put d/bin first on PATH).
+static void slurm_scratch(char* d, size_t dcap, char* log, size_t logcap) {
+    char p[800];
+    util_strlcpy(d, test_tmpdir(), dcap);
+    snprintf(log, logcap, "%s/log.txt", d);
     snprintf(p, sizeof(p), "%s/bin", d);
     ck_assert_int_eq(mkdir(p, 0755), 0);
-    snprintf(p, sizeof(p), "%s/bin/sbatch", d); // prints a job id, submits nothing
+    snprintf(p, sizeof(p), "%s/bin/sbatch", d);
     write_file(p, "#!/bin/sh\necho 4242\n");
     ck_assert_int_eq(chmod(p, 0755), 0);
+}
+
+START_TEST(slurm_scripts_quote_every_value) {
+    char d[600], p[4096], cmd[8192], log[700], sweep[8192];
+    slurm_scratch(d, sizeof(d), log, sizeof(log));
     char base[4096];
     base_conf(base, sizeof(base), "/nonexistent");
     snprintf(sweep, sizeof(sweep), "%ssweep.seed = 1, 2\nout_dir = %s/o_evil\n", base, d);
@@ -480,6 +488,63 @@ START_TEST(uncommitted_sweep_refused_and_recorded) {
 }
 END_TEST
 
+// A Slurm task warned of its time limit (SIGUSR1) while it still reads the sweep, before
+// scripts/ablate_slurm.sh sets its handler, is not ended by the signal: it starts no trainer,
+// records the run failed (exit 124, which --retry-failed submits again) and says why in the
+// task's output and the run's train.log. The warning comes from a fake git on PATH, which
+// scripts/ablate runs while it reads the sweep, to the task's own pid.
+START_TEST(slurm_warning_before_training_is_recorded) {
+    char d[600], p[1400], cmd[8192], log[700], sweep[8192], base[4096], git[600];
+    slurm_scratch(d, sizeof(d), log, sizeof(log));
+    FILE* w = popen("command -v git", "r"); // the real git, for the fake one to call
+    ck_assert(w != NULL && fgets(git, sizeof(git), w) != NULL);
+    pclose(w);
+    git[strcspn(git, "\n")] = '\0';
+    char fake[2400];
+    snprintf(fake, sizeof(fake),
+             "#!/bin/sh\n[ -f '%s/task.pid' ] && kill -USR1 \"$(cat '%s/task.pid')\"\nexec '%s' "
+             "\"$@\"\n",
+             d, d, git);
+    snprintf(p, sizeof(p), "%s/bin/git", d);
+    write_file(p, fake);
+    ck_assert_int_eq(chmod(p, 0755), 0);
+    base_conf(base, sizeof(base), "/nonexistent");
+    snprintf(sweep, sizeof(sweep), "%ssweep.seed = 1\nout_dir = %s/o\n", base, d);
+    snprintf(p, sizeof(p), "%s/sw.conf", d);
+    write_file(p, sweep);
+    snprintf(cmd, sizeof(cmd),
+             "PATH=%s/bin:$PATH %s/scripts/ablate sw.conf --slurm --allow-dirty --bin %s", d,
+             test_repo_root(), test_build_dir());
+    int rc = sh_in(d, cmd, log);
+    char* text = slurp(log);
+    ck_assert_msg(rc == 0 && strstr(text, "submitted 1 runs"), "exit %d: %s", rc, text);
+    free(text);
+    // the task, its pid written before it starts, so the fake git can warn it
+    snprintf(
+        cmd, sizeof(cmd),
+        "PATH=%s/bin:$PATH SLURM_ARRAY_TASK_ID=0 SLURM_JOB_ID=4242 bash -c 'echo $$ >task.pid; "
+        "exec %s/scripts/ablate sw.conf --slurm-task --out %s/o --bin %s --allow-dirty'",
+        d, test_repo_root(), d, test_build_dir());
+    rc = sh_in(d, cmd, log);
+    text = slurp(log);
+    ck_assert_msg(rc == 1 && strstr(text, "came before the trainer started") &&
+                      strstr(text, "recorded failed (exit 124)"),
+                  "exit %d: %s", rc, text);
+    free(text);
+    snprintf(p, sizeof(p), "%s/o/seed-1/ablate_status.json", d);
+    text = slurp(p);
+    ck_assert_msg(text && strstr(text, "\"exit\": 124"), "%s", text ? text : "(no status)");
+    free(text);
+    snprintf(p, sizeof(p), "%s/o/seed-1/train.log", d);
+    text = slurp(p);
+    ck_assert_msg(text && strstr(text, "came before the trainer started") && !strstr(text, "step "),
+                  "%s", text ? text : "(no train.log)");
+    free(text);
+    snprintf(p, sizeof(p), "%s/o/seed-1/metrics.jsonl", d); // no trainer ran
+    ck_assert_int_ne(access(p, F_OK), 0);
+}
+END_TEST
+
 static Suite* ablate_checks_suite(void) {
     Suite* s = suite_create("ablate_checks");
     TCase* tc = tcase_create("checks");
@@ -488,6 +553,7 @@ static Suite* ablate_checks_suite(void) {
     tcase_add_test(tc, sweep_values_resolved_as_the_trainer_reads_them);
     tcase_add_test(tc, dry_run_writes_nothing_and_estimates);
     tcase_add_test(tc, uncommitted_sweep_refused_and_recorded);
+    tcase_add_test(tc, slurm_warning_before_training_is_recorded);
     suite_add_tcase(s, tc);
     return s;
 }
