@@ -456,8 +456,7 @@ double mm_measure_peak_trials(int nthreads, int trials, double* rates) {
     const int half = mm_precision() != MM_FP32;
     double best = 0;
     for (int rep = 0; rep < trials; rep++) {
-        double t0 = util_now();
-        double dt = 0;
+        double t0 = 0, dt = 0; // set by the master thread between the barriers
 #pragma omp parallel num_threads(nthreads)
         {
             const int t = omp_get_thread_num();
