@@ -98,11 +98,16 @@ START_TEST(test_bench_profile_tiny) {
         double printed = row_value(out, "sum of the named phases", c);
         ck_assert_msg(fabs(sum - printed) <= 0.006 * PROF_NPHASES + 1e-9, "sum %g vs %g", sum,
                       printed);
-        // the phases are medians over the steps, so they need not add up to the median step
-        // exactly, but the named phases must cover most of it and not much more
+        // Each step's phases, "other (untimed)" included, add up to that step's time, so the
+        // named phases cover the step where the untimed rest is small. The phases are medians
+        // over the steps: on a loaded machine a thread preempted for a few ms stalls one phase
+        // of one step, which moves the median step but not each phase's median, so the named
+        // sum is not compared with the step from below; only the untimed rest is.
         double step = row_value(out, "step (median)", c);
-        ck_assert_msg(step > 0 && sum > 0.5 * step && sum < 1.5 * step,
-                      "named phases %g ms of a %g ms step:\n%s", sum, step, out);
+        double other = row_value(out, "other (untimed)", c);
+        ck_assert_msg(step > 0 && other < 0.25 * step && sum < 1.5 * step,
+                      "named phases %g ms, untimed %g ms of a %g ms step:\n%s", sum, other, step,
+                      out);
         // the work every step does was timed
         ck_assert_msg(row_value(out, "matmul lm head fwd", c) > 0 &&
                           row_value(out, "adamw (+clip scale, bf16 copy)", c) > 0,
