@@ -545,6 +545,62 @@ START_TEST(slurm_warning_before_training_is_recorded) {
 }
 END_TEST
 
+// One runner per sweep directory: while another process holds OUT/ablate.lock (as a runner and
+// its trainers do), a second scripts/ablate into OUT exits 2 naming the holder and writes
+// nothing; --dry-run, which writes nothing, still runs; a lock file left by a runner that has
+// ended does not stop the next one, which writes its own pid into it.
+START_TEST(second_runner_into_a_sweep_directory_refused) {
+    char d[600], p[1400], cmd[8192], log[700], sweep[8192], base[4096], data[700];
+    util_strlcpy(d, test_tmpdir(), sizeof(d));
+    snprintf(log, sizeof(log), "%s/log.txt", d);
+    snprintf(data, sizeof(data), "%s/probes", d);
+    base_conf(base, sizeof(base), data);
+    snprintf(sweep, sizeof(sweep),
+             "%smax_steps = 4\nsweep.seed = 1\nablate.probe = recall\nablate.probe_data = %s\n"
+             "ablate.probe_gen = --seq-len 32 --pairs 3 --n-train 100 --n-val 16 --seed 1\n"
+             "out_dir = %s/o\n",
+             base, data, d);
+    snprintf(p, sizeof(p), "%s/sw.conf", d);
+    write_file(p, sweep);
+    char ablate[2000];
+    snprintf(ablate, sizeof(ablate), "%s/scripts/ablate sw.conf --allow-dirty --bin %s",
+             test_repo_root(), test_build_dir());
+    // the shell holds the lock on fd 9, as a running runner does, and names itself in the file
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p o && exec 9>>o/ablate.lock && flock -n 9 && "
+             "echo 'pid 4321 on elsewhere' >o/ablate.lock && %s",
+             ablate);
+    int rc = sh_in(d, cmd, log);
+    char* text = slurp(log);
+    ck_assert_msg(rc == 2 && strstr(text, "another scripts/ablate is running") &&
+                      strstr(text, "pid 4321 on elsewhere"),
+                  "exit %d: %s", rc, text);
+    free(text);
+    snprintf(p, sizeof(p), "%s/o/ablate_sweep.tsv", d);
+    ck_assert_msg(access(p, F_OK) != 0, "%s written by a refused runner", p);
+    snprintf(p, sizeof(p), "%s/o/seed-1", d);
+    ck_assert_msg(access(p, F_OK) != 0, "%s made by a refused runner", p);
+    snprintf(cmd, sizeof(cmd), "mkdir -p o && exec 9>>o/ablate.lock && flock -n 9 && %s --dry-run",
+             ablate);
+    rc = sh_in(d, cmd, log);
+    text = slurp(log);
+    ck_assert_msg(rc == 0, "--dry-run beside a runner: exit %d: %s", rc, text);
+    free(text);
+    // the holder has ended: the file is still there, and the next runner trains
+    rc = sh_in(d, ablate, log);
+    text = slurp(log);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, text);
+    free(text);
+    snprintf(p, sizeof(p), "%s/o/seed-1/model_00000004.bin", d);
+    ck_assert_msg(access(p, F_OK) == 0, "%s not trained", p);
+    snprintf(p, sizeof(p), "%s/o/ablate.lock", d);
+    text = slurp(p);
+    ck_assert_msg(text && strncmp(text, "pid ", 4) == 0 && !strstr(text, "4321"), "%s",
+                  text ? text : "(no lock file)");
+    free(text);
+}
+END_TEST
+
 static Suite* ablate_checks_suite(void) {
     Suite* s = suite_create("ablate_checks");
     TCase* tc = tcase_create("checks");
@@ -554,6 +610,7 @@ static Suite* ablate_checks_suite(void) {
     tcase_add_test(tc, dry_run_writes_nothing_and_estimates);
     tcase_add_test(tc, uncommitted_sweep_refused_and_recorded);
     tcase_add_test(tc, slurm_warning_before_training_is_recorded);
+    tcase_add_test(tc, second_runner_into_a_sweep_directory_refused);
     suite_add_tcase(s, tc);
     return s;
 }
