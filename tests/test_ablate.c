@@ -369,7 +369,12 @@ START_TEST(part_runs_seed_groups_and_exports_each_run) {
         ck_assert_msg(!util_file_exists(path), "%s: trained outside its part", path);
     }
 
-    // the same part again with the real trainer: the finished run is skipped, the other trained
+    // the same part again with the real trainer: the finished run is skipped, the other trained.
+    // The killed runner's trainer (the fake, which holds the sweep's lock as every trainer does)
+    // may still be ending: a runner started before it has is refused, rightly, so wait for it.
+    char wait_lock[1400];
+    snprintf(wait_lock, sizeof(wait_lock), "flock -w 60 '%s/ablate.lock' true", out);
+    ck_assert_msg(system(wait_lock) == 0, "%s: still held a minute after the kill", wait_lock);
     ck_assert_int_eq(run_ablate_args(sweep, "--part 1/3", NULL, log), 0);
     text = slurp(log);
     ck_assert_msg(strstr(text, "2/2 done"), "%s", text);
