@@ -40,6 +40,9 @@ if [ -n "$probe_task" ] && [ ! -f "$probe_data/${probe_task}_val_000000.bin" ]; 
     dry_gen=1
     echo "first: $PROBE gen $probe_task --out $probe_data${aset[probe_gen]:+ ${aset[probe_gen]}} (no $probe_data/${probe_task}_val_000000.bin yet)"
 fi
+if [ -n "${aset[stream_gen]:-}" ] && ! compgen -G "${aset[stream_data]}" >/dev/null; then
+    echo "first: $PROBE gen $probe_task --out $(dirname "${aset[stream_data]}") ${aset[stream_gen]} (ablate.stream_gen: no file matches ablate.stream_data = ${aset[stream_data]} yet)"
+fi
 # shellcheck disable=SC2086
 if [ -n "$dry_td" ] && compgen -G "$dry_td" >/dev/null; then
     echo "data: train_data = $dry_td matches $(compgen -G "$dry_td" | wc -l) files"
