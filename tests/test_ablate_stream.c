@@ -6,9 +6,10 @@
 // when that gap reaches ln 2 (a perplexity twice as high), a claim on stream_gap gated by the
 // softmax side's control_stream, the evaluations exported with the run (stream.txt and the
 // three CSVs) and named in its rerun; ablate.stream_data streams another file than val_data (here
-// the training shards, whose loss differs from the validation documents'); a malformed
-// ablate.stream or ablate.sinks_hold, ablate.stream_data without ablate.stream and a misspelt
-// ablate.* key exit 2 naming the line.
+// one longer document that ablate.stream_gen makes with the task's generator before the runs,
+// a step the rerun names too); a malformed ablate.stream or ablate.sinks_hold, ablate.stream_data
+// without ablate.stream, ablate.stream_gen without ablate.stream_data or with a wildcard folder,
+// and a misspelt ablate.* key exit 2 naming the line.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,7 @@ static double evaluate_loss(const char* ckpt, const char* opts) {
     char cmd[4096], out[1200];
     snprintf(out, sizeof(out), "%s/hand.txt", g_tmp);
     snprintf(cmd, sizeof(cmd),
-             "%s/evaluate --checkpoint %s --stream --data '%s/probes/recall_train_*.bin' "
+             "%s/evaluate --checkpoint %s --stream --data '%s/stream/recall_val_*.bin' "
              "--length 40 --threads 1 %s >%s 2>&1",
              test_build_dir(), ckpt, g_tmp, opts, out);
     int st = system(cmd);
@@ -80,7 +81,8 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
     char extra[3000];
     snprintf(extra, sizeof(extra),
              "sweep.attention = softmax, softpick\nsweep.seed = 1, 2, 3\n"
-             "ablate.stream = 8, 2, 40\nablate.stream_data = %s/probes/recall_train_*.bin\n"
+             "ablate.stream = 8, 2, 40\nablate.stream_data = %s/stream/recall_val_*.bin\n"
+             "ablate.stream_gen = --seq-len 48 --pairs 3 --n-train 1 --n-val 1 --seed 9\n"
              "ablate.results = %s\n"
              "ablate.claim = stream_gap: softpick < softmax | softpick needs no sink\n",
              g_tmp, res);
@@ -89,6 +91,9 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
     char* text = slurp(log);
     ck_assert_msg(rc == 0, "scripts/ablate exit %d:\n%s", rc, text ? text : "");
     free(text);
+    // ablate.stream_gen made the stream before the runs: one document of 48 tokens
+    snprintf(path, sizeof(path), "%s/stream/recall_val_000000.bin", g_tmp);
+    ck_assert_msg(util_file_exists(path), "ablate.stream_gen did not make %s", path);
     snprintf(path, sizeof(path), "%s/results.csv", out);
     Csv* c = read_csv(path);
     ck_assert_int_eq(c->nrow, 6);
@@ -110,7 +115,7 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
             softmax_ok = 0;
     }
     // the runner's columns are ./evaluate's numbers at the options the budget gives, over
-    // ablate.stream_data (evaluate_loss streams the training shards)
+    // ablate.stream_data (evaluate_loss streams the generated document)
     snprintf(path, sizeof(path), "%s/attention-softpick__seed-2/model_00000008.bin", out);
     const char* run = "attention-softpick__seed-2";
     ck_assert(fabs(evaluate_loss(path, "--window 10") - atof(cell(c, run, "stream_loss_window"))) <
@@ -149,8 +154,18 @@ START_TEST(stream_columns_match_evaluate_and_gate_claims) {
                       strstr(text, "--sinks 2"),
                   "%s", text ? text : "");
     const char* st = strstr(text, "--stream --data"); // over ablate.stream_data
-    const char* tr = st ? strstr(st, "recall_train_") : NULL;
+    const char* tr = st ? strstr(st, "/stream/recall_val_") : NULL;
     ck_assert_msg(tr && tr - st < 200, "the rerun's stream is not ablate.stream_data:\n%s", text);
+    // and the rerun makes that stream as the runner did, before training
+    char gen[1400];
+    snprintf(gen, sizeof(gen),
+             "probe gen recall --out %s/stream --seq-len 48 --pairs 3 --n-train 1 --n-val 1 "
+             "--seed 9",
+             g_tmp);
+    const char* rr = strstr(text, "\"rerun\"");
+    const char* g = rr ? strstr(rr, gen) : NULL;
+    ck_assert_msg(g && g < strstr(rr, "train include="), "the rerun does not make the stream:\n%s",
+                  text);
     free(text);
 }
 END_TEST
@@ -166,7 +181,10 @@ START_TEST(bad_runner_settings_exit_2) {
                          "ablate.strem = 8, 2, 40\n",
                          "ablate.sinks_hold = 3\n",
                          "ablate.sinks = recall\nablate.sinks_hold = 2\n",
-                         "ablate.stream_data = x_*.bin\n"};
+                         "ablate.stream_data = x_*.bin\n",
+                         "ablate.stream_gen = --n-val 1\n",
+                         "ablate.stream = 8, 2, 40\nablate.stream_data = d*/x_*.bin\n"
+                         "ablate.stream_gen = --n-val 1\n"};
     const char* want[] = {"ablate.stream",
                           "ablate.stream",
                           "ablate.stream",
@@ -174,7 +192,9 @@ START_TEST(bad_runner_settings_exit_2) {
                           "unknown runner setting ablate.strem",
                           "ablate.sinks_hold needs ablate.sinks",
                           "want K >= 3",
-                          "ablate.stream_data needs ablate.stream"};
+                          "ablate.stream_data needs ablate.stream",
+                          "ablate.stream_gen needs ablate.stream_data",
+                          "needs a folder without wildcards"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char sweep[1200], out[1200], log[1200], extra[256];
         snprintf(sweep, sizeof(sweep), "%s/b%zu.conf", g_tmp, i);
