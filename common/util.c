@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,14 +93,32 @@ void* util_realloc(void* p, size_t n, const char* file, int line) {
     return q;
 }
 
+// Buffers of 2 MiB or more are whole 2 MiB pages, aligned to one, and asked of the kernel as
+// transparent huge pages (MADV_HUGEPAGE: where THP is "madvise", the default of many
+// distributions, nothing else gets them). The parameters, gradients, moments and activations then
+// take one TLB entry per 2 MiB: measured 6-7% off a GPT-2 124M step in fp32 and bf16
+// (docs/performance.md). Smaller buffers stay 64-byte aligned. Values are never affected. Under
+// AddressSanitizer (make asan) nothing is rounded to 2 MiB, so a write one past a large buffer
+// still lands outside its allocation and is reported.
+#if defined(__SANITIZE_ADDRESS__)
+#define HUGE_PAGE SIZE_MAX
+#else
+#define HUGE_PAGE ((size_t)2 << 20)
+#endif
+
 size_t util_floats_bytes(size_t n) {
     size_t bytes = (n ? n : 1) * sizeof(float);
+    if (bytes >= HUGE_PAGE) return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     return (bytes + 63) & ~(size_t)63;
 }
 
 float* util_alloc_floats(size_t n, const char* file, int line) {
     size_t bytes = util_floats_bytes(n);
-    float* p = aligned_alloc(64, bytes);
+    int huge = bytes >= HUGE_PAGE;
+    float* p = aligned_alloc(huge ? HUGE_PAGE : 64, bytes);
+#ifdef MADV_HUGEPAGE
+    if (p && huge) (void)madvise(p, bytes, MADV_HUGEPAGE); // advice only: a refusal costs speed
+#endif
     if (!p)
         die(1, "out of memory allocating %zu floats (%.1f MiB) at %s:%d", n,
             (double)bytes / 1048576.0, file, line);

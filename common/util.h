@@ -57,10 +57,11 @@ void* util_realloc(void* p, size_t n, const char* file, int line);
 #define callocCheck(n, sz) util_calloc((n), (sz), __FILE__, __LINE__)
 #define reallocCheck(p, n) util_realloc((p), (n), __FILE__, __LINE__)
 
-// 64-byte aligned, zeroed allocation for large float buffers; free with free().
+// Zeroed allocation for large float buffers, 64-byte aligned; from 2 MiB up, whole 2 MiB pages
+// asked for as transparent huge pages (util.c). Free with free().
 float* util_alloc_floats(size_t n, const char* file, int line);
 #define allocFloats(n) util_alloc_floats((n), __FILE__, __LINE__)
-// Bytes allocFloats takes for n floats (rounded up to 64-byte multiples).
+// Bytes allocFloats takes for n floats (rounded up to 64 bytes, or to 2 MiB from 2 MiB up).
 size_t util_floats_bytes(size_t n);
 // Bytes handed out so far by the checked allocators above (reallocCheck counts its new size),
 // process-wide and never decreasing; tests compare differences of it with the memory estimate.

@@ -1,8 +1,10 @@
 // tests/test_util.c: common/util.h: crc32 (the CRC-32 check value, incremental), atomic writes
 // (nothing at the final path before commit, abort keeps the old file, failures name the path and
 // leave no temp file), util_cli_long (whole-string integers in range, anything else exits 2), and
-// the tools' option table and its handling of --help and errors (common/cli.h).
+// the tools' option table and its handling of --help and errors (common/cli.h), and allocFloats'
+// sizes and huge pages (2 MiB pages, aligned and advised, from 2 MiB up; not under ASan).
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +281,64 @@ START_TEST(test_cli_parse_or_exit) {
 }
 END_TEST
 
+// The VmFlags line of the mapping in /proc/self/smaps that holds p ("" when none is found).
+static void vmflags_of(const void* p, char* flags, size_t cap) {
+    flags[0] = '\0';
+    FILE* f = fopen("/proc/self/smaps", "r");
+    if (!f) return;
+    char line[512];
+    int inside = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        } else if (inside && !strncmp(line, "VmFlags:", 8)) {
+            snprintf(flags, cap, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+START_TEST(test_alloc_floats_sizes_and_huge_pages) {
+    const size_t MiB2 = (size_t)2 << 20, big = MiB2 / sizeof(float); // floats in 2 MiB
+    ck_assert_uint_eq(util_floats_bytes(0), 64);
+    ck_assert_uint_eq(util_floats_bytes(16), 64);
+    ck_assert_uint_eq(util_floats_bytes(17), 128);
+    ck_assert_uint_eq(util_floats_bytes(big - 17), MiB2 - 64); // under 2 MiB: 64-byte rounding
+#if defined(__SANITIZE_ADDRESS__)
+    // ASan build: sizes stay exact to 64 bytes, so a write past a large buffer is reported
+    ck_assert_uint_eq(util_floats_bytes(big), MiB2);
+    ck_assert_uint_eq(util_floats_bytes(big + 1), MiB2 + 64);
+    printf("test_alloc_floats_sizes_and_huge_pages: sanitized build: no huge pages (by design)\n");
+#else
+    ck_assert_uint_eq(util_floats_bytes(big), MiB2);
+    ck_assert_uint_eq(util_floats_bytes(big + 1), 2 * MiB2);
+    ck_assert_uint_eq(util_floats_bytes(3 * big - 1), 3 * MiB2);
+    const size_t before = util_alloc_total();
+    float* p = allocFloats(big + 5);
+    ck_assert_uint_eq(util_alloc_total() - before, 2 * MiB2); // the tally is the rounded size
+    ck_assert_uint_eq((uintptr_t)p % MiB2, 0);
+    for (size_t i = 0; i < 2 * big; i++)
+        ck_assert_msg(p[i] == 0.0f, "float %zu not zeroed", i);
+    float* small = allocFloats(100);
+    ck_assert_uint_eq((uintptr_t)small % 64, 0);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+        printf("test_alloc_floats_sizes_and_huge_pages: kernel without transparent huge pages: "
+               "the MADV_HUGEPAGE advice is not checked\n");
+    } else {
+        char flags[512];
+        vmflags_of(p, flags, sizeof(flags));
+        ck_assert_msg(flags[0], "no mapping in /proc/self/smaps holds %p", (void*)p);
+        ck_assert_msg(strstr(flags, " hg"), "2 MiB buffer not advised as huge pages: VmFlags%s",
+                      flags);
+    }
+    free(small);
+    free(p);
+#endif
+}
+END_TEST
+
 static Suite* util_suite(void) {
     Suite* s = suite_create("util");
     TCase* tu = tcase_create("util");
@@ -291,6 +351,7 @@ static Suite* util_suite(void) {
     tcase_add_test(tu, test_cli_parse_bad_number_exits_2);
     tcase_add_test(tu, test_cli_parse_args);
     tcase_add_test(tu, test_cli_parse_or_exit);
+    tcase_add_test(tu, test_alloc_floats_sizes_and_huge_pages);
     suite_add_tcase(s, tu);
     return s;
 }
