@@ -101,20 +101,21 @@ void* util_realloc(void* p, size_t n, const char* file, int line) {
 // AddressSanitizer (make asan) nothing is rounded to 2 MiB, so a write one past a large buffer
 // still lands outside its allocation and is reported.
 #if defined(__SANITIZE_ADDRESS__)
-#define HUGE_PAGE SIZE_MAX
+#define HUGE_PAGES 0
 #else
-#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_PAGES 1
 #endif
+#define HUGE_PAGE ((size_t)2 << 20)
 
 size_t util_floats_bytes(size_t n) {
     size_t bytes = (n ? n : 1) * sizeof(float);
-    if (bytes >= HUGE_PAGE) return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if (HUGE_PAGES && bytes >= HUGE_PAGE) return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     return (bytes + 63) & ~(size_t)63;
 }
 
 float* util_alloc_floats(size_t n, const char* file, int line) {
     size_t bytes = util_floats_bytes(n);
-    int huge = bytes >= HUGE_PAGE;
+    int huge = HUGE_PAGES && bytes >= HUGE_PAGE;
     float* p = aligned_alloc(huge ? HUGE_PAGE : 64, bytes);
 #ifdef MADV_HUGEPAGE
     if (p && huge) (void)madvise(p, bytes, MADV_HUGEPAGE); // advice only: a refusal costs speed

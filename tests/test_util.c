@@ -281,6 +281,7 @@ START_TEST(test_cli_parse_or_exit) {
 }
 END_TEST
 
+#if !defined(__SANITIZE_ADDRESS__)
 // The VmFlags line of the mapping in /proc/self/smaps that holds p ("" when none is found).
 static void vmflags_of(const void* p, char* flags, size_t cap) {
     flags[0] = '\0';
@@ -299,6 +300,7 @@ static void vmflags_of(const void* p, char* flags, size_t cap) {
     }
     fclose(f);
 }
+#endif
 
 START_TEST(test_alloc_floats_sizes_and_huge_pages) {
     const size_t MiB2 = (size_t)2 << 20, big = MiB2 / sizeof(float); // floats in 2 MiB
