@@ -291,7 +291,7 @@ static void vmflags_of(const void* p, char* flags, size_t cap) {
     int inside = 0;
     while (fgets(line, sizeof(line), f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { // a mapping's first line: LO-HI ...
             inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
         } else if (inside && !strncmp(line, "VmFlags:", 8)) {
             snprintf(flags, cap, "%s", line + 8);
