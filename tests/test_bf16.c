@@ -343,6 +343,69 @@ START_TEST(test_registered_copy_is_read) {
 }
 END_TEST
 
+// The bias of the forward (added to the block in the merge of a strided block, after the product
+// otherwise) and the backward's column sums give exactly what the plain loops give: out = (x W^T)
+// + bias element by element, dbias = d0 + dout[0] + dout[1] + ... in row order. One block
+// (OC = 64: the output is dense) and several (OC = 288: each block is merged into a strided C).
+START_TEST(test_linear_bias_exact) {
+    const int N = 40, C = 96;
+    const int OCS[2] = {64, 288};
+    MMPrecision ps[3] = {MM_FP32, MM_BF16_REF, MM_BF16};
+    Rng r;
+    rng_seed(&r, 77);
+    for (int q = 0; q < 3; q++) {
+        if (ps[q] == MM_BF16 && !native()) continue;
+        for (int t = 0; t < 2; t++) {
+            const int OC = OCS[t];
+            float* x = allocFloats((size_t)N * C);
+            float* w = allocFloats((size_t)OC * C);
+            float* bias = allocFloats((size_t)OC);
+            float* dout = allocFloats((size_t)N * OC);
+            float* plain = allocFloats((size_t)N * OC);
+            float* with = allocFloats((size_t)N * OC);
+            float* dinp = allocFloats((size_t)N * C);
+            float* dw = allocFloats((size_t)OC * C);
+            float* dbias = allocFloats((size_t)OC);
+            float* want = allocFloats((size_t)OC);
+            fill_uniform(x, (size_t)N * C, -1, 1, &r);
+            fill_uniform(w, (size_t)OC * C, -1, 1, &r);
+            fill_uniform(bias, (size_t)OC, -1, 1, &r);
+            fill_uniform(dout, (size_t)N * OC, -1, 1, &r);
+            fill_uniform(dbias, (size_t)OC, -1, 1, &r);
+            mm_set_precision(ps[q]);
+            matmul_forward(plain, x, w, NULL, N, C, OC);
+            matmul_forward(with, x, w, bias, N, C, OC);
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < OC; j++) {
+                    const float e = plain[(size_t)i * OC + j] + bias[j];
+                    ck_assert_msg(memcmp(&e, &with[(size_t)i * OC + j], 4) == 0,
+                                  "precision %d OC %d: out[%d][%d] = %.9g, want %.9g", q, OC, i,
+                                  j, with[(size_t)i * OC + j], e);
+                }
+            memcpy(want, dbias, sizeof(float) * (size_t)OC);
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < OC; j++)
+                    want[j] += dout[(size_t)i * OC + j];
+            matmul_backward(dinp, dw, dbias, dout, x, w, N, C, OC);
+            mm_set_precision(MM_FP32);
+            ck_assert_msg(memcmp(want, dbias, sizeof(float) * (size_t)OC) == 0,
+                          "precision %d OC %d: dbias differs from the in-order column sums", q,
+                          OC);
+            free(x);
+            free(w);
+            free(bias);
+            free(dout);
+            free(plain);
+            free(with);
+            free(dinp);
+            free(dw);
+            free(dbias);
+            free(want);
+        }
+    }
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // dispatch
 
@@ -426,6 +489,7 @@ static Suite* bf16_suite(void) {
     tcase_add_test(tc, test_linear_bf16_vs_fp32);
     tcase_add_test(tc, test_linear_bf16_threads_identical);
     tcase_add_test(tc, test_registered_copy_is_read);
+    tcase_add_test(tc, test_linear_bias_exact);
     tcase_add_test(tc, test_dispatch_resolve);
     tcase_add_test(tc, test_dispatch_capped_isa);
     suite_add_tcase(s, tc);
