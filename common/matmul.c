@@ -424,8 +424,8 @@ void matmul_backward_to_h(float* dinp, MMWrite dinp_w, float* dweight, MMWrite d
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int lo = blk * bs, hi = lo + bs < OC ? lo + bs : OC;
-        gemm_blk(1, 0, hi - lo, C, N, D, (size_t)lo, OC, X, 0, C, beta, dweight + (size_t)lo * C,
-                 C, NULL);
+        gemm_blk(1, 0, hi - lo, C, N, D, (size_t)lo, OC, X, 0, C, beta, dweight + (size_t)lo * C, C,
+                 NULL);
         if (dbias) colsum_add(dbias, dout, N, OC, lo, hi);
     }
 }

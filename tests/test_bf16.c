@@ -379,8 +379,8 @@ START_TEST(test_linear_bias_exact) {
                 for (int j = 0; j < OC; j++) {
                     const float e = plain[(size_t)i * OC + j] + bias[j];
                     ck_assert_msg(memcmp(&e, &with[(size_t)i * OC + j], 4) == 0,
-                                  "precision %d OC %d: out[%d][%d] = %.9g, want %.9g", q, OC, i,
-                                  j, with[(size_t)i * OC + j], e);
+                                  "precision %d OC %d: out[%d][%d] = %.9g, want %.9g", q, OC, i, j,
+                                  with[(size_t)i * OC + j], e);
                 }
             memcpy(want, dbias, sizeof(float) * (size_t)OC);
             for (int i = 0; i < N; i++)
@@ -389,8 +389,7 @@ START_TEST(test_linear_bias_exact) {
             matmul_backward(dinp, dw, dbias, dout, x, w, N, C, OC);
             mm_set_precision(MM_FP32);
             ck_assert_msg(memcmp(want, dbias, sizeof(float) * (size_t)OC) == 0,
-                          "precision %d OC %d: dbias differs from the in-order column sums", q,
-                          OC);
+                          "precision %d OC %d: dbias differs from the in-order column sums", q, OC);
             free(x);
             free(w);
             free(bias);
