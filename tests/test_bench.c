@@ -113,6 +113,42 @@ START_TEST(test_bench_profile_tiny) {
                           row_value(out, "adamw (+clip scale, bf16 copy)", c) > 0,
                       "%s", out);
     }
+    // the linear layers against the peak: FLOPs from the config's shapes (2 layers, C = 32,
+    // 64 rows: 2 * 64 * |W| forward, twice that backward), each rate from its phase's printed ms,
+    // each share from the printed peak (all within the printed rounding)
+    const double rows = 2 * 32, C = 32, L = 2;
+    const struct {
+        const char *name, *phase;
+        double flops;
+    } fam[4] = {{"qkv fwd", "matmul qkv fwd", 2 * rows * 3 * C * C * L},
+                {"qkv bwd", "matmul qkv bwd", 4 * rows * 3 * C * C * L},
+                {"fc proj fwd", "matmul fc proj fwd", 2 * rows * 4 * C * C * L},
+                {"attn proj bwd", "matmul attn proj bwd", 4 * rows * C * C * L}};
+    for (int c = 0; c <= (native ? 1 : 0); c++) {
+        const char* line = strstr(out, "\npeak (this run");
+        const char* tag = c ? "; bf16 " : "): fp32 ";
+        const char* pk = line ? strstr(line, tag) : NULL;
+        double peak = 0;
+        ck_assert_msg(pk && sscanf(pk + strlen(tag), "%lf GFLOP/s", &peak) == 1 && peak > 0,
+                      "no %s peak in:\n%s", tag, out);
+        for (int f = 0; f < 4; f++) {
+            const double gf = row_value(out, fam[f].name, 0);
+            ck_assert_msg(fabs(gf - fam[f].flops * 1e-9) <= 5e-4 * gf, "%s: %g GFLOP, want %g",
+                          fam[f].name, gf, fam[f].flops * 1e-9);
+            const double ms = row_value(out, fam[f].phase, 2 * c);
+            const double rate = row_value(out, fam[f].name, 1 + 2 * c);
+            const double pct = row_value(out, fam[f].name, 2 + 2 * c);
+            if (ms > 0.02)
+                ck_assert_msg(rate >= gf / (ms + 0.005) * 1e3 - 0.05 &&
+                                  rate <= gf / (ms - 0.005) * 1e3 + 0.05,
+                              "%s: %g GFLOP/s from %g GFLOP in %g ms", fam[f].name, rate, gf, ms);
+            ck_assert_msg(fabs(pct - 100 * rate / peak) <= 0.05 + 100 * 0.05 / peak + 0.06,
+                          "%s: %g%% of a %g GFLOP/s peak at %g GFLOP/s", fam[f].name, pct, peak,
+                          rate);
+        }
+    }
+    ck_assert_msg(strstr(out, "\nstep MFU (") != NULL && strstr(out, "| all linear layers |"), "%s",
+                  out);
     // one precision only
     rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));
     ck_assert_msg(rc == 0 && strstr(out, "| fp32 ms |") && !strstr(out, "bf16 ms"), "%s", out);

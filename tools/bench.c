@@ -8,7 +8,9 @@
 //                              trains N steps (default 5, after one warm-up step) of the config on
 //                              synthetic tokens, in fp32 and in bf16 where native (or only in the
 //                              precision= given), timing each phase of the step (common/prof.h),
-//                              and prints the median ms per phase and its share of the median step
+//                              and prints the median ms per phase and its share of the median step,
+//                              then each linear-layer family's GFLOP/s and share of this run's
+//                              measured matmul peak, and the step's MFU against that peak
 //        ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]
 //                              greedy generation of N new tokens (default 512) by a randomly
 //                              initialised model of CONFIG's shapes (default
@@ -44,7 +46,8 @@ static void usage(FILE* f) {
            "  profile      where a training step's time goes: N steps (default 5, after one\n"
            "               warm-up step) of CONFIG with the key=value overrides, on synthetic\n"
            "               tokens, in fp32 and in bf16 where native (precision=P: only P); prints\n"
-           "               the median ms of each phase and its share of the median step\n"
+           "               the median ms of each phase and its share of the median step, then\n"
+           "               the linear layers' GFLOP/s against this run's peak and the step MFU\n"
            "  generate     tokens/s of greedy generation with the key/value cache and without it\n"
            "               (the prefix recomputed for every token), in one run: N new tokens\n"
            "               (default 512) after a one-token prompt, by a randomly initialised\n"
@@ -69,10 +72,27 @@ static double median(double* v, int n) {
 }
 
 // One precision's profile: med[p] the median seconds of phase p, *step the median step.
+// The linear layers' matmul families: each phase's FLOPs per step, from the weight it multiplies
+// (all layers' elements, specs) and the step's rows: 2 * rows * |W| forward, twice that backward
+// (the input's and the weight's gradients).
+#define PROF_NLINEAR 10
+static const struct {
+    int phase, row, bwd;
+} LINEAR[PROF_NLINEAR] = {
+    {PROF_MM_QKV_FWD, P_QKVW, 0},         {PROF_MM_QKV_BWD, P_QKVW, 1},
+    {PROF_MM_ATTPROJ_FWD, P_ATTPROJW, 0}, {PROF_MM_ATTPROJ_BWD, P_ATTPROJW, 1},
+    {PROF_MM_FC_FWD, P_FCW, 0},           {PROF_MM_FC_BWD, P_FCW, 1},
+    {PROF_MM_FCPROJ_FWD, P_FCPROJW, 0},   {PROF_MM_FCPROJ_BWD, P_FCPROJW, 1},
+    {PROF_MM_LMHEAD_FWD, P_WTE, 0},       {PROF_MM_LMHEAD_BWD, P_WTE, 1},
+};
+
 typedef struct {
     char name[16];
     char info[384];
     double med[PROF_NPHASES], step, sum_named;
+    double flops[PROF_NLINEAR]; // FLOPs per step of each LINEAR family
+    double step_flops;          // the model's FLOPs per step as the trainer counts them (MFU)
+    double peak;                // FLOP/s: this precision's matmul peak, measured in this run
 } ProfResult;
 
 // Train `steps` + 1 steps of c in precision `prec_name`, the first not counted. 0, or -1 with err.
@@ -92,6 +112,12 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     gpt2_init(&m, (uint64_t)c->seed);
     gpt2_alloc_acts(&m, B, T, nthreads);
     gpt2_set_precision(&m, prec);
+    // the peak as scripts/bench models measures it (best of 12 trials, 512x512 per thread)
+    out->peak = mm_measure_peak_trials(nthreads, 12, NULL);
+    const double rows = (double)B * T * c->grad_accum;
+    for (int i = 0; i < PROF_NLINEAR; i++)
+        out->flops[i] = (LINEAR[i].bwd ? 4.0 : 2.0) * rows * (double)m.specs[LINEAR[i].row].size;
+    out->step_flops = gpt2_flops_per_token(&m, T) * rows;
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "optimizer '%s' is unknown", c->optimizer);
@@ -178,6 +204,46 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     return 0;
 }
 
+// The linear layers against the peak: each family's GFLOP per step, its rate in the profiled
+// step and that rate's share of the precision's peak measured in this run; then the step's MFU
+// (the trainer's FLOPs per step over the median step, against the same peak).
+static void print_linear(const ProfResult* res, int nres) {
+    printf("\npeak (this run, best of 12 trials of 512x512 matrices per thread):");
+    for (int i = 0; i < nres; i++)
+        printf("%s %s %.1f GFLOP/s", i ? ";" : "", res[i].name, res[i].peak * 1e-9);
+    printf("\nstep MFU (the trainer's FLOPs per step over the median step, against that peak):");
+    for (int i = 0; i < nres; i++)
+        printf("%s %s %.1f%%", i ? "," : "", res[i].name,
+               100 * res[i].step_flops / res[i].step / res[i].peak);
+    printf("\n\n| linear layers | GFLOP per step |");
+    for (int i = 0; i < nres; i++)
+        printf(" %s GFLOP/s | %s %% of peak |", res[i].name, res[i].name);
+    printf("\n|---|---|");
+    for (int i = 0; i < nres; i++)
+        printf("---|---|");
+    printf("\n");
+    double total = 0, sec[2] = {0, 0};
+    for (int f = 0; f < PROF_NLINEAR; f++) {
+        const double fl = res[0].flops[f];
+        if (fl <= 0) continue; // a model without this family (mlp = 0)
+        total += fl;
+        printf("| %s | %.4g |", prof_name(LINEAR[f].phase) + strlen("matmul "), fl * 1e-9);
+        for (int i = 0; i < nres; i++) {
+            const double t = res[i].med[LINEAR[f].phase];
+            sec[i] += t;
+            if (t > 0)
+                printf(" %.1f | %.1f%% |", fl / t * 1e-9, 100 * fl / t / res[i].peak);
+            else
+                printf(" - | - |");
+        }
+        printf("\n");
+    }
+    printf("| all linear layers | %.4g |", total * 1e-9);
+    for (int i = 0; i < nres; i++)
+        printf(" %.1f | %.1f%% |", total / sec[i] * 1e-9, 100 * total / sec[i] / res[i].peak);
+    printf("\n");
+}
+
 static int profile(int argc, char** argv) {
     Config c;
     config_defaults(&c);
@@ -260,6 +326,7 @@ static int profile(int argc, char** argv) {
     for (int i = 0; i < nres; i++)
         printf(" %.2f | 100%% |", res[i].step * 1e3);
     printf("\n");
+    print_linear(res, nres);
     return 0;
 }
 
