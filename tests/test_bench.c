@@ -149,6 +149,16 @@ START_TEST(test_bench_profile_tiny) {
     }
     ck_assert_msg(strstr(out, "\nstep MFU (") != NULL && strstr(out, "| all linear layers |"), "%s",
                   out);
+    if (native) { // the speed-up line is the ratio of the two printed median steps
+        const char* tag = "\nfp32 step over bf16 step (medians): ";
+        const char* sp = strstr(out, tag);
+        double x = 0;
+        ck_assert_msg(sp && sscanf(sp + strlen(tag), "%lfx", &x) == 1, "%s", out);
+        const double f = row_value(out, "step (median)", 0), b = row_value(out, "step (median)", 2);
+        // each step is printed to 0.01 ms, the ratio to 0.01
+        ck_assert_msg(fabs(x - f / b) <= 0.005 + (f / b) * (0.005 / b + 0.005 / f) + 1e-9,
+                      "speed-up %g, steps %g / %g ms", x, f, b);
+    }
     // one precision only
     rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));
     ck_assert_msg(rc == 0 && strstr(out, "| fp32 ms |") && !strstr(out, "bf16 ms"), "%s", out);

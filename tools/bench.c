@@ -215,6 +215,9 @@ static void print_linear(const ProfResult* res, int nres) {
     for (int i = 0; i < nres; i++)
         printf("%s %s %.1f%%", i ? "," : "", res[i].name,
                100 * res[i].step_flops / res[i].step / res[i].peak);
+    if (nres == 2)
+        printf("\n%s step over %s step (medians): %.2fx", res[0].name, res[1].name,
+               res[0].step / res[1].step);
     printf("\n\n| linear layers | GFLOP per step |");
     for (int i = 0; i < nres; i++)
         printf(" %s GFLOP/s | %s %% of peak |", res[i].name, res[i].name);
