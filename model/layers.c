@@ -66,56 +66,127 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
     layernorm_forward_h(out, NULL, mean, rstd, inp, weight, bias, N, C);
 }
 
+// The row statistics are sums in index order, one add after another: each waits for the last,
+// so one row's sum runs at the adder's latency. LN_ROWS rows are summed side by side instead
+// (their chains are independent, so the CPU overlaps them); every row keeps its own order, so
+// the sums are bit for bit those of one row at a time. On GPT-2's 1024 x 768 the forward is
+// 2.6x and the backward 1.35x faster (docs/performance.md); rows past the last full group go one
+// at a time.
+#define LN_ROWS 8
+
+// mean and rstd of the LN_ROWS rows x[k] (each C floats)
+static void ln_stats_grp(const float* const* x, int C, float* m, float* s) {
+    float a[LN_ROWS] = {0};
+    for (int i = 0; i < C; i++)
+        for (int k = 0; k < LN_ROWS; k++)
+            a[k] += x[k][i];
+    for (int k = 0; k < LN_ROWS; k++)
+        m[k] = a[k] / (float)C;
+    float v[LN_ROWS] = {0};
+    for (int i = 0; i < C; i++)
+        for (int k = 0; k < LN_ROWS; k++) {
+            float d = x[k][i] - m[k];
+            v[k] += d * d;
+        }
+    for (int k = 0; k < LN_ROWS; k++)
+        s[k] = 1.0f / sqrtf(v[k] / (float)C + 1e-5f);
+}
+
+static void ln_stats1(const float* x, int C, float* m, float* s) {
+    float a = 0.0f;
+    for (int i = 0; i < C; i++)
+        a += x[i];
+    *m = a / (float)C;
+    float v = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float d = x[i] - *m;
+        v += d * d;
+    }
+    *s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+}
+
 void layernorm_forward_h(float* out, bf16* out_h, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int N, int C) {
+    const int ngrp = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float* x = inp + (size_t)r * C;
-        float m = 0.0f;
-        for (int i = 0; i < C; i++)
-            m += x[i];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float d = x[i] - m;
-            v += d * d;
+    for (int g = 0; g < ngrp; g++) {
+        const int r0 = g * LN_ROWS, n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
+        float m[LN_ROWS], s[LN_ROWS];
+        if (n == LN_ROWS) {
+            const float* x[LN_ROWS];
+            for (int k = 0; k < LN_ROWS; k++)
+                x[k] = inp + (size_t)(r0 + k) * C;
+            ln_stats_grp(x, C, m, s);
+        } else {
+            for (int k = 0; k < n; k++)
+                ln_stats1(inp + (size_t)(r0 + k) * C, C, &m[k], &s[k]);
         }
-        v /= (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float* o = out + (size_t)r * C;
-        for (int i = 0; i < C; i++)
-            o[i] = (x[i] - m) * s * weight[i] + bias[i];
-        if (out_h) {
-            bf16* oh = out_h + (size_t)r * C;
+        for (int k = 0; k < n; k++) {
+            const int r = r0 + k;
+            const float* x = inp + (size_t)r * C;
+            float* o = out + (size_t)r * C;
             for (int i = 0; i < C; i++)
-                oh[i] = bf16_from_float(o[i]);
+                o[i] = (x[i] - m[k]) * s[k] * weight[i] + bias[i];
+            if (out_h) {
+                bf16* oh = out_h + (size_t)r * C;
+                for (int i = 0; i < C; i++)
+                    oh[i] = bf16_from_float(o[i]);
+            }
+            mean[r] = m[k];
+            rstd[r] = s[k];
         }
-        mean[r] = m;
-        rstd[r] = s;
+    }
+}
+
+// mean(g) and mean(g * xhat) of rows k < n (n <= LN_ROWS) side by side, g = dy * w
+static void ln_grad_means(const float* const* dy, const float* const* x, const float* w,
+                          const float* m, const float* s, int n, int C, float* gm, float* gxm) {
+    float a[LN_ROWS] = {0}, b[LN_ROWS] = {0};
+    if (n == LN_ROWS) {
+        for (int i = 0; i < C; i++)
+            for (int k = 0; k < LN_ROWS; k++) {
+                float xh = (x[k][i] - m[k]) * s[k];
+                float g = dy[k][i] * w[i];
+                a[k] += g;
+                b[k] += g * xh;
+            }
+    } else {
+        for (int k = 0; k < n; k++)
+            for (int i = 0; i < C; i++) {
+                float xh = (x[k][i] - m[k]) * s[k];
+                float g = dy[k][i] * w[i];
+                a[k] += g;
+                b[k] += g * xh;
+            }
+    }
+    for (int k = 0; k < n; k++) {
+        gm[k] = a[k] / (float)C;
+        gxm[k] = b[k] / (float)C;
     }
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int N, int C) {
+    const int ngrp = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float* dy = dout + (size_t)r * C;
-        const float* x = inp + (size_t)r * C;
-        float m = mean[r], s = rstd[r];
-        float gm = 0.0f, gxm = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float xh = (x[i] - m) * s;
-            float g = dy[i] * weight[i];
-            gm += g;
-            gxm += g * xh;
+    for (int g = 0; g < ngrp; g++) {
+        const int r0 = g * LN_ROWS, n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
+        const float* dy[LN_ROWS];
+        const float* x[LN_ROWS];
+        float gm[LN_ROWS], gxm[LN_ROWS];
+        for (int k = 0; k < n; k++) {
+            dy[k] = dout + (size_t)(r0 + k) * C;
+            x[k] = inp + (size_t)(r0 + k) * C;
         }
-        gm /= (float)C;
-        gxm /= (float)C;
-        float* dx = dinp + (size_t)r * C;
-        for (int i = 0; i < C; i++) {
-            float xh = (x[i] - m) * s;
-            dx[i] += s * (dy[i] * weight[i] - gm - xh * gxm);
+        ln_grad_means(dy, x, weight, mean + r0, rstd + r0, n, C, gm, gxm);
+        for (int k = 0; k < n; k++) {
+            const float m = mean[r0 + k], s = rstd[r0 + k];
+            float* dx = dinp + (size_t)(r0 + k) * C;
+            for (int i = 0; i < C; i++) {
+                float xh = (x[k][i] - m) * s;
+                dx[i] += s * (dy[k][i] * weight[i] - gm[k] - xh * gxm[k]);
+            }
         }
     }
     int nblk = (C + CBLOCK - 1) / CBLOCK;

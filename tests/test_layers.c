@@ -324,6 +324,65 @@ START_TEST(test_forward_definitions) {
 }
 END_TEST
 
+// LayerNorm sums its rows' statistics several rows side by side (model/layers.c, LN_ROWS): every
+// value must be bit for bit what one row at a time gives, written here as the plain float loops
+// of the definition. N = 19: two full groups of 8 and a tail of 3; bf16 copy included.
+START_TEST(test_layernorm_row_groups_exact) {
+    enum { N = 19, C = 37 };
+    Rng r;
+    rng_seed(&r, 29);
+    float x[N * C], w[C], b[C], out[N * C], mean[N], rstd[N], dy[N * C];
+    float dx[N * C], dx0[N * C], dw[C], db[C];
+    bf16 oh[N * C];
+    fill_normal(x, N * C, 1.0f, &r);
+    for (int i = 0; i < N * C; i++)
+        x[i] += 0.1f * (float)(i / C);
+    fill_normal(w, C, 1.0f, &r);
+    fill_normal(b, C, 1.0f, &r);
+    fill_normal(dy, N * C, 1.0f, &r);
+    fill_normal(dx0, N * C, 1.0f, &r);
+    layernorm_forward_h(out, oh, mean, rstd, x, w, b, N, C);
+    memcpy(dx, dx0, sizeof(dx));
+    memset(dw, 0, sizeof(dw));
+    memset(db, 0, sizeof(db));
+    layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+    for (int n = 0; n < N; n++) {
+        const float* xr = x + n * C;
+        float m = 0.0f, v = 0.0f;
+        for (int i = 0; i < C; i++)
+            m += xr[i];
+        m /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float d = xr[i] - m;
+            v += d * d;
+        }
+        v /= (float)C;
+        const float s = 1.0f / sqrtf(v + 1e-5f);
+        ck_assert_msg(memcmp(&m, &mean[n], 4) == 0 && memcmp(&s, &rstd[n], 4) == 0,
+                      "row %d: mean %.9g rstd %.9g, want %.9g %.9g", n, mean[n], rstd[n], m, s);
+        float gm = 0.0f, gxm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            const float o = (xr[i] - m) * s * w[i] + b[i];
+            ck_assert_msg(memcmp(&o, &out[n * C + i], 4) == 0 &&
+                              oh[n * C + i] == bf16_from_float(o),
+                          "row %d [%d]: %.9g, want %.9g", n, i, out[n * C + i], o);
+            float xh = (xr[i] - m) * s;
+            float g = dy[n * C + i] * w[i];
+            gm += g;
+            gxm += g * xh;
+        }
+        gm /= (float)C;
+        gxm /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float xh = (xr[i] - m) * s;
+            const float want = dx0[n * C + i] + s * (dy[n * C + i] * w[i] - gm - xh * gxm);
+            ck_assert_msg(memcmp(&want, &dx[n * C + i], 4) == 0, "dx row %d [%d]: %.9g, want %.9g",
+                          n, i, dx[n * C + i], want);
+        }
+    }
+}
+END_TEST
+
 // ---------------------------------------------------------------------------------------------
 // bounds of the element-wise layers and LayerNorm
 
@@ -400,6 +459,7 @@ static Suite* layers_suite(void) {
     tcase_add_test(tc, test_crossentropy_grad);
     tcase_add_test(tc, test_threads_identical);
     tcase_add_test(tc, test_forward_definitions);
+    tcase_add_test(tc, test_layernorm_row_groups_exact);
     tcase_add_test(tc, test_layer_bounds);
     suite_add_tcase(s, tc);
     return s;
