@@ -362,6 +362,47 @@ static void stream_outputs(const char* bin) {
     }
 }
 
+// The long-context evaluation of a rerun list (./evaluate --lengths): long_context.txt is
+// compared with the rerun's column by column by name. A committed file made before ./evaluate
+// printed bpb and bytes (those two columns cut out of it here) is identical, with the two named
+// as not compared; a changed value, and a committed column the rerun's table lacks, are found
+// and named. Called by test_rerun_full after its rerun in g_dir/rf has finished.
+static void lengths_outputs(const char* bin) {
+    char cmd[8000], out[16384], ev[2400], p[1400], keep[1 << 14];
+    snprintf(p, sizeof(p), "%s/res/rf/long_context.txt", g_dir);
+    snprintf(cmd, sizeof(cmd),
+             "(%s/evaluate --checkpoint %s/run/model_00000008.bin --data '%s/recall_val_*.bin' "
+             "--lengths 1 --batches 2 >%s.full 2>&1 && awk '/^#/ {print; next} "
+             "{print $1, $2, $3, $4, $5, $6}' %s.full >%s)",
+             bin, g_dir, g_data, p, p, p);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    slurp(p, out, sizeof(out));
+    ck_assert_msg(strstr(out, "length factor val_loss") && !strstr(out, "bpb"), "%s", out);
+    snprintf(ev, sizeof(ev),
+             "./evaluate --checkpoint runs/rerun/t/rf/model_00000008.bin --data "
+             "%s/recall_val_*.bin --lengths 1 --batches 2",
+             g_data);
+    write_prov("\"t\"", "\"rf\"", "make", "", ev);
+    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf", g_dir,
+             bin, g_dir);
+    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "long_context.txt: identical (columns added since, not compared: "
+                              "bpb, bytes)") &&
+                      strstr(out, "reproduced: ") && strstr(out, "long_context.txt identical"),
+                  "%s", out);
+    struct {
+        const char *from, *to;
+    } cases[] = {{" 1x ", " 2x "}, {" val_loss ", " val_lossx "}};
+    slurp(p, keep, sizeof(keep));
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        edit_file(p, cases[k].from, cases[k].to);
+        ck_assert_msg(sh(cmd, out, sizeof(out)) == 1 && strstr(out, "long_context.txt: DIFFERS") &&
+                          strstr(out, "not reproduced: long_context.txt differs"),
+                      "case %zu: %s", k, out);
+        spit(p, keep);
+    }
+}
+
 // --full: the whole rerun list of a committed run (its data step, the training, its probe
 // evaluation), each output compared with the committed copy; a change to the committed data
 // hash, final metrics or probe result is found and named (exit 1), the finished rerun being
@@ -448,6 +489,7 @@ START_TEST(test_rerun_full) {
         spit(p, keep);
     }
     stream_outputs(bin);
+    lengths_outputs(bin);
     snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --steps 3", g_dir);
     ck_assert_msg(sh(cmd, out, sizeof(out)) == 2 && strstr(out, "--steps"), "%s", out);
     // --data-only: the data steps and the data's sha256, nothing trained
