@@ -139,11 +139,13 @@ static void bias_add(float* restrict out, const float* restrict bias, int rows, 
 // oneDNN 2.6 picks its AMX / AVX512-BF16 kernels (brg:) only for dense matrices; on strided ones
 // it falls back to gemm:jit, which is emulated on CPUs without bf16. So operands are made dense
 // first (a copy of the block, small next to the product), and a strided C is computed densely
-// and merged: C = T + beta C with T = alpha op(A) op(B). A bias (N floats, or NULL) is then added
-// to every row of C; with beta = 0 it is added in the merge itself (c = t + bias, the same
-// rounding as copying t and adding the bias after), which saves the block a pass.
+// and merged: C = T + beta C with T = alpha op(A) op(B). A bias (N floats, or NULL; only with
+// beta = 0, as the forward calls it) is then added to every row of C; in a merge it is added in
+// the merge itself (c = t + bias, the same rounding as copying t and adding the bias after),
+// which saves the block a pass.
 static int dnnl_dense(int ta, int tb, int M, int N, int K, float alpha, const bf16* A, int lda,
                       const bf16* B, int ldb, float beta, float* C, int ldc, const float* bias) {
+    ASSERT(!bias || beta == 0.0f);
     const int ac = ta ? M : K, bc = tb ? K : N;
     const bf16* Ad = densify(A, ta ? K : M, ac, lda, BUF_DA);
     const bf16* Bd = densify(B, tb ? N : K, bc, ldb, BUF_DB);
@@ -157,7 +159,7 @@ static int dnnl_dense(int ta, int tb, int M, int N, int K, float alpha, const bf
     for (int r = 0; r < M; r++) {
         float* restrict c = C + (size_t)r * ldc;
         const float* restrict t = T + (size_t)r * N;
-        if (beta == 0.0f && bias)
+        if (bias)
             for (int j = 0; j < N; j++)
                 c[j] = t[j] + bias[j];
         else if (beta == 0.0f)
@@ -166,13 +168,12 @@ static int dnnl_dense(int ta, int tb, int M, int N, int K, float alpha, const bf
             for (int j = 0; j < N; j++)
                 c[j] = t[j] + beta * c[j];
     }
-    if (bias && beta != 0.0f) bias_add(C, bias, M, ldc, N);
     return 0;
 }
 
 // The same with bf16 operands, in the current bf16 precision (bf16: oneDNN, falling back to the
 // reference for a shape oneDNN has no native kernel for; bf16_ref or fp32: the reference), and
-// bias (N floats, or NULL) added to every row of C after the product.
+// bias (N floats, or NULL; beta = 0 then) added to every row of C after the product.
 static void mm_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, float alpha,
                               const bf16* A, int lda, const bf16* B, int ldb, float beta, float* C,
                               int ldc, const float* bias) {
