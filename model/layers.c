@@ -70,12 +70,19 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // so one row's sum runs at the adder's latency. LN_ROWS rows are summed side by side instead
 // (their chains are independent, so the CPU overlaps them); every row keeps its own order, so
 // the sums are bit for bit those of one row at a time. On GPT-2's 1024 x 768 the forward is
-// 2.6x and the backward 1.35x faster (docs/performance.md); rows past the last full group go one
-// at a time.
+// 2.6x and the backward 1.35x faster (docs/performance.md). A last group of n < LN_ROWS rows
+// fills its other slots with its first row again (computed, not stored).
 #define LN_ROWS 8
 
+// Rows r0 .. r0+n-1 of a (rows, C) array as LN_ROWS row pointers, the slots past n repeating
+// row r0.
+static void ln_group(const float** p, const float* base, int r0, int n, int C) {
+    for (int k = 0; k < LN_ROWS; k++)
+        p[k] = base + (size_t)(r0 + (k < n ? k : 0)) * C;
+}
+
 // mean and rstd of the LN_ROWS rows x[k] (each C floats)
-static void ln_stats_grp(const float* const* x, int C, float* m, float* s) {
+static void ln_stats(const float* const* x, int C, float* m, float* s) {
     float a[LN_ROWS] = {0};
     for (int i = 0; i < C; i++)
         for (int k = 0; k < LN_ROWS; k++)
@@ -92,41 +99,21 @@ static void ln_stats_grp(const float* const* x, int C, float* m, float* s) {
         s[k] = 1.0f / sqrtf(v[k] / (float)C + 1e-5f);
 }
 
-static void ln_stats1(const float* x, int C, float* m, float* s) {
-    float a = 0.0f;
-    for (int i = 0; i < C; i++)
-        a += x[i];
-    *m = a / (float)C;
-    float v = 0.0f;
-    for (int i = 0; i < C; i++) {
-        float d = x[i] - *m;
-        v += d * d;
-    }
-    *s = 1.0f / sqrtf(v / (float)C + 1e-5f);
-}
-
 void layernorm_forward_h(float* out, bf16* out_h, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int N, int C) {
     const int ngrp = (N + LN_ROWS - 1) / LN_ROWS;
 #pragma omp parallel for schedule(static)
     for (int g = 0; g < ngrp; g++) {
         const int r0 = g * LN_ROWS, n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
+        const float* x[LN_ROWS];
         float m[LN_ROWS], s[LN_ROWS];
-        if (n == LN_ROWS) {
-            const float* x[LN_ROWS];
-            for (int k = 0; k < LN_ROWS; k++)
-                x[k] = inp + (size_t)(r0 + k) * C;
-            ln_stats_grp(x, C, m, s);
-        } else {
-            for (int k = 0; k < n; k++)
-                ln_stats1(inp + (size_t)(r0 + k) * C, C, &m[k], &s[k]);
-        }
+        ln_group(x, inp, r0, n, C);
+        ln_stats(x, C, m, s);
         for (int k = 0; k < n; k++) {
             const int r = r0 + k;
-            const float* x = inp + (size_t)r * C;
             float* o = out + (size_t)r * C;
             for (int i = 0; i < C; i++)
-                o[i] = (x[i] - m[k]) * s[k] * weight[i] + bias[i];
+                o[i] = (x[k][i] - m[k]) * s[k] * weight[i] + bias[i];
             if (out_h) {
                 bf16* oh = out_h + (size_t)r * C;
                 for (int i = 0; i < C; i++)
@@ -138,28 +125,19 @@ void layernorm_forward_h(float* out, bf16* out_h, float* mean, float* rstd, cons
     }
 }
 
-// mean(g) and mean(g * xhat) of rows k < n (n <= LN_ROWS) side by side, g = dy * w
+// mean(g) and mean(g * xhat) of the LN_ROWS rows side by side, g = dy * w (row k's mean and rstd
+// are m[k], s[k])
 static void ln_grad_means(const float* const* dy, const float* const* x, const float* w,
-                          const float* m, const float* s, int n, int C, float* gm, float* gxm) {
+                          const float* m, const float* s, int C, float* gm, float* gxm) {
     float a[LN_ROWS] = {0}, b[LN_ROWS] = {0};
-    if (n == LN_ROWS) {
-        for (int i = 0; i < C; i++)
-            for (int k = 0; k < LN_ROWS; k++) {
-                float xh = (x[k][i] - m[k]) * s[k];
-                float g = dy[k][i] * w[i];
-                a[k] += g;
-                b[k] += g * xh;
-            }
-    } else {
-        for (int k = 0; k < n; k++)
-            for (int i = 0; i < C; i++) {
-                float xh = (x[k][i] - m[k]) * s[k];
-                float g = dy[k][i] * w[i];
-                a[k] += g;
-                b[k] += g * xh;
-            }
-    }
-    for (int k = 0; k < n; k++) {
+    for (int i = 0; i < C; i++)
+        for (int k = 0; k < LN_ROWS; k++) {
+            float xh = (x[k][i] - m[k]) * s[k];
+            float g = dy[k][i] * w[i];
+            a[k] += g;
+            b[k] += g * xh;
+        }
+    for (int k = 0; k < LN_ROWS; k++) {
         gm[k] = a[k] / (float)C;
         gxm[k] = b[k] / (float)C;
     }
@@ -174,18 +152,19 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         const int r0 = g * LN_ROWS, n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
         const float* dy[LN_ROWS];
         const float* x[LN_ROWS];
-        float gm[LN_ROWS], gxm[LN_ROWS];
-        for (int k = 0; k < n; k++) {
-            dy[k] = dout + (size_t)(r0 + k) * C;
-            x[k] = inp + (size_t)(r0 + k) * C;
+        float m[LN_ROWS], s[LN_ROWS], gm[LN_ROWS], gxm[LN_ROWS];
+        ln_group(dy, dout, r0, n, C);
+        ln_group(x, inp, r0, n, C);
+        for (int k = 0; k < LN_ROWS; k++) {
+            m[k] = mean[r0 + (k < n ? k : 0)];
+            s[k] = rstd[r0 + (k < n ? k : 0)];
         }
-        ln_grad_means(dy, x, weight, mean + r0, rstd + r0, n, C, gm, gxm);
+        ln_grad_means(dy, x, weight, m, s, C, gm, gxm);
         for (int k = 0; k < n; k++) {
-            const float m = mean[r0 + k], s = rstd[r0 + k];
             float* dx = dinp + (size_t)(r0 + k) * C;
             for (int i = 0; i < C; i++) {
-                float xh = (x[k][i] - m) * s;
-                dx[i] += s * (dy[k][i] * weight[i] - gm[k] - xh * gxm[k]);
+                float xh = (x[k][i] - m[k]) * s[k];
+                dx[i] += s[k] * (dy[k][i] * weight[i] - gm[k] - xh * gxm[k]);
             }
         }
     }
