@@ -71,7 +71,6 @@ static double median(double* v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// One precision's profile: med[p] the median seconds of phase p, *step the median step.
 // The linear layers' matmul families: each phase's FLOPs per step, from the weight it multiplies
 // (all layers' elements, specs) and the step's rows: 2 * rows * |W| forward, twice that backward
 // (the input's and the weight's gradients).
@@ -86,6 +85,7 @@ static const struct {
     {PROF_MM_LMHEAD_FWD, P_WTE, 0},       {PROF_MM_LMHEAD_BWD, P_WTE, 1},
 };
 
+// One precision's profile: med[p] the median seconds of phase p, *step the median step.
 typedef struct {
     char name[16];
     char info[384];
