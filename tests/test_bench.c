@@ -124,6 +124,7 @@ START_TEST(test_bench_profile_tiny) {
                 {"qkv bwd", "matmul qkv bwd", 4 * rows * 3 * C * C * L},
                 {"fc proj fwd", "matmul fc proj fwd", 2 * rows * 4 * C * C * L},
                 {"attn proj bwd", "matmul attn proj bwd", 4 * rows * C * C * L}};
+    double peaks[2] = {0, 0};
     for (int c = 0; c <= (native ? 1 : 0); c++) {
         const char* line = strstr(out, "\npeak (this run");
         const char* tag = c ? "; bf16 " : "): fp32 ";
@@ -131,6 +132,7 @@ START_TEST(test_bench_profile_tiny) {
         double peak = 0;
         ck_assert_msg(pk && sscanf(pk + strlen(tag), "%lf GFLOP/s", &peak) == 1 && peak > 0,
                       "no %s peak in:\n%s", tag, out);
+        peaks[c] = peak;
         for (int f = 0; f < 4; f++) {
             const double gf = row_value(out, fam[f].name, 0);
             ck_assert_msg(fabs(gf - fam[f].flops * 1e-9) <= 5e-4 * gf, "%s: %g GFLOP, want %g",
@@ -158,6 +160,35 @@ START_TEST(test_bench_profile_tiny) {
         // each step is printed to 0.01 ms, the ratio to 0.01
         ck_assert_msg(fabs(x - f / b) <= 0.005 + (f / b) * (0.005 / b + 0.005 / f) + 1e-9,
                       "speed-up %g, steps %g / %g ms", x, f, b);
+        // the bound: bf16's step with every matmul at the printed bf16 peak, the rest of its
+        // step (the step less the printed matmul phases) as measured, against the fp32 step
+        const char* bt = "\nbf16 step with every matmul at its peak (";
+        const char* bp = strstr(out, bt);
+        double gl = 0, ga = 0, rest = 0, ideal = 0, most = 0;
+        ck_assert_msg(bp && sscanf(bp + strlen(bt),
+                                   "%lf GFLOP of linear layers, %lf of attention products; the "
+                                   "other %lf ms as measured): %lf ms, so fp32 step over bf16 "
+                                   "step at most %lfx",
+                                   &gl, &ga, &rest, &ideal, &most) == 5,
+                      "%s", out);
+        const double all = row_value(out, "all linear layers", 0);
+        ck_assert_msg(fabs(gl - all) <= 5e-4 * all, "linear %g GFLOP, table %g", gl, all);
+        const double attn = 12 * L * 32 * C * rows; // QK^T, A.V: 2 T C per row each, x3 with bwd
+        ck_assert_msg(fabs(ga - attn * 1e-9) <= 5e-4 * ga, "attention %g GFLOP, want %g", ga,
+                      attn * 1e-9);
+        double mm = 0;
+        for (int p = PROF_MM_QKV_FWD; p <= PROF_ATTN_MM_BWD; p++)
+            mm += row_value(out, prof_name(p), 2);
+        // the step and 12 phases printed to 0.01 ms, the rest too
+        ck_assert_msg(fabs(rest - (b - mm)) <= 0.005 * 14 + 1e-9, "rest %g ms, step %g - %g", rest,
+                      b, mm);
+        // the matmuls at the peak (GFLOP to 4 digits, the peak to 0.1) plus the printed rest (to
+        // 0.01 ms, as the result)
+        const double at_peak = (all + attn * 1e-9) / peaks[1] * 1e3, want = at_peak + rest;
+        ck_assert_msg(fabs(ideal - want) <= 0.0101 + 1e-3 * at_peak, "ideal %g ms, want %g", ideal,
+                      want);
+        ck_assert_msg(fabs(most - f / ideal) <= 0.005 + (f / ideal) * (0.006 / ideal + 0.005 / f),
+                      "at most %g, steps %g / %g ms", most, f, ideal);
     }
     // one precision only
     rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));

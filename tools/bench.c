@@ -10,7 +10,9 @@
 //                              precision= given), timing each phase of the step (common/prof.h),
 //                              and prints the median ms per phase and its share of the median step,
 //                              then each linear-layer family's GFLOP/s and share of this run's
-//                              measured matmul peak, and the step's MFU against that peak
+//                              measured matmul peak, the step's MFU against that peak, and
+//                              with both precisions the bf16 step with every matmul at its peak
+//                              (the best speed-up over fp32 this run allows)
 //        ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]
 //                              greedy generation of N new tokens (default 512) by a randomly
 //                              initialised model of CONFIG's shapes (default
@@ -47,7 +49,9 @@ static void usage(FILE* f) {
            "               warm-up step) of CONFIG with the key=value overrides, on synthetic\n"
            "               tokens, in fp32 and in bf16 where native (precision=P: only P); prints\n"
            "               the median ms of each phase and its share of the median step, then\n"
-           "               the linear layers' GFLOP/s against this run's peak and the step MFU\n"
+           "               the linear layers' GFLOP/s against this run's peak, the step MFU\n"
+           "               and, with both precisions, the best speed-up with every matmul at\n"
+           "               the bf16 peak\n"
            "  generate     tokens/s of greedy generation with the key/value cache and without it\n"
            "               (the prefix recomputed for every token), in one run: N new tokens\n"
            "               (default 512) after a one-token prompt, by a randomly initialised\n"
@@ -92,6 +96,7 @@ typedef struct {
     double med[PROF_NPHASES], step, sum_named;
     double flops[PROF_NLINEAR]; // FLOPs per step of each LINEAR family
     double step_flops;          // the model's FLOPs per step as the trainer counts them (MFU)
+    double attn_flops;          // QK^T and A.V per step, forward and backward, over full T x T
     double peak;                // FLOP/s: this precision's matmul peak, measured in this run
 } ProfResult;
 
@@ -118,6 +123,8 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     for (int i = 0; i < PROF_NLINEAR; i++)
         out->flops[i] = (LINEAR[i].bwd ? 4.0 : 2.0) * rows * (double)m.specs[LINEAR[i].row].size;
     out->step_flops = gpt2_flops_per_token(&m, T) * rows;
+    // per row and layer: QK^T and A.V are 2 T C each forward, twice that backward
+    out->attn_flops = 12.0 * c->n_layer * (double)T * c->n_embd * rows;
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "optimizer '%s' is unknown", c->optimizer);
@@ -204,6 +211,26 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     return 0;
 }
 
+// The best speed-up the second precision could reach in this run: its step with every matmul
+// (the linear layers' FLOPs and the attention products') at the peak it measured, and the rest of
+// its step (every phase but the matmul ones: the step minus their medians) as measured. The
+// attention products are counted over the full T x T (the backward's recomputed QK^T not at
+// all), so the time is a lower bound for the softmax driver, and the speed-up an upper bound.
+static void print_bound(const ProfResult* res) {
+    const ProfResult* r = &res[1];
+    double linear = 0, mm = 0;
+    for (int f = 0; f < PROF_NLINEAR; f++)
+        linear += r->flops[f];
+    for (int p = PROF_MM_QKV_FWD; p <= PROF_ATTN_MM_BWD; p++)
+        mm += r->med[p];
+    const double rest = r->step - mm, ideal = (linear + r->attn_flops) / r->peak + rest;
+    printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, %.4g of "
+           "attention products; the other %.2f ms as measured): %.2f ms, so %s step over %s step "
+           "at most %.2fx",
+           r->name, linear * 1e-9, r->attn_flops * 1e-9, rest * 1e3, ideal * 1e3, res[0].name,
+           r->name, res[0].step / ideal);
+}
+
 // The linear layers against the peak: each family's GFLOP per step, its rate in the profiled
 // step and that rate's share of the precision's peak measured in this run; then the step's MFU
 // (the trainer's FLOPs per step over the median step, against the same peak).
@@ -215,9 +242,11 @@ static void print_linear(const ProfResult* res, int nres) {
     for (int i = 0; i < nres; i++)
         printf("%s %s %.1f%%", i ? "," : "", res[i].name,
                100 * res[i].step_flops / res[i].step / res[i].peak);
-    if (nres == 2)
+    if (nres == 2) {
         printf("\n%s step over %s step (medians): %.2fx", res[0].name, res[1].name,
                res[0].step / res[1].step);
+        print_bound(res);
+    }
     printf("\n\n| linear layers | GFLOP per step |");
     for (int i = 0; i < nres; i++)
         printf(" %s GFLOP/s | %s %% of peak |", res[i].name, res[i].name);
