@@ -193,6 +193,24 @@ START_TEST(test_bench_profile_tiny) {
     // one precision only
     rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));
     ck_assert_msg(rc == 0 && strstr(out, "| fp32 ms |") && !strstr(out, "bf16 ms"), "%s", out);
+    if (native) { // a layer-level variant: its attention stays in the rest, as measured
+        rc = rd_run("bench", "profile " TINY " steps=1 attention=linear", out, sizeof(out));
+        ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+        const char* bt = "\nbf16 step with every matmul at its peak (";
+        const char* bp = strstr(out, bt);
+        double gl = 0, rest = 0, ideal = 0;
+        ck_assert_msg(bp && sscanf(bp + strlen(bt),
+                                   "%lf GFLOP of linear layers, the attention of a layer-level "
+                                   "variant as measured; the other %lf ms as measured): %lf ms",
+                                   &gl, &rest, &ideal) == 3,
+                      "%s", out);
+        double mm = 0;
+        for (int p = PROF_MM_QKV_FWD; p <= PROF_MM_LMHEAD_BWD; p++)
+            mm += row_value(out, prof_name(p), 2);
+        const double b = row_value(out, "step (median)", 2);
+        ck_assert_msg(fabs(rest - (b - mm)) <= 0.005 * 12 + 1e-9, "rest %g ms, step %g - %g", rest,
+                      b, mm);
+    }
 }
 END_TEST
 

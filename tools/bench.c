@@ -96,8 +96,9 @@ typedef struct {
     double med[PROF_NPHASES], step, sum_named;
     double flops[PROF_NLINEAR]; // FLOPs per step of each LINEAR family
     double step_flops;          // the model's FLOPs per step as the trainer counts them (MFU)
-    double attn_flops;          // QK^T and A.V per step, forward and backward, over full T x T
-    double peak;                // FLOP/s: this precision's matmul peak, measured in this run
+    double attn_flops; // QK^T and A.V per step, forward and backward, over full T x T; 0 when a
+                       // layer's attention is layer-level (its own products, not counted)
+    double peak;       // FLOP/s: this precision's matmul peak, measured in this run
 } ProfResult;
 
 // Train `steps` + 1 steps of c in precision `prec_name`, the first not counted. 0, or -1 with err.
@@ -125,6 +126,8 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     out->step_flops = gpt2_flops_per_token(&m, T) * rows;
     // per row and layer: QK^T and A.V are 2 T C each forward, twice that backward
     out->attn_flops = 12.0 * c->n_layer * (double)T * c->n_embd * rows;
+    for (int l = 0; l < c->n_layer; l++)
+        if (m.la[l].v->layer_forward) out->attn_flops = 0;
     const OptimizerDef* od = optim_lookup(c->optimizer);
     if (!od) {
         snprintf(err, errcap, "optimizer '%s' is unknown", c->optimizer);
@@ -214,21 +217,27 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
 // The best speed-up the second precision could reach in this run: its step with every matmul
 // (the linear layers' FLOPs and the attention products') at the peak it measured, and the rest of
 // its step (every phase but the matmul ones: the step minus their medians) as measured. The
-// attention products are counted over the full T x T (the backward's recomputed QK^T not at
-// all), so the time is a lower bound for the softmax driver, and the speed-up an upper bound.
+// attention products are counted over the full T x T, as the driver computes them, and the
+// backward's recomputed QK^T not at all, so the time is a lower bound and the speed-up an upper
+// bound. Where a layer's attention is layer-level (its own products, in its own number), the
+// attention phases stay in the rest, as measured: still a lower bound.
 static void print_bound(const ProfResult* res) {
     const ProfResult* r = &res[1];
+    const int attn = r->attn_flops > 0;
     double linear = 0, mm = 0;
     for (int f = 0; f < PROF_NLINEAR; f++)
         linear += r->flops[f];
-    for (int p = PROF_MM_QKV_FWD; p <= PROF_ATTN_MM_BWD; p++)
+    for (int p = PROF_MM_QKV_FWD; p <= (attn ? PROF_ATTN_MM_BWD : PROF_MM_LMHEAD_BWD); p++)
         mm += r->med[p];
     const double rest = r->step - mm, ideal = (linear + r->attn_flops) / r->peak + rest;
-    printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, %.4g of "
-           "attention products; the other %.2f ms as measured): %.2f ms, so %s step over %s step "
-           "at most %.2fx",
-           r->name, linear * 1e-9, r->attn_flops * 1e-9, rest * 1e3, ideal * 1e3, res[0].name,
-           r->name, res[0].step / ideal);
+    printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, ", r->name,
+           linear * 1e-9);
+    if (attn)
+        printf("%.4g of attention products", r->attn_flops * 1e-9);
+    else
+        printf("the attention of a layer-level variant as measured");
+    printf("; the other %.2f ms as measured): %.2f ms, so %s step over %s step at most %.2fx",
+           rest * 1e3, ideal * 1e3, res[0].name, r->name, res[0].step / ideal);
 }
 
 // The linear layers against the peak: each family's GFLOP per step, its rate in the profiled
