@@ -13,8 +13,8 @@
 #define ATTNLAB_PROF_H
 
 typedef enum {
-    PROF_OTHER,      // step time outside every named phase
-    PROF_MM_QKV_FWD, // the matmul phases, from here through PROF_ATTN_MM_BWD, stay together
+    PROF_OTHER, // step time outside every named phase
+    PROF_MM_QKV_FWD,
     PROF_MM_QKV_BWD,
     PROF_MM_ATTPROJ_FWD,
     PROF_MM_ATTPROJ_BWD,

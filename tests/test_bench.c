@@ -78,6 +78,20 @@ static double row_value(const char* out, const char* name, int col) {
     return v;
 }
 
+// The profile's matmul phases: the ten linear-layer families, then the attention products.
+static const int MM_PHASES[12] = {PROF_MM_QKV_FWD,     PROF_MM_QKV_BWD,    PROF_MM_ATTPROJ_FWD,
+                                  PROF_MM_ATTPROJ_BWD, PROF_MM_FC_FWD,     PROF_MM_FC_BWD,
+                                  PROF_MM_FCPROJ_FWD,  PROF_MM_FCPROJ_BWD, PROF_MM_LMHEAD_FWD,
+                                  PROF_MM_LMHEAD_BWD,  PROF_ATTN_MM_FWD,   PROF_ATTN_MM_BWD};
+
+// The printed ms of the first n of MM_PHASES in column col of the phase table, summed.
+static double matmul_ms(const char* out, int n, int col) {
+    double ms = 0;
+    for (int i = 0; i < n; i++)
+        ms += row_value(out, prof_name(MM_PHASES[i]), col);
+    return ms;
+}
+
 START_TEST(test_bench_profile_tiny) {
     static char out[1 << 16];
     int rc = rd_run("bench", "profile " TINY " threads=2 steps=3", out, sizeof(out));
@@ -176,9 +190,7 @@ START_TEST(test_bench_profile_tiny) {
         const double attn = 12 * L * 32 * C * rows; // QK^T, A.V: 2 T C per row each, x3 with bwd
         ck_assert_msg(fabs(ga - attn * 1e-9) <= 5e-4 * ga, "attention %g GFLOP, want %g", ga,
                       attn * 1e-9);
-        double mm = 0;
-        for (int p = PROF_MM_QKV_FWD; p <= PROF_ATTN_MM_BWD; p++)
-            mm += row_value(out, prof_name(p), 2);
+        const double mm = matmul_ms(out, 12, 2);
         // the step and 12 phases printed to 0.01 ms, the rest too
         ck_assert_msg(fabs(rest - (b - mm)) <= 0.005 * 14 + 1e-9, "rest %g ms, step %g - %g", rest,
                       b, mm);
@@ -204,9 +216,7 @@ START_TEST(test_bench_profile_tiny) {
                                    "variant as measured; the other %lf ms as measured): %lf ms",
                                    &gl, &rest, &ideal) == 3,
                       "%s", out);
-        double mm = 0;
-        for (int p = PROF_MM_QKV_FWD; p <= PROF_MM_LMHEAD_BWD; p++)
-            mm += row_value(out, prof_name(p), 2);
+        const double mm = matmul_ms(out, 10, 2); // the linear layers' phases only
         const double b = row_value(out, "step (median)", 2);
         ck_assert_msg(fabs(rest - (b - mm)) <= 0.005 * 12 + 1e-9, "rest %g ms, step %g - %g", rest,
                       b, mm);

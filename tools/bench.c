@@ -224,11 +224,12 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
 static void print_bound(const ProfResult* res) {
     const ProfResult* r = &res[1];
     const int attn = r->attn_flops > 0;
-    double linear = 0, mm = 0;
-    for (int f = 0; f < PROF_NLINEAR; f++)
+    double linear = 0, mm = 0; // the linear layers' FLOPs; the matmul phases' seconds
+    for (int f = 0; f < PROF_NLINEAR; f++) {
         linear += r->flops[f];
-    for (int p = PROF_MM_QKV_FWD; p <= (attn ? PROF_ATTN_MM_BWD : PROF_MM_LMHEAD_BWD); p++)
-        mm += r->med[p];
+        mm += r->med[LINEAR[f].phase];
+    }
+    if (attn) mm += r->med[PROF_ATTN_MM_FWD] + r->med[PROF_ATTN_MM_BWD];
     const double rest = r->step - mm, ideal = (linear + r->attn_flops) / r->peak + rest;
     printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, ", r->name,
            linear * 1e-9);
