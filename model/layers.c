@@ -74,11 +74,15 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 // fills its other slots with its first row again (computed, not stored).
 #define LN_ROWS 8
 
-// Rows r0 .. r0+n-1 of a (rows, C) array as LN_ROWS row pointers, the slots past n repeating
-// row r0.
+// The row in slot k of the group of n rows from r0: r0 + k, or r0 again past n.
+static int ln_row(int r0, int k, int n) {
+    return r0 + (k < n ? k : 0);
+}
+
+// Rows r0 .. r0+n-1 of a (rows, C) array as LN_ROWS row pointers (ln_row).
 static void ln_group(const float** p, const float* base, int r0, int n, int C) {
     for (int k = 0; k < LN_ROWS; k++)
-        p[k] = base + (size_t)(r0 + (k < n ? k : 0)) * C;
+        p[k] = base + (size_t)ln_row(r0, k, n) * C;
 }
 
 // mean and rstd of the LN_ROWS rows x[k] (each C floats)
@@ -156,8 +160,8 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         ln_group(dy, dout, r0, n, C);
         ln_group(x, inp, r0, n, C);
         for (int k = 0; k < LN_ROWS; k++) {
-            m[k] = mean[r0 + (k < n ? k : 0)];
-            s[k] = rstd[r0 + (k < n ? k : 0)];
+            m[k] = mean[ln_row(r0, k, n)];
+            s[k] = rstd[ln_row(r0, k, n)];
         }
         ln_grad_means(dy, x, weight, m, s, C, gm, gxm);
         for (int k = 0; k < n; k++) {
