@@ -314,6 +314,17 @@ static void refused_payloads(const char* bin) {
     }
 }
 
+// A rerun list whose evaluation step is ev, checked with scripts/rerun_check --full on
+// g_dir/res/rf (the rerun in g_dir/rf, already trained): the command into cmd, for the checks
+// after an edit of a committed file; fails unless this first check reproduces (exit 0).
+static void rerun_eval(const char* bin, const char* ev, char* cmd, size_t cmdcap, char* out,
+                       size_t outcap) {
+    write_prov("\"t\"", "\"rf\"", "make", "", ev);
+    snprintf(cmd, cmdcap, "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf", g_dir, bin,
+             g_dir);
+    ck_assert_msg(sh(cmd, out, outcap) == 0, "%s", out);
+}
+
 // The streaming evaluation of a rerun list (ablate.stream): ./evaluate --stream writes the
 // policy's CSV (--csv, into the run's folder) and prints its report, which make the committed
 // stream_window.csv and stream.txt. Both are compared with the rerun's own, the paths of the
@@ -337,10 +348,7 @@ static void stream_outputs(const char* bin) {
              "%s/recall_val_*.bin --length 256 --window 16 --threads 1 --csv "
              "runs/rerun/t/rf/stream_window.csv",
              g_data);
-    write_prov("\"t\"", "\"rf\"", "make", "", ev);
-    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf", g_dir,
-             bin, g_dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    rerun_eval(bin, ev, cmd, sizeof(cmd), out, sizeof(out));
     ck_assert_msg(strstr(out, "stream_window.csv: identical") &&
                       strstr(out, "stream.txt: identical") &&
                       strstr(out, "stream_window.csv, stream.txt identical"),
@@ -382,10 +390,7 @@ static void lengths_outputs(const char* bin) {
              "./evaluate --checkpoint runs/rerun/t/rf/model_00000008.bin --data "
              "%s/recall_val_*.bin --lengths 1 --batches 2",
              g_data);
-    write_prov("\"t\"", "\"rf\"", "make", "", ev);
-    snprintf(cmd, sizeof(cmd), "scripts/rerun_check %s/res/rf --full --bin %s --out %s/rf", g_dir,
-             bin, g_dir);
-    ck_assert_msg(sh(cmd, out, sizeof(out)) == 0, "%s", out);
+    rerun_eval(bin, ev, cmd, sizeof(cmd), out, sizeof(out));
     ck_assert_msg(strstr(out, "long_context.txt: identical (columns added since, not compared: "
                               "bpb, bytes)") &&
                       strstr(out, "reproduced: ") && strstr(out, "long_context.txt identical"),
