@@ -201,6 +201,31 @@ START_TEST(test_bench_profile_tiny) {
                       want);
         ck_assert_msg(fabs(most - f / ideal) <= 0.005 + (f / ideal) * (0.006 / ideal + 0.005 / f),
                       "at most %g, steps %g / %g ms", most, f, ideal);
+        // at parity: bf16's matmuls at fp32's share of its peak (fp32's FLOPs over its printed
+        // matmul phases and peak), fp32's rest (its step less those phases)
+        const char* pt = "\nbf16 step at fp32's efficiency (its matmuls at ";
+        const char* pp = strstr(out, pt);
+        double share = 0, rest0 = 0, parity = 0, x0 = 0;
+        ck_assert_msg(pp && sscanf(pp + strlen(pt),
+                                   "%lf%% of the bf16 peak, as fp32's are of the fp32 peak; "
+                                   "fp32's other %lf ms): %lf ms, so fp32 step over bf16 step "
+                                   "%lfx at parity",
+                                   &share, &rest0, &parity, &x0) == 4,
+                      "%s", out);
+        const double mm0 = matmul_ms(out, 12, 0), fl = all + attn * 1e-9;
+        ck_assert_msg(fabs(rest0 - (f - mm0)) <= 0.005 * 14 + 1e-9, "fp32 rest %g ms, step %g - %g",
+                      rest0, f, mm0);
+        const double want_share = 100 * fl / (mm0 * 1e-3) / peaks[0];
+        ck_assert_msg(fabs(share - want_share) <= 0.05 + want_share * (1e-3 + 0.07 / mm0 + 0.05 /
+                                                                           peaks[0]),
+                      "share %g%%, want %g", share, want_share);
+        // the peaks to 0.1 GFLOP/s, the fp32 matmul phases to 0.01 ms each
+        const double want_par = mm0 * peaks[0] / peaks[1] + rest0;
+        ck_assert_msg(fabs(parity - want_par) <=
+                          0.0101 + 0.07 + mm0 * (0.05 / peaks[0] + 0.05 / peaks[1]) * 1.01,
+                      "parity %g ms, want %g", parity, want_par);
+        ck_assert_msg(fabs(x0 - f / parity) <= 0.005 + (f / parity) * (0.006 / parity + 0.005 / f),
+                      "at parity %g, steps %g / %g ms", x0, f, parity);
     }
     // one precision only
     rc = rd_run("bench", "profile " TINY " steps=1 precision=fp32", out, sizeof(out));

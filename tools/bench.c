@@ -12,7 +12,8 @@
 //                              then each linear-layer family's GFLOP/s and share of this run's
 //                              measured matmul peak, the step's MFU against that peak, and
 //                              with both precisions the bf16 step with every matmul at its peak
-//                              (the best speed-up over fp32 this run allows)
+//                              (the best speed-up over fp32 this run allows) and at fp32's
+//                              efficiency (the speed-up at parity)
 //        ./bench generate [CONFIG] [tokens=N] [repeats=N] [key=value...]
 //                              greedy generation of N new tokens (default 512) by a randomly
 //                              initialised model of CONFIG's shapes (default
@@ -51,7 +52,7 @@ static void usage(FILE* f) {
            "               the median ms of each phase and its share of the median step, then\n"
            "               the linear layers' GFLOP/s against this run's peak, the step MFU\n"
            "               and, with both precisions, the best speed-up with every matmul at\n"
-           "               the bf16 peak\n"
+           "               the bf16 peak and the speed-up with bf16 at fp32's efficiency\n"
            "  generate     tokens/s of greedy generation with the key/value cache and without it\n"
            "               (the prefix recomputed for every token), in one run: N new tokens\n"
            "               (default 512) after a one-token prompt, by a randomly initialised\n"
@@ -214,23 +215,35 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
     return 0;
 }
 
-// The best speed-up the second precision could reach in this run: its step with every matmul
-// (the linear layers' FLOPs and the attention products') at the peak it measured, and the rest of
-// its step (every phase but the matmul ones: the step minus their medians) as measured. The
-// attention products are counted over the full T x T, as the driver computes them, and the
-// backward's recomputed QK^T not at all, so the time is a lower bound and the speed-up an upper
-// bound. Where a layer's attention is layer-level (its own products, in its own number), the
-// attention phases stay in the rest, as measured: still a lower bound.
-static void print_bound(const ProfResult* res) {
-    const ProfResult* r = &res[1];
-    const int attn = r->attn_flops > 0;
-    double linear = 0, mm = 0; // the linear layers' FLOPs; the matmul phases' seconds
+// Seconds of a profiled step in its matmul phases: the linear layers' and, with `attn`, the
+// attention products'; *flops receives their FLOPs.
+static double matmul_seconds(const ProfResult* r, int attn, double* flops) {
+    double mm = 0;
+    *flops = attn ? r->attn_flops : 0;
     for (int f = 0; f < PROF_NLINEAR; f++) {
-        linear += r->flops[f];
+        *flops += r->flops[f];
         mm += r->med[LINEAR[f].phase];
     }
     if (attn) mm += r->med[PROF_ATTN_MM_FWD] + r->med[PROF_ATTN_MM_BWD];
-    const double rest = r->step - mm, ideal = (linear + r->attn_flops) / r->peak + rest;
+    return mm;
+}
+
+// Two lines on the second precision's step. The best speed-up it could reach in this run: its
+// step with every matmul (the linear layers' FLOPs and the attention products') at the peak it
+// measured, and the rest of its step (every phase but the matmul ones: the step minus their
+// medians) as measured. The attention products are counted over the full T x T, as the driver
+// computes them, and the backward's recomputed QK^T not at all, so the time is a lower bound and
+// the speed-up an upper bound. Where a layer's attention is layer-level (its own products, in its
+// own number), the attention phases stay in the rest, as measured: still a lower bound. Then the
+// speed-up at parity: its matmuls at the same share of its peak as the first precision's reach of
+// their own, and the first precision's rest, so nothing but the peaks differs; a speed-up above
+// it needs the second precision's matmuls nearer their peak than the first's are to theirs.
+static void print_bound(const ProfResult* res) {
+    const ProfResult *r = &res[1], *f = &res[0];
+    const int attn = r->attn_flops > 0;
+    double flops;
+    const double mm = matmul_seconds(r, attn, &flops), linear = flops - (attn ? r->attn_flops : 0);
+    const double rest = r->step - mm, ideal = flops / r->peak + rest;
     printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, ", r->name,
            linear * 1e-9);
     if (attn)
@@ -238,7 +251,13 @@ static void print_bound(const ProfResult* res) {
     else
         printf("the attention of a layer-level variant as measured");
     printf("; the other %.2f ms as measured): %.2f ms, so %s step over %s step at most %.2fx",
-           rest * 1e3, ideal * 1e3, res[0].name, r->name, res[0].step / ideal);
+           rest * 1e3, ideal * 1e3, f->name, r->name, f->step / ideal);
+    const double mm0 = matmul_seconds(f, attn, &flops), rest0 = f->step - mm0;
+    const double parity = mm0 * f->peak / r->peak + rest0;
+    printf("\n%s step at %s's efficiency (its matmuls at %.1f%% of the %s peak, as %s's are of "
+           "the %s peak; %s's other %.2f ms): %.2f ms, so %s step over %s step %.2fx at parity",
+           r->name, f->name, 100 * flops / mm0 / f->peak, r->name, f->name, f->name, f->name,
+           rest0 * 1e3, parity * 1e3, f->name, r->name, f->step / parity);
 }
 
 // The linear layers against the peak: each family's GFLOP per step, its rate in the profiled
