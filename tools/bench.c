@@ -216,14 +216,11 @@ static int profile_one(const Config* c, const char* prec_name, int steps, int nt
 }
 
 // Seconds of a profiled step in its matmul phases: the linear layers' and, with `attn`, the
-// attention products'; *flops receives their FLOPs.
-static double matmul_seconds(const ProfResult* r, int attn, double* flops) {
+// attention products'.
+static double matmul_seconds(const ProfResult* r, int attn) {
     double mm = 0;
-    *flops = attn ? r->attn_flops : 0;
-    for (int f = 0; f < PROF_NLINEAR; f++) {
-        *flops += r->flops[f];
+    for (int f = 0; f < PROF_NLINEAR; f++)
         mm += r->med[LINEAR[f].phase];
-    }
     if (attn) mm += r->med[PROF_ATTN_MM_FWD] + r->med[PROF_ATTN_MM_BWD];
     return mm;
 }
@@ -241,9 +238,11 @@ static double matmul_seconds(const ProfResult* r, int attn, double* flops) {
 static void print_bound(const ProfResult* res) {
     const ProfResult *r = &res[1], *f = &res[0];
     const int attn = r->attn_flops > 0;
-    double flops;
-    const double mm = matmul_seconds(r, attn, &flops), linear = flops - (attn ? r->attn_flops : 0);
-    const double rest = r->step - mm, ideal = flops / r->peak + rest;
+    double linear = 0; // one config, so the same FLOPs in both precisions
+    for (int i = 0; i < PROF_NLINEAR; i++)
+        linear += r->flops[i];
+    const double flops = linear + r->attn_flops;
+    const double mm = matmul_seconds(r, attn), rest = r->step - mm, ideal = flops / r->peak + rest;
     printf("\n%s step with every matmul at its peak (%.4g GFLOP of linear layers, ", r->name,
            linear * 1e-9);
     if (attn)
@@ -252,7 +251,7 @@ static void print_bound(const ProfResult* res) {
         printf("the attention of a layer-level variant as measured");
     printf("; the other %.2f ms as measured): %.2f ms, so %s step over %s step at most %.2fx",
            rest * 1e3, ideal * 1e3, f->name, r->name, f->step / ideal);
-    const double mm0 = matmul_seconds(f, attn, &flops), rest0 = f->step - mm0;
+    const double mm0 = matmul_seconds(f, attn), rest0 = f->step - mm0;
     const double parity = mm0 * f->peak / r->peak + rest0;
     printf("\n%s step at %s's efficiency (its matmuls at %.1f%% of the %s peak, as %s's are of "
            "the %s peak; %s's other %.2f ms): %.2f ms, so %s step over %s step %.2fx at parity",
